@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Local test services for outbox-cdc: a throwaway PostgreSQL 15 cluster
+# (wal_level=logical) and a single-node Apache Kafka broker (KRaft), both on
+# loopback and non-default ports.
+#
+#   scripts/services.sh install   install what is missing (apt, Maven Central)
+#   scripts/services.sh start     install, start and wait until both accept work
+#   scripts/services.sh stop      stop both and leave no process behind
+#   scripts/services.sh status    say what runs
+#   scripts/services.sh env       print the exports the tests and tools read
+#
+# Every command is idempotent. Ports and paths can be moved with the variables
+# below; state lives outside the work tree so several clones do not mix.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+
+PG_PORT=${OUTBOX_TEST_PG_PORT:-54329}
+KAFKA_PORT=${OUTBOX_TEST_KAFKA_PORT:-39092}
+KAFKA_CONTROLLER_PORT=${OUTBOX_TEST_KAFKA_CONTROLLER_PORT:-39093}
+PG_PASSWORD=${OUTBOX_TEST_PG_PASSWORD:-outbox-cdc-test}
+STATE=${OUTBOX_TEST_STATE_DIR:-${TMPDIR:-/tmp}/outbox-cdc-services-$(id -u)-$PG_PORT}
+JVM_CACHE=${OUTBOX_TEST_JVM_CACHE:-$repo/.cache/jvm}
+PG_BIN=${OUTBOX_TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
+
+log() { printf '[services] %s\n' "$*" >&2; }
+die() { printf '[services] error: %s\n' "$*" >&2; exit 1; }
+
+# PostgreSQL refuses to run as root; as root we run it as the packaged user.
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+install_pg() {
+  if [ -x "$PG_BIN/postgres" ]; then return; fi
+  [ "$(id -u)" = 0 ] || die "PostgreSQL 15 is missing from $PG_BIN; install postgresql-15 (as root: apt-get install postgresql-15)"
+  log "installing PostgreSQL 15 from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 postgresql-client-15 >/dev/null
+  [ -x "$PG_BIN/postgres" ] || die "postgresql-15 installed but $PG_BIN/postgres is missing"
+}
+
+install_jvm_profile() {
+  local profile=$1 dir="$JVM_CACHE/$1"
+  if [ -f "$dir/.complete" ] && [ "$dir/.complete" -nt "$here/pom.xml" ]; then return; fi
+  command -v java >/dev/null || die "java is missing (a JDK 17 or newer is needed for Kafka)"
+  command -v mvn >/dev/null || die "mvn is missing (Maven resolves the Kafka jars from Maven Central)"
+  log "resolving the '$profile' jars from Maven Central into $dir"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  (cd "$here" && mvn -q -B -P"$profile" dependency:copy-dependencies \
+      -DoutputDirectory="$dir" -DincludeScope=runtime) >&2 \
+    || die "Maven could not resolve the '$profile' profile of scripts/pom.xml"
+  touch "$dir/.complete"
+}
+
+install() {
+  install_pg
+  install_jvm_profile kafka
+}
+
+pg_running() {
+  [ -f "$STATE/pg/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" status >/dev/null 2>&1
+}
+
+start_pg() {
+  if pg_running; then log "PostgreSQL already running on 127.0.0.1:$PG_PORT"; return; fi
+  mkdir -p "$STATE"
+  chmod 755 "$STATE"
+  if [ ! -f "$STATE/pg/PG_VERSION" ]; then
+    log "creating a throwaway PostgreSQL 15 cluster in $STATE/pg"
+    rm -rf "$STATE/pg" "$STATE/pg-socket"
+    mkdir -p "$STATE/pg" "$STATE/pg-socket"
+    local pwfile="$STATE/pg-password"
+    printf '%s\n' "$PG_PASSWORD" >"$pwfile"
+    if [ "$(id -u)" = 0 ]; then chown postgres: "$STATE/pg" "$STATE/pg-socket" "$pwfile"; fi
+    as_pg "$PG_BIN/initdb" -D "$STATE/pg" -U postgres --pwfile="$pwfile" \
+      --auth-local=trust --auth-host=md5 -E UTF8 --locale=C.UTF-8 >"$STATE/initdb.log" 2>&1 \
+      || { cat "$STATE/initdb.log" >&2; die "initdb failed"; }
+    rm -f "$pwfile"
+    cat >>"$STATE/pg/postgresql.conf" <<EOF
+# outbox-cdc test cluster
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$STATE/pg-socket'
+wal_level = logical
+max_replication_slots = 32
+max_wal_senders = 32
+max_connections = 200
+wal_sender_timeout = 60s
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+shared_buffers = 256MB
+max_wal_size = 4GB
+log_min_messages = warning
+EOF
+    # md5 accepts both MD5 and SCRAM-SHA-256 stored passwords, so the tests can
+    # exercise either authentication method.
+    cat >"$STATE/pg/pg_hba.conf" <<EOF
+local all all trust
+local replication all trust
+host all all 127.0.0.1/32 md5
+host replication all 127.0.0.1/32 md5
+EOF
+  fi
+  log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
+  as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" -l "$STATE/pg/server.log" -w -t 60 start >/dev/null \
+    || { tail -n 30 "$STATE/pg/server.log" >&2; die "PostgreSQL did not start"; }
+}
+
+stop_pg() {
+  if pg_running; then
+    log "stopping PostgreSQL"
+    as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" -m fast -w -t 60 stop >/dev/null || true
+  fi
+}
+
+kafka_pid() {
+  local pid
+  [ -f "$STATE/kafka.pid" ] || return 1
+  pid=$(cat "$STATE/kafka.pid")
+  kill -0 "$pid" 2>/dev/null || return 1
+  echo "$pid"
+}
+
+start_kafka() {
+  if kafka_pid >/dev/null; then log "Kafka already running on 127.0.0.1:$KAFKA_PORT"; return; fi
+  local cp="$JVM_CACHE/kafka/*" conf="$STATE/kafka.properties"
+  mkdir -p "$STATE"
+  cat >"$conf" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$STATE/kafka-logs
+num.partitions=6
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=6
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+log.flush.interval.messages=9223372036854775807
+EOF
+  cat >"$STATE/kafka-log4j2.properties" <<EOF
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = $STATE/kafka.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = warn
+logger.kafka-server.name = kafka.server.KafkaRaftServer
+logger.kafka-server.level = info
+logger.apache.name = org.apache.kafka
+logger.apache.level = warn
+EOF
+  if [ ! -f "$STATE/kafka-logs/meta.properties" ]; then
+    log "formatting the Kafka storage in $STATE/kafka-logs"
+    local cluster_id
+    cluster_id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+    java -Dlog4j2.configurationFile="$STATE/kafka-log4j2.properties" -cp "$cp" \
+      kafka.tools.StorageTool format -t "$cluster_id" -c "$conf" >"$STATE/kafka-format.log" 2>&1 \
+      || { cat "$STATE/kafka-format.log" >&2; die "formatting Kafka storage failed"; }
+  fi
+  log "starting Kafka on 127.0.0.1:$KAFKA_PORT"
+  : >"$STATE/kafka.log"
+  nohup java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$STATE/kafka-log4j2.properties" \
+    -cp "$cp" kafka.Kafka "$conf" >"$STATE/kafka.out" 2>&1 </dev/null &
+  echo $! >"$STATE/kafka.pid"
+  local deadline=$((SECONDS + 120))
+  until grep -q "Kafka Server started" "$STATE/kafka.log" 2>/dev/null; do
+    kafka_pid >/dev/null || { tail -n 40 "$STATE/kafka.out" "$STATE/kafka.log" >&2; die "Kafka exited during start-up"; }
+    [ $SECONDS -lt $deadline ] || { tail -n 40 "$STATE/kafka.log" >&2; die "Kafka did not start within 120 s"; }
+    sleep 0.5
+  done
+}
+
+stop_kafka() {
+  local pid
+  if pid=$(kafka_pid); then
+    log "stopping Kafka"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then log "Kafka ignored SIGTERM; killing it"; kill -9 "$pid" 2>/dev/null || true; fi
+  fi
+  rm -f "$STATE/kafka.pid"
+}
+
+print_env() {
+  cat <<EOF
+export OUTBOX_TEST_PG_HOST=127.0.0.1
+export OUTBOX_TEST_PG_PORT=$PG_PORT
+export OUTBOX_TEST_PG_USER=postgres
+export OUTBOX_TEST_PG_PASSWORD=$PG_PASSWORD
+export OUTBOX_TEST_PG_SOCKET_DIR=$STATE/pg-socket
+export OUTBOX_TEST_PG_BIN=$PG_BIN
+export OUTBOX_TEST_PG_DATA=$STATE/pg
+export OUTBOX_TEST_KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
+export OUTBOX_TEST_STATE_DIR=$STATE
+EOF
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) install; start_pg; start_kafka; log "services are up (state in $STATE)" ;;
+  stop) stop_kafka; stop_pg ;;
+  status)
+    if pg_running; then echo "postgresql: running on 127.0.0.1:$PG_PORT"; else echo "postgresql: stopped"; fi
+    if kafka_pid >/dev/null; then echo "kafka: running on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
+    ;;
+  env) print_env ;;
+  reset) stop_kafka; stop_pg; rm -rf "$STATE"; log "removed $STATE" ;;
+  *) echo "usage: $0 install|start|stop|status|env|reset" >&2; exit 2 ;;
+esac

@@ -1,0 +1,877 @@
+//! `outbox-cdc.toml`: loading, environment overrides, secrets and validation.
+//!
+//! Loading is strict: an unknown key is an error naming the key, because a
+//! misspelt setting that is silently ignored is a production incident waiting
+//! for its trigger. Secrets never sit in the file: they come from an
+//! environment variable or a file the configuration names.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::outbox;
+
+/// Environment variable that holds the PostgreSQL password when the
+/// configuration names no other source.
+pub const DEFAULT_PASSWORD_ENV: &str = "OUTBOX_CDC_POSTGRES_PASSWORD";
+
+/// Prefix of the environment variables that override file values.
+pub const ENV_PREFIX: &str = "OUTBOX_CDC_";
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("CONFIG_UNREADABLE: cannot read {path}: {source}")]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("CONFIG_SYNTAX: {path}: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("CONFIG_UNKNOWN_KEY: unknown key `{key}` in {path}")]
+    UnknownKey { path: PathBuf, key: String },
+    #[error("CONFIG_MISSING_KEY: `{key}` is required")]
+    MissingKey { key: String },
+    #[error("CONFIG_INVALID_VALUE: `{key}`: {reason}")]
+    InvalidValue { key: String, reason: String },
+    #[error("CONFIG_SECRET_IN_FILE: `{key}` is a secret; name an environment variable (`{{ env = \"NAME\" }}`) or a file (`{{ file = \"/path\" }}`) instead of writing it in the configuration")]
+    SecretInFile { key: String },
+    #[error("CONFIG_SECRET_UNAVAILABLE: `{key}`: {reason}")]
+    SecretUnavailable { key: String, reason: String },
+}
+
+impl ConfigError {
+    /// The stable code operators and tests match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ConfigError::Unreadable { .. } => "CONFIG_UNREADABLE",
+            ConfigError::Syntax { .. } => "CONFIG_SYNTAX",
+            ConfigError::UnknownKey { .. } => "CONFIG_UNKNOWN_KEY",
+            ConfigError::MissingKey { .. } => "CONFIG_MISSING_KEY",
+            ConfigError::InvalidValue { .. } => "CONFIG_INVALID_VALUE",
+            ConfigError::SecretInFile { .. } => "CONFIG_SECRET_IN_FILE",
+            ConfigError::SecretUnavailable { .. } => "CONFIG_SECRET_UNAVAILABLE",
+        }
+    }
+}
+
+fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// A secret's value. Its `Debug` never shows the value, so a stray `{:?}` in a
+/// log line cannot leak it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(****)")
+    }
+}
+
+/// Where a secret comes from. Only references are ever written in the
+/// configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum SecretSource {
+    /// `{ env = "NAME" }`
+    Env { env: String },
+    /// `{ file = "/path" }`: the whole file, less one trailing newline; with
+    /// `key`, a Java properties file and the value of that key (the shape
+    /// Kafka's `FileConfigProvider` reads).
+    File { file: PathBuf, key: Option<String> },
+}
+
+impl SecretSource {
+    fn resolve(
+        &self,
+        key: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Secret, ConfigError> {
+        let unavailable = |reason: String| ConfigError::SecretUnavailable {
+            key: key.to_string(),
+            reason,
+        };
+        match self {
+            SecretSource::Env { env: name } => env(name)
+                .map(Secret)
+                .ok_or_else(|| unavailable(format!("environment variable {name} is not set"))),
+            SecretSource::File { file, key: None } => std::fs::read_to_string(file)
+                .map(|s| {
+                    Secret(
+                        s.strip_suffix('\n')
+                            .unwrap_or(&s)
+                            .trim_end_matches('\r')
+                            .to_string(),
+                    )
+                })
+                .map_err(|e| unavailable(format!("cannot read {}: {e}", file.display()))),
+            SecretSource::File {
+                file,
+                key: Some(prop),
+            } => {
+                let text = std::fs::read_to_string(file)
+                    .map_err(|e| unavailable(format!("cannot read {}: {e}", file.display())))?;
+                crate::properties::parse(&text)
+                    .into_iter()
+                    .find(|(k, _)| k == prop)
+                    .map(|(_, v)| Secret(v))
+                    .ok_or_else(|| unavailable(format!("{} has no key {prop}", file.display())))
+            }
+        }
+    }
+}
+
+/// `sslmode`, as libpq spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SslMode {
+    Disable,
+    #[default]
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl SslMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PostgresConfig {
+    #[serde(default = "default_host")]
+    pub host: String,
+    #[serde(default = "default_pg_port")]
+    pub port: u16,
+    pub dbname: String,
+    pub user: String,
+    /// Defaults to the environment variable [`DEFAULT_PASSWORD_ENV`].
+    pub password: Option<SecretSource>,
+    #[serde(default)]
+    pub sslmode: SslMode,
+    pub sslrootcert: Option<PathBuf>,
+    #[serde(default = "default_application_name")]
+    pub application_name: String,
+    /// The relay's own replication slot.
+    #[serde(default = "default_relay_slot")]
+    pub slot: String,
+    /// The publication the CDC migration creates and both relays read.
+    #[serde(default = "default_publication")]
+    pub publication: String,
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OutboxConfig {
+    #[serde(default = "default_schema")]
+    pub schema: String,
+    #[serde(default = "default_table")]
+    pub table: String,
+    /// Records go to `topic_prefix + destination`.
+    #[serde(default = "default_topic_prefix")]
+    pub topic_prefix: String,
+}
+
+/// A librdkafka property: a plain value, or a secret reference.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum PropertyValue {
+    Plain(String),
+    Secret(SecretSource),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct KafkaConfig {
+    pub bootstrap_servers: String,
+    /// Passed to librdkafka as they are, after the checks in [`validate`].
+    #[serde(default)]
+    pub properties: BTreeMap<String, PropertyValue>,
+}
+
+/// How the generated Debezium configuration refers to the database password:
+/// a Kafka Connect config-provider reference, never the value.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum ProviderReference {
+    /// `${env:NAME}` (Kafka's `EnvVarConfigProvider`)
+    Env { env: String },
+    /// `${file:PATH:KEY}` (Kafka's `FileConfigProvider`)
+    File { file: String, key: String },
+}
+
+impl ProviderReference {
+    pub fn placeholder(&self) -> String {
+        match self {
+            ProviderReference::Env { env } => format!("${{env:{env}}}"),
+            ProviderReference::File { file, key } => format!("${{file:{file}:{key}}}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DebeziumConfig {
+    #[serde(default = "default_connector_name")]
+    pub connector_name: String,
+    /// Debezium's slot: never the relay's.
+    #[serde(default = "default_debezium_slot")]
+    pub slot: String,
+    /// Debezium's `topic.prefix` (its logical server name; heartbeats go to
+    /// `__debezium-heartbeat.<topic_prefix>`). Outbox records are routed by
+    /// `outbox.topic_prefix`, not by this.
+    #[serde(default = "default_debezium_topic_prefix")]
+    pub topic_prefix: String,
+    /// The database host as Kafka Connect reaches it; defaults to `postgres.host`.
+    pub database_hostname: Option<String>,
+    pub database_port: Option<u16>,
+    /// Defaults to `${env:<the relay's password variable>}`.
+    pub password: Option<ProviderReference>,
+    #[serde(default = "default_heartbeat_interval_ms")]
+    pub heartbeat_interval_ms: u64,
+}
+
+impl Default for DebeziumConfig {
+    fn default() -> Self {
+        DebeziumConfig {
+            connector_name: default_connector_name(),
+            slot: default_debezium_slot(),
+            topic_prefix: default_debezium_topic_prefix(),
+            database_hostname: None,
+            database_port: None,
+            password: None,
+            heartbeat_interval_ms: default_heartbeat_interval_ms(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Config {
+    pub postgres: PostgresConfig,
+    pub outbox: OutboxConfig,
+    pub kafka: KafkaConfig,
+    #[serde(default)]
+    pub debezium: DebeziumConfig,
+}
+
+fn default_host() -> String {
+    "localhost".into()
+}
+fn default_pg_port() -> u16 {
+    5432
+}
+fn default_application_name() -> String {
+    "outbox-cdc".into()
+}
+fn default_relay_slot() -> String {
+    "outbox_cdc_relay".into()
+}
+fn default_publication() -> String {
+    "outbox_cdc_publication".into()
+}
+fn default_connect_timeout() -> u64 {
+    10
+}
+fn default_schema() -> String {
+    outbox::DEFAULT_SCHEMA.into()
+}
+fn default_table() -> String {
+    outbox::DEFAULT_TABLE.into()
+}
+fn default_topic_prefix() -> String {
+    "outbox.".into()
+}
+fn default_connector_name() -> String {
+    "outbox-cdc-debezium".into()
+}
+fn default_debezium_slot() -> String {
+    "outbox_cdc_debezium".into()
+}
+fn default_debezium_topic_prefix() -> String {
+    "outbox-cdc".into()
+}
+fn default_heartbeat_interval_ms() -> u64 {
+    10_000
+}
+
+/// The kind of value an environment override carries.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Str,
+    Int,
+}
+
+/// Environment overrides: `OUTBOX_CDC_<SECTION>_<KEY>` for these keys. The
+/// README's configuration reference lists the same table.
+const ENV_OVERRIDES: &[(&str, &str, Kind)] = &[
+    ("postgres", "host", Kind::Str),
+    ("postgres", "port", Kind::Int),
+    ("postgres", "dbname", Kind::Str),
+    ("postgres", "user", Kind::Str),
+    ("postgres", "sslmode", Kind::Str),
+    ("postgres", "sslrootcert", Kind::Str),
+    ("postgres", "application_name", Kind::Str),
+    ("postgres", "slot", Kind::Str),
+    ("postgres", "publication", Kind::Str),
+    ("outbox", "schema", Kind::Str),
+    ("outbox", "table", Kind::Str),
+    ("outbox", "topic_prefix", Kind::Str),
+    ("kafka", "bootstrap_servers", Kind::Str),
+    ("debezium", "connector_name", Kind::Str),
+    ("debezium", "slot", Kind::Str),
+    ("debezium", "topic_prefix", Kind::Str),
+    ("debezium", "database_hostname", Kind::Str),
+    ("debezium", "database_port", Kind::Int),
+];
+
+/// The environment variable that overrides `section.key`.
+pub fn env_override_name(section: &str, key: &str) -> String {
+    format!(
+        "{ENV_PREFIX}{}_{}",
+        section.to_ascii_uppercase(),
+        key.to_ascii_uppercase()
+    )
+}
+
+/// Every override variable with the key it sets, for documentation.
+pub fn env_overrides() -> Vec<(String, String)> {
+    ENV_OVERRIDES
+        .iter()
+        .map(|(s, k, _)| (env_override_name(s, k), format!("{s}.{k}")))
+        .collect()
+}
+
+/// librdkafka properties the relay sets itself: delivery guarantees and key
+/// placement are part of the product, not tuning.
+const OWNED_KAFKA_PROPERTIES: &[(&str, &str)] = &[
+    ("bootstrap.servers", "set `kafka.bootstrap_servers` instead"),
+    (
+        "enable.idempotence",
+        "the relay always runs an idempotent producer",
+    ),
+    ("acks", "the relay always uses acks=all"),
+    (
+        "partitioner",
+        "the relay uses murmur2_random so keys land where Kafka's Java producer puts them",
+    ),
+    ("transactional.id", "the relay does not use transactions"),
+];
+
+fn is_sensitive_property(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("password") || n.contains("secret") || n == "sasl.jaas.config" || n == "ssl.key.pem"
+}
+
+impl Config {
+    /// Reads `path`, applies environment overrides and validates.
+    pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, path, env)
+    }
+
+    /// Loads with the process environment.
+    pub fn load_from_process_env(path: &Path) -> Result<Config, ConfigError> {
+        Config::load(path, &|name| std::env::var(name).ok())
+    }
+
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let syntax = |message: String| ConfigError::Syntax {
+            path: path.to_path_buf(),
+            message,
+        };
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| syntax(e.to_string()))?;
+        reject_literal_secret(&table, "postgres", "password")?;
+        apply_env_overrides(&mut table, env)?;
+
+        let mut unknown = Vec::new();
+        let config: Config =
+            serde_ignored::deserialize(toml::Value::Table(table), |p| unknown.push(p.to_string()))
+                .map_err(|e: toml::de::Error| match missing_field(&e.to_string()) {
+                    Some(field) => ConfigError::MissingKey { key: field },
+                    None => syntax(e.to_string()),
+                })?;
+        if let Some(key) = unknown.into_iter().next() {
+            return Err(ConfigError::UnknownKey {
+                path: path.to_path_buf(),
+                key,
+            });
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let pg = &self.postgres;
+        non_empty("postgres.host", &pg.host)?;
+        non_empty("postgres.dbname", &pg.dbname)?;
+        non_empty("postgres.user", &pg.user)?;
+        if pg.port == 0 {
+            return Err(invalid("postgres.port", "must be between 1 and 65535"));
+        }
+        slot_name("postgres.slot", &pg.slot)?;
+        slot_name("debezium.slot", &self.debezium.slot)?;
+        if pg.slot == self.debezium.slot {
+            return Err(invalid(
+                "debezium.slot",
+                format!(
+                    "must differ from postgres.slot ({}): the relay and Debezium each need their own slot",
+                    pg.slot
+                ),
+            ));
+        }
+        identifier("postgres.publication", &pg.publication)?;
+        identifier("outbox.schema", &self.outbox.schema)?;
+        identifier("outbox.table", &self.outbox.table)?;
+        if pg.application_name.is_empty() || !pg.application_name.is_ascii() {
+            return Err(invalid(
+                "postgres.application_name",
+                "must be non-empty ASCII",
+            ));
+        }
+        if matches!(pg.sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && pg.sslrootcert.is_none()
+        {
+            return Err(invalid(
+                "postgres.sslrootcert",
+                format!(
+                    "sslmode {} needs the CA certificate to verify against",
+                    pg.sslmode.as_str()
+                ),
+            ));
+        }
+        let prefix = &self.outbox.topic_prefix;
+        if !prefix.is_empty() && !outbox::is_legal_topic_name(prefix) {
+            return Err(invalid(
+                "outbox.topic_prefix",
+                "may only hold ASCII letters, digits, '.', '_' and '-', at most 249 characters",
+            ));
+        }
+        if prefix.len() >= outbox::MAX_TOPIC_NAME_LEN {
+            return Err(invalid(
+                "outbox.topic_prefix",
+                "leaves no room for a destination",
+            ));
+        }
+        non_empty("kafka.bootstrap_servers", &self.kafka.bootstrap_servers)?;
+        for (name, value) in &self.kafka.properties {
+            let key = format!("kafka.properties.{name}");
+            if let Some((_, why)) = OWNED_KAFKA_PROPERTIES.iter().find(|(k, _)| k == name) {
+                return Err(invalid(&key, format!("is set by outbox-cdc: {why}")));
+            }
+            if is_sensitive_property(name) && matches!(value, PropertyValue::Plain(_)) {
+                return Err(ConfigError::SecretInFile { key });
+            }
+        }
+        let dbz = &self.debezium;
+        non_empty("debezium.connector_name", &dbz.connector_name)?;
+        if !outbox::is_legal_topic_name(&dbz.topic_prefix) {
+            return Err(invalid(
+                "debezium.topic_prefix",
+                "may only hold ASCII letters, digits, '.', '_' and '-'",
+            ));
+        }
+        if dbz.heartbeat_interval_ms == 0 {
+            return Err(invalid(
+                "debezium.heartbeat_interval_ms",
+                "must be positive: without heartbeats an idle outbox makes PostgreSQL retain WAL",
+            ));
+        }
+        if let Some(ProviderReference::Env { env }) = &dbz.password {
+            if env.is_empty() || env.contains(['{', '}', ':']) {
+                return Err(invalid("debezium.password.env", "must be a variable name"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The PostgreSQL password, from the configured source or the default
+    /// environment variable; `None` when neither is set (trust or peer auth).
+    pub fn postgres_password(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Secret>, ConfigError> {
+        match &self.postgres.password {
+            Some(source) => source.resolve("postgres.password", env).map(Some),
+            None => Ok(env(DEFAULT_PASSWORD_ENV).map(Secret)),
+        }
+    }
+
+    /// librdkafka properties with secrets resolved.
+    pub fn kafka_properties(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, Secret)>, ConfigError> {
+        self.kafka
+            .properties
+            .iter()
+            .map(|(k, v)| {
+                let value = match v {
+                    PropertyValue::Plain(s) => Secret(s.clone()),
+                    PropertyValue::Secret(src) => {
+                        src.resolve(&format!("kafka.properties.{k}"), env)?
+                    }
+                };
+                Ok((k.clone(), value))
+            })
+            .collect()
+    }
+
+    /// How the Debezium connector refers to the password.
+    pub fn debezium_password_reference(&self) -> ProviderReference {
+        if let Some(reference) = &self.debezium.password {
+            return reference.clone();
+        }
+        let env = match &self.postgres.password {
+            Some(SecretSource::Env { env }) => env.clone(),
+            _ => DEFAULT_PASSWORD_ENV.to_string(),
+        };
+        ProviderReference::Env { env }
+    }
+
+    /// `schema.table`, as Debezium's include lists and our catalog queries name it.
+    pub fn qualified_table(&self) -> String {
+        format!("{}.{}", self.outbox.schema, self.outbox.table)
+    }
+}
+
+fn reject_literal_secret(table: &toml::Table, section: &str, key: &str) -> Result<(), ConfigError> {
+    if let Some(v) = table.get(section).and_then(|s| s.get(key)) {
+        if v.is_str() {
+            return Err(ConfigError::SecretInFile {
+                key: format!("{section}.{key}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn apply_env_overrides(
+    table: &mut toml::Table,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    for (section, key, kind) in ENV_OVERRIDES {
+        let name = env_override_name(section, key);
+        let Some(raw) = env(&name) else { continue };
+        let value = match kind {
+            Kind::Str => toml::Value::String(raw),
+            Kind::Int => toml::Value::Integer(raw.trim().parse().map_err(|_| {
+                invalid(
+                    &format!("{section}.{key}"),
+                    format!("{name}={raw:?} is not an integer"),
+                )
+            })?),
+        };
+        let entry = table
+            .entry(section.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        match entry {
+            toml::Value::Table(t) => {
+                t.insert(key.to_string(), value);
+            }
+            _ => return Err(invalid(section, "must be a table")),
+        }
+    }
+    Ok(())
+}
+
+/// Extracts the field name from serde's "missing field `x`" message.
+fn missing_field(message: &str) -> Option<String> {
+    let start = message.find("missing field `")? + "missing field `".len();
+    let len = message.get(start..)?.find('`')?;
+    message.get(start..start + len).map(str::to_string)
+}
+
+fn non_empty(key: &str, value: &str) -> Result<(), ConfigError> {
+    if value.trim().is_empty() {
+        return Err(invalid(key, "must not be empty"));
+    }
+    Ok(())
+}
+
+/// PostgreSQL's rule for slot names.
+fn slot_name(key: &str, value: &str) -> Result<(), ConfigError> {
+    let ok = !value.is_empty()
+        && value.len() <= 63
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if !ok {
+        return Err(invalid(
+            key,
+            format!("{value:?} is not a slot name: use 1 to 63 lowercase letters, digits or '_'"),
+        ));
+    }
+    Ok(())
+}
+
+/// An unquoted-safe SQL identifier; the tool quotes identifiers anyway, but
+/// Debezium's include lists are regular expressions and must match literally.
+fn identifier(key: &str, value: &str) -> Result<(), ConfigError> {
+    let mut bytes = value.bytes();
+    let ok = value.len() <= 63
+        && matches!(bytes.next(), Some(b) if b.is_ascii_lowercase() || b == b'_')
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if !ok {
+        return Err(invalid(
+            key,
+            format!(
+                "{value:?} must be a lowercase SQL identifier (letters, digits, '_', at most 63)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[postgres]
+dbname = "app"
+user = "relay"
+
+[outbox]
+
+[kafka]
+bootstrap_servers = "127.0.0.1:9092"
+"#;
+
+    fn parse_with(text: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::parse(text, Path::new("test.toml"), &move |name| {
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        })
+    }
+
+    #[test]
+    fn defaults_fill_what_the_file_leaves_out() {
+        let c = parse_with(MINIMAL, &[]).unwrap();
+        assert_eq!(c.postgres.host, "localhost");
+        assert_eq!(c.postgres.port, 5432);
+        assert_eq!(c.postgres.sslmode, SslMode::Prefer);
+        assert_eq!(c.postgres.slot, "outbox_cdc_relay");
+        assert_eq!(c.debezium.slot, "outbox_cdc_debezium");
+        assert_eq!(c.outbox.table, "messaging_outbox");
+        assert_eq!(c.outbox.schema, "public");
+        assert_eq!(c.qualified_table(), "public.messaging_outbox");
+    }
+
+    #[test]
+    fn an_unknown_key_is_named() {
+        let text = MINIMAL.replace("user = \"relay\"", "user = \"relay\"\nhots = \"x\"");
+        let e = parse_with(&text, &[]).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_UNKNOWN_KEY");
+        assert!(e.to_string().contains("postgres.hots"), "{e}");
+        let e = parse_with(&format!("{MINIMAL}\n[debezum]\nslot = \"x\"\n"), &[]).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_UNKNOWN_KEY");
+        assert!(e.to_string().contains("debezum"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_required_key_is_named() {
+        let e = parse_with(&MINIMAL.replace("dbname = \"app\"", ""), &[]).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_MISSING_KEY");
+        assert!(e.to_string().contains("dbname"), "{e}");
+    }
+
+    #[test]
+    fn a_wrongly_typed_value_is_a_syntax_error_naming_the_key() {
+        let e = parse_with(
+            &MINIMAL.replace("[outbox]", "[outbox]\ntopic_prefix = 7"),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "CONFIG_SYNTAX");
+        assert!(e.to_string().contains("topic_prefix"), "{e}");
+    }
+
+    #[test]
+    fn environment_overrides_file_values() {
+        let c = parse_with(
+            MINIMAL,
+            &[
+                ("OUTBOX_CDC_POSTGRES_PORT", "6543"),
+                ("OUTBOX_CDC_POSTGRES_HOST", "db.internal"),
+                ("OUTBOX_CDC_OUTBOX_TOPIC_PREFIX", "events."),
+                ("OUTBOX_CDC_KAFKA_BOOTSTRAP_SERVERS", "k1:9092,k2:9092"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.postgres.port, 6543);
+        assert_eq!(c.postgres.host, "db.internal");
+        assert_eq!(c.outbox.topic_prefix, "events.");
+        assert_eq!(c.kafka.bootstrap_servers, "k1:9092,k2:9092");
+        let e = parse_with(MINIMAL, &[("OUTBOX_CDC_POSTGRES_PORT", "five")]).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
+        assert!(e.to_string().contains("OUTBOX_CDC_POSTGRES_PORT"), "{e}");
+    }
+
+    #[test]
+    fn a_literal_password_is_refused() {
+        let text = MINIMAL.replace(
+            "user = \"relay\"",
+            "user = \"relay\"\npassword = \"hunter2\"",
+        );
+        let e = parse_with(&text, &[]).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_SECRET_IN_FILE");
+        assert!(!e.to_string().contains("hunter2"));
+        let text = MINIMAL.replace(
+            "bootstrap_servers = \"127.0.0.1:9092\"",
+            "bootstrap_servers = \"127.0.0.1:9092\"\nproperties = { \"sasl.password\" = \"hunter2\" }",
+        );
+        let e = parse_with(&text, &[]).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_SECRET_IN_FILE");
+        assert!(
+            e.to_string().contains("kafka.properties.sasl.password"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn secrets_come_from_the_environment_or_a_file() {
+        let text = MINIMAL.replace(
+            "user = \"relay\"",
+            "user = \"relay\"\npassword = { env = \"PGPW\" }",
+        );
+        let c = parse_with(&text, &[("PGPW", "s3cret")]).unwrap();
+        let pw = c
+            .postgres_password(&|n| (n == "PGPW").then(|| "s3cret".to_string()))
+            .unwrap();
+        assert_eq!(pw.as_ref().map(Secret::expose), Some("s3cret"));
+        assert_eq!(format!("{pw:?}"), "Some(Secret(****))");
+        let e = c.postgres_password(&|_| None).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_SECRET_UNAVAILABLE");
+        assert_eq!(c.debezium_password_reference().placeholder(), "${env:PGPW}");
+
+        let dir =
+            std::env::temp_dir().join(format!("outbox-cdc-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pw");
+        std::fs::write(&file, "from-file\n").unwrap();
+        let text = MINIMAL.replace(
+            "user = \"relay\"",
+            &format!(
+                "user = \"relay\"\npassword = {{ file = {:?} }}",
+                file.display().to_string()
+            ),
+        );
+        let c = parse_with(&text, &[]).unwrap();
+        let pw = c.postgres_password(&|_| None).unwrap();
+        assert_eq!(pw.as_ref().map(Secret::expose), Some("from-file"));
+        let props = dir.join("pg.properties");
+        std::fs::write(&props, "user=x\npassword = pa\\\\ss\n").unwrap();
+        let text = MINIMAL.replace(
+            "user = \"relay\"",
+            &format!(
+                "user = \"relay\"\npassword = {{ file = {:?}, key = \"password\" }}",
+                props.display().to_string()
+            ),
+        );
+        let c = parse_with(&text, &[]).unwrap();
+        let pw = c.postgres_password(&|_| None).unwrap();
+        assert_eq!(pw.as_ref().map(Secret::expose), Some("pa\\ss"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_default_password_variable_applies_when_nothing_is_named() {
+        let c = parse_with(MINIMAL, &[]).unwrap();
+        let pw = c
+            .postgres_password(&|n| (n == "OUTBOX_CDC_POSTGRES_PASSWORD").then(|| "pw".to_string()))
+            .unwrap();
+        assert_eq!(pw.as_ref().map(Secret::expose), Some("pw"));
+        assert_eq!(
+            c.debezium_password_reference().placeholder(),
+            "${env:OUTBOX_CDC_POSTGRES_PASSWORD}"
+        );
+    }
+
+    #[test]
+    fn invalid_values_are_named() {
+        let cases = [
+            (
+                MINIMAL.replace("[outbox]", "[outbox]\ntopic_prefix = \"bad/prefix\""),
+                "outbox.topic_prefix",
+            ),
+            (
+                MINIMAL.replace("[outbox]", "[outbox]\ntable = \"Bad Table\""),
+                "outbox.table",
+            ),
+            (
+                MINIMAL.replace(
+                    "user = \"relay\"",
+                    "user = \"relay\"\nslot = \"Relay-Slot\"",
+                ),
+                "postgres.slot",
+            ),
+            (
+                MINIMAL.replace(
+                    "user = \"relay\"",
+                    "user = \"relay\"\nslot = \"outbox_cdc_debezium\"",
+                ),
+                "debezium.slot",
+            ),
+            (
+                MINIMAL.replace(
+                    "user = \"relay\"",
+                    "user = \"relay\"\nsslmode = \"verify-full\"",
+                ),
+                "postgres.sslrootcert",
+            ),
+            (
+                MINIMAL.replace(
+                    "bootstrap_servers = \"127.0.0.1:9092\"",
+                    "bootstrap_servers = \"127.0.0.1:9092\"\nproperties = { acks = \"1\" }",
+                ),
+                "kafka.properties.acks",
+            ),
+        ];
+        for (text, key) in cases {
+            let e = parse_with(&text, &[]).unwrap_err();
+            assert_eq!(e.code(), "CONFIG_INVALID_VALUE", "{key}: {e}");
+            assert!(e.to_string().contains(key), "{key}: {e}");
+        }
+        let e = parse_with(
+            &MINIMAL.replace(
+                "user = \"relay\"",
+                "user = \"relay\"\nsslmode = \"sometimes\"",
+            ),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "CONFIG_SYNTAX");
+        assert!(e.to_string().contains("sslmode"), "{e}");
+    }
+}

@@ -1,0 +1,14 @@
+//! outbox-cdc: a change-data-capture relay for a transactional outbox.
+//!
+//! Data flows one way: the outbox definition ([`outbox`]) says what a row and
+//! its Kafka record are; [`migrate`] creates the table and the CDC objects;
+//! [`connector_config`] writes the Debezium configuration that produces the
+//! same records; [`catalog`] proves the database matches the definition.
+
+pub mod catalog;
+pub mod config;
+pub mod connector_config;
+pub mod db;
+pub mod migrate;
+pub mod outbox;
+pub mod properties;

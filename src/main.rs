@@ -1,0 +1,156 @@
+//! The `outbox-cdc` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use outbox_cdc::config::{Config, ConfigError};
+use outbox_cdc::connector_config::{self, Format};
+use outbox_cdc::db::{self, DbError};
+use outbox_cdc::migrate::{self, MigrateError, Scope};
+
+#[derive(Parser)]
+#[command(
+    name = "outbox-cdc",
+    version,
+    about = "Change-data-capture relay for a transactional outbox: PostgreSQL to Kafka"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write the Debezium PostgreSQL connector configuration (Debezium 3.6.1.Final).
+    ConnectorConfig {
+        #[arg(
+            long,
+            short,
+            env = "OUTBOX_CDC_CONFIG",
+            default_value = "outbox-cdc.toml"
+        )]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Properties)]
+        format: Format,
+        /// Write here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Create the outbox table and the CDC objects; applies each migration once.
+    Migrate {
+        #[arg(
+            long,
+            short,
+            env = "OUTBOX_CDC_CONFIG",
+            default_value = "outbox-cdc.toml"
+        )]
+        config: PathBuf,
+        /// Only the CDC objects, for an outbox table an application already created.
+        #[arg(long)]
+        cdc_only: bool,
+        /// Print the SQL instead of applying it.
+        #[arg(long)]
+        print: bool,
+    },
+}
+
+/// An error at the edge: its stable code decides the exit status.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Migrate(#[from] MigrateError),
+    #[error("OUTPUT_UNWRITABLE: cannot write {path}: {source}")]
+    Output {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl CliError {
+    /// 2 for a configuration the operator must fix, 1 for everything else.
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Config(_) | CliError::Db(DbError::Config(_)) => 2,
+            _ => 1,
+        }
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("OUTBOX_CDC_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::ConnectorConfig {
+            config,
+            format,
+            out,
+        } => {
+            let cfg = Config::load(&config, &env)?;
+            let text = connector_config::render(&cfg, format);
+            match out {
+                Some(path) => std::fs::write(&path, text)
+                    .map_err(|source| CliError::Output { path, source })?,
+                None => print!("{text}"),
+            }
+            Ok(())
+        }
+        Command::Migrate {
+            config,
+            cdc_only,
+            print,
+        } => {
+            let cfg = Config::load(&config, &env)?;
+            let scope = if cdc_only { Scope::CdcOnly } else { Scope::All };
+            if print {
+                print!("{}", migrate::print(&cfg, scope)?);
+                return Ok(());
+            }
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|source| CliError::Output {
+                    path: PathBuf::from("<tokio runtime>"),
+                    source,
+                })?;
+            runtime.block_on(async {
+                let mut client = db::connect(&cfg, &env).await?;
+                let applied = migrate::migrate(&mut client, &cfg, scope).await?;
+                for a in applied {
+                    let what = if a.newly {
+                        "applied"
+                    } else {
+                        "already applied"
+                    };
+                    tracing::info!(version = a.version, name = a.name, "{what}");
+                }
+                Ok(())
+            })
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! `outbox-cdc migrate`: applies the SQL in `migrations/` once each, with a
+//! history table per outbox, under an advisory lock so two deployments
+//! starting together do not race.
+
+use thiserror::Error;
+use tokio_postgres::Client;
+
+use crate::config::Config;
+use crate::outbox::{self, objects};
+
+/// One migration file, embedded at build time.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i32,
+    pub name: &'static str,
+    /// Part of the CDC objects, applicable to an existing outbox table.
+    pub cdc: bool,
+    template: &'static str,
+}
+
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "outbox_table",
+        cdc: false,
+        template: include_str!("../migrations/V001__outbox_table.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "cdc_objects",
+        cdc: true,
+        template: include_str!("../migrations/V002__cdc_objects.sql"),
+    },
+];
+
+#[derive(Debug, Error)]
+pub enum MigrateError {
+    #[error(
+        "MIGRATION_TEMPLATE: migration V{version:03} uses the unknown placeholder {{{{{name}}}}}"
+    )]
+    UnknownPlaceholder { version: i32, name: String },
+    #[error("MIGRATION_CHECKSUM_MISMATCH: migration V{version:03} ({name}) was applied from a different file (recorded {recorded}, now {current}); migrations are immutable once applied")]
+    ChecksumMismatch {
+        version: i32,
+        name: &'static str,
+        recorded: String,
+        current: String,
+    },
+    #[error("MIGRATION_FAILED: migration V{version:03} ({name}): {source}")]
+    Failed {
+        version: i32,
+        name: &'static str,
+        source: tokio_postgres::Error,
+    },
+    #[error("MIGRATION_FAILED: {context}: {source}")]
+    Database {
+        context: &'static str,
+        source: tokio_postgres::Error,
+    },
+}
+
+impl MigrateError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            MigrateError::UnknownPlaceholder { .. } => "MIGRATION_TEMPLATE",
+            MigrateError::ChecksumMismatch { .. } => "MIGRATION_CHECKSUM_MISMATCH",
+            MigrateError::Failed { .. } | MigrateError::Database { .. } => "MIGRATION_FAILED",
+        }
+    }
+}
+
+fn sql_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// Placeholder values. Identifiers are validated by the configuration as
+/// plain lowercase names, so they are safe to splice unquoted.
+fn placeholders(cfg: &Config) -> Vec<(&'static str, String)> {
+    let reserved = outbox::reserved_exact_header_names()
+        .iter()
+        .map(|n| sql_literal(n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    vec![
+        ("schema", cfg.outbox.schema.clone()),
+        ("table", cfg.outbox.table.clone()),
+        ("publication", cfg.postgres.publication.clone()),
+        ("topic_prefix", sql_literal(&cfg.outbox.topic_prefix)),
+        ("relay_mode_table", objects::RELAY_MODE_TABLE.to_string()),
+        ("heartbeat_table", objects::HEARTBEAT_TABLE.to_string()),
+        ("reserved_header_names", reserved),
+        (
+            "reserved_header_prefix",
+            sql_literal(outbox::RESERVED_HEADER_PREFIX),
+        ),
+    ]
+}
+
+impl Migration {
+    /// The SQL with the configuration's names filled in.
+    pub fn render(&self, cfg: &Config) -> Result<String, MigrateError> {
+        let values = placeholders(cfg);
+        let mut out = String::with_capacity(self.template.len());
+        let mut rest = self.template;
+        while let Some(start) = rest.find("{{") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let end = after
+                .find("}}")
+                .ok_or_else(|| MigrateError::UnknownPlaceholder {
+                    version: self.version,
+                    name: after.chars().take(20).collect(),
+                })?;
+            let name = &after[..end];
+            let value = values.iter().find(|(k, _)| *k == name).ok_or_else(|| {
+                MigrateError::UnknownPlaceholder {
+                    version: self.version,
+                    name: name.to_string(),
+                }
+            })?;
+            out.push_str(&value.1);
+            rest = &after[end + 2..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+/// Which migrations to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    /// Only the CDC objects, for an outbox table an application created.
+    CdcOnly,
+}
+
+/// What a run did, per migration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub version: i32,
+    pub name: &'static str,
+    /// False when it had been applied before.
+    pub newly: bool,
+}
+
+fn db(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> MigrateError {
+    move |source| MigrateError::Database { context, source }
+}
+
+/// Applies pending migrations in `scope`; safe to run any number of times.
+pub async fn migrate(
+    client: &mut Client,
+    cfg: &Config,
+    scope: Scope,
+) -> Result<Vec<Applied>, MigrateError> {
+    let history = format!("{}.{}", cfg.outbox.schema, objects::HISTORY_TABLE);
+    let outbox_table = cfg.qualified_table();
+    let tx = client.transaction().await.map_err(db("begin"))?;
+    // One migrating process per database at a time; the lock ends with the
+    // transaction.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('outbox-cdc migrate'))",
+        &[],
+    )
+    .await
+    .map_err(db("taking the migration lock"))?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {history} (
+             outbox_table text        NOT NULL,
+             version      integer     NOT NULL,
+             name         text        NOT NULL,
+             checksum     text        NOT NULL,
+             applied_at   timestamptz NOT NULL DEFAULT now(),
+             applied_by   text        NOT NULL DEFAULT current_user,
+             PRIMARY KEY (outbox_table, version))",
+        schema = cfg.outbox.schema
+    ))
+    .await
+    .map_err(db("creating the history table"))?;
+
+    let mut report = Vec::new();
+    for m in MIGRATIONS.iter().filter(|m| scope == Scope::All || m.cdc) {
+        let sql = m.render(cfg)?;
+        // The checksum covers the file, not the rendered SQL, so renaming a
+        // topic prefix is not mistaken for an edited migration.
+        let checksum: String = tx
+            .query_one("SELECT md5($1::text)", &[&m.template])
+            .await
+            .map_err(db("computing a checksum"))?
+            .get(0);
+        let recorded = tx
+            .query_opt(
+                &format!("SELECT checksum FROM {history} WHERE outbox_table = $1 AND version = $2"),
+                &[&outbox_table, &m.version],
+            )
+            .await
+            .map_err(db("reading the history table"))?;
+        if let Some(row) = recorded {
+            let recorded: String = row.get(0);
+            if recorded != checksum {
+                return Err(MigrateError::ChecksumMismatch {
+                    version: m.version,
+                    name: m.name,
+                    recorded,
+                    current: checksum,
+                });
+            }
+            report.push(Applied {
+                version: m.version,
+                name: m.name,
+                newly: false,
+            });
+            continue;
+        }
+        tx.batch_execute(&sql)
+            .await
+            .map_err(|source| MigrateError::Failed {
+                version: m.version,
+                name: m.name,
+                source,
+            })?;
+        tx.execute(
+            &format!("INSERT INTO {history} (outbox_table, version, name, checksum) VALUES ($1, $2, $3, $4)"),
+            &[&outbox_table, &m.version, &m.name, &checksum],
+        )
+        .await
+        .map_err(db("recording a migration"))?;
+        report.push(Applied {
+            version: m.version,
+            name: m.name,
+            newly: true,
+        });
+    }
+    tx.commit().await.map_err(db("commit"))?;
+    Ok(report)
+}
+
+/// The SQL a run in `scope` would apply, for review by a DBA.
+pub fn print(cfg: &Config, scope: Scope) -> Result<String, MigrateError> {
+    let mut out = String::new();
+    for m in MIGRATIONS.iter().filter(|m| scope == Scope::All || m.cdc) {
+        out.push_str(&format!("-- V{:03}__{}\n", m.version, m.name));
+        out.push_str(&m.render(cfg)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
