@@ -90,7 +90,6 @@ max_wal_senders = 32
 max_connections = 200
 wal_sender_timeout = 60s
 fsync = off
-synchronous_commit = off
 full_page_writes = off
 shared_buffers = 256MB
 max_wal_size = 4GB

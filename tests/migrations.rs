@@ -1,0 +1,877 @@
+//! The migrations against a real PostgreSQL 15 (wal_level=logical): the table
+//! matches the definition, routing_key is in the replication stream, bad rows
+//! are refused by named constraints, and the fence refuses claims in CDC mode.
+
+mod common;
+
+use outbox_cdc::catalog::{self, Drift};
+use outbox_cdc::config::Config;
+use outbox_cdc::connector_config;
+use outbox_cdc::migrate::{self, Scope};
+use tokio_postgres::Client;
+
+const PUBLICATION: &str = "outbox_cdc_publication";
+
+async fn migrated(services: &common::Services, label: &str) -> (common::TestDb, Config) {
+    let mut db = services.fresh_db(label).await;
+    let cfg = db.config("outbox.");
+    migrate::migrate(&mut db.client, &cfg, Scope::All)
+        .await
+        .unwrap_or_else(|e| panic!("migrate: {e}"));
+    (db, cfg)
+}
+
+/// Inserts a row with the required columns and `extra` (column, SQL literal) pairs.
+async fn insert(
+    client: &Client,
+    id: &str,
+    extra: &[(&str, &str)],
+) -> Result<u64, tokio_postgres::Error> {
+    let mut cols = vec![
+        "message_id",
+        "destination",
+        "message_type",
+        "message_version",
+        "content_type",
+        "payload",
+    ];
+    let id_lit = format!("'{id}'");
+    let mut vals = vec![
+        id_lit.as_str(),
+        "'orders'",
+        "'OrderPlaced'",
+        "1",
+        "'application/json'",
+        "'\\x7b7d'",
+    ];
+    for (c, v) in extra {
+        if let Some(i) = cols.iter().position(|x| x == c) {
+            vals[i] = v;
+        } else {
+            cols.push(c);
+            vals.push(v);
+        }
+    }
+    client
+        .execute(
+            &format!(
+                "INSERT INTO public.messaging_outbox ({}) VALUES ({})",
+                cols.join(", "),
+                vals.join(", ")
+            ),
+            &[],
+        )
+        .await
+}
+
+fn constraint_of(result: Result<u64, tokio_postgres::Error>) -> String {
+    match result {
+        Ok(n) => panic!("the row was accepted ({n} inserted)"),
+        Err(e) => {
+            let db = e
+                .as_db_error()
+                .unwrap_or_else(|| panic!("not a database error: {e}"));
+            assert_eq!(db.code().code(), "23514", "{db:?}");
+            db.constraint().unwrap_or_default().to_string()
+        }
+    }
+}
+
+/// What pgoutput (protocol 1) said for one peeked change set: the relation's
+/// column names and each inserted row's text values.
+#[derive(Debug, Default)]
+struct Peeked {
+    relation_columns: Vec<Vec<String>>,
+    inserts: Vec<Vec<Option<String>>>,
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        head
+    }
+    fn u8(&mut self) -> u8 {
+        self.take(1)[0]
+    }
+    fn i16(&mut self) -> i16 {
+        i16::from_be_bytes(self.take(2).try_into().unwrap())
+    }
+    fn i32(&mut self) -> i32 {
+        i32::from_be_bytes(self.take(4).try_into().unwrap())
+    }
+    fn cstr(&mut self) -> String {
+        let end = self.0.iter().position(|&b| b == 0).unwrap();
+        let s = String::from_utf8(self.0[..end].to_vec()).unwrap();
+        self.take(end + 1);
+        s
+    }
+}
+
+async fn peek(client: &Client, slot: &str, publication: &str) -> Peeked {
+    let rows = client
+        .query(
+            "SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, \
+             'proto_version', '1', 'publication_names', $2)",
+            &[&slot, &publication],
+        )
+        .await
+        .unwrap();
+    let mut out = Peeked::default();
+    for row in rows {
+        let data: Vec<u8> = row.get(0);
+        let mut r = Reader(&data);
+        match r.u8() {
+            b'R' => {
+                r.i32();
+                r.cstr();
+                r.cstr();
+                r.u8();
+                let n = r.i16();
+                let mut names = Vec::new();
+                for _ in 0..n {
+                    r.u8();
+                    names.push(r.cstr());
+                    r.i32();
+                    r.i32();
+                }
+                out.relation_columns.push(names);
+            }
+            b'I' => {
+                r.i32();
+                assert_eq!(r.u8(), b'N');
+                let n = r.i16();
+                let mut values = Vec::new();
+                for _ in 0..n {
+                    match r.u8() {
+                        b'n' => values.push(None),
+                        b't' => {
+                            let len = r.i32() as usize;
+                            values.push(Some(String::from_utf8(r.take(len).to_vec()).unwrap()));
+                        }
+                        other => panic!("unexpected tuple kind {other}"),
+                    }
+                }
+                out.inserts.push(values);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The value of `column` in an inserted tuple, by the relation's column order.
+fn value_of(p: &Peeked, row: usize, column: &str) -> Option<String> {
+    let cols = p.relation_columns.last().expect("a Relation message");
+    let i = cols.iter().position(|c| c == column)?;
+    p.inserts[row][i].clone()
+}
+
+#[tokio::test]
+async fn a_fresh_database_matches_the_definition_and_migrating_again_changes_nothing() {
+    let services = require_services!();
+    let (mut db, cfg) = migrated(&services, "fresh").await;
+    let drift = catalog::compare(&db.client, "public", "messaging_outbox")
+        .await
+        .unwrap();
+    assert_eq!(drift, vec![], "{drift:?}");
+
+    let again = migrate::migrate(&mut db.client, &cfg, Scope::All)
+        .await
+        .unwrap();
+    assert_eq!(
+        again
+            .iter()
+            .map(|a| (a.version, a.newly))
+            .collect::<Vec<_>>(),
+        vec![(1, false), (2, false)]
+    );
+    let history: i64 = db
+        .client
+        .query_one("SELECT count(*) FROM public.outbox_cdc_schema_history", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(history, 2);
+
+    // The publication publishes inserts only, over the outbox (and heartbeats).
+    let row = db
+        .client
+        .query_one(
+            "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1",
+            &[&PUBLICATION],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            row.get::<_, bool>(0),
+            row.get::<_, bool>(1),
+            row.get::<_, bool>(2),
+            row.get::<_, bool>(3)
+        ),
+        (true, false, false, false)
+    );
+    let tables: Vec<String> = db
+        .client
+        .query(
+            "SELECT tablename::text FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1",
+            &[&PUBLICATION],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(tables, vec!["messaging_outbox", "outbox_cdc_heartbeat"]);
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn the_catalog_check_reports_every_kind_of_drift() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "drift").await;
+    db.client
+        .batch_execute(
+            "ALTER TABLE public.messaging_outbox ADD COLUMN surprise integer;
+             ALTER TABLE public.messaging_outbox ALTER COLUMN tenant SET NOT NULL;
+             ALTER TABLE public.messaging_outbox ALTER COLUMN attempts TYPE bigint;
+             ALTER TABLE public.messaging_outbox DROP COLUMN baggage;",
+        )
+        .await
+        .unwrap();
+    let drift = catalog::compare(&db.client, "public", "messaging_outbox")
+        .await
+        .unwrap();
+    assert!(
+        drift.contains(&Drift::MissingColumn { column: "baggage" }),
+        "{drift:?}"
+    );
+    assert!(
+        drift.contains(&Drift::WrongNullability {
+            column: "tenant",
+            expected_nullable: true
+        }),
+        "{drift:?}"
+    );
+    assert!(
+        drift.contains(&Drift::WrongType {
+            column: "attempts",
+            expected: "integer",
+            actual: "bigint".into()
+        }),
+        "{drift:?}"
+    );
+    assert!(
+        drift.contains(&Drift::UnknownColumn {
+            column: "surprise".into(),
+            data_type: "integer".into()
+        }),
+        "{drift:?}"
+    );
+    assert_eq!(drift.len(), 4, "{drift:?}");
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn routing_key_is_in_the_replication_stream_of_a_fresh_table() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "stream").await;
+    let slot = format!("{}_slot", db.name);
+    db.client
+        .execute(
+            "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&slot],
+        )
+        .await
+        .unwrap();
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000001",
+        &[("partition_key", "'customer-7'")],
+    )
+    .await
+    .unwrap();
+    insert(&db.client, "00000000-0000-4000-8000-000000000002", &[])
+        .await
+        .unwrap();
+    let peeked = peek(&db.client, &slot, PUBLICATION).await;
+    assert_eq!(peeked.inserts.len(), 2, "{peeked:?}");
+    assert!(
+        peeked.relation_columns[0]
+            .iter()
+            .any(|c| c == "routing_key"),
+        "{peeked:?}"
+    );
+    assert_eq!(
+        value_of(&peeked, 0, "routing_key").as_deref(),
+        Some("customer-7")
+    );
+    assert_eq!(
+        value_of(&peeked, 1, "routing_key").as_deref(),
+        Some("00000000-0000-4000-8000-000000000002")
+    );
+    db.client
+        .execute("SELECT pg_drop_replication_slot($1)", &[&slot])
+        .await
+        .unwrap();
+    db.drop(&services).await;
+}
+
+/// The polling platform's table: its own constraint names, and routing_key as
+/// a generated column, which pgoutput on PostgreSQL 15 does not replicate.
+const LEGACY_TABLE: &str = "
+CREATE TABLE public.messaging_outbox (
+    message_id uuid PRIMARY KEY,
+    destination text NOT NULL,
+    message_type text NOT NULL,
+    message_version integer NOT NULL,
+    content_type text NOT NULL,
+    payload bytea NOT NULL,
+    headers jsonb NOT NULL DEFAULT '{}',
+    status text NOT NULL DEFAULT 'PENDING',
+    attempts integer NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    published_at timestamptz,
+    lease_expires_at timestamptz,
+    lease_owner text,
+    lease_token bigint NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz,
+    last_failure_code text,
+    producer text, occurred_at timestamptz, correlation_id text, causation_id text,
+    tenant text, partition_key text, ordering_key text, traceparent text, tracestate text,
+    baggage text, schema_subject text, schema_uri text
+);
+ALTER TABLE public.messaging_outbox ADD CONSTRAINT ck_messaging_outbox_tenant
+    CHECK (tenant IS NULL OR tenant ~ '^[a-z0-9][a-z0-9._-]{0,63}$');
+ALTER TABLE public.messaging_outbox
+    ADD COLUMN routing_key TEXT GENERATED ALWAYS AS (COALESCE(partition_key, message_id::TEXT)) STORED;
+";
+
+#[tokio::test]
+async fn a_generated_routing_key_is_not_replicated_until_the_migration_converts_it() {
+    let services = require_services!();
+    let mut db = services.fresh_db("legacy").await;
+    let cfg = db.config("outbox.");
+    db.client.batch_execute(LEGACY_TABLE).await.unwrap();
+    db.client
+        .batch_execute("CREATE PUBLICATION legacy_pub FOR TABLE public.messaging_outbox")
+        .await
+        .unwrap();
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-0000000000a1",
+        &[("partition_key", "'old-key'")],
+    )
+    .await
+    .unwrap();
+    let drift = catalog::compare(&db.client, "public", "messaging_outbox")
+        .await
+        .unwrap();
+    assert_eq!(
+        drift,
+        vec![
+            Drift::WrongNullability {
+                column: "routing_key",
+                expected_nullable: false
+            },
+            Drift::Generated {
+                column: "routing_key"
+            },
+        ]
+    );
+
+    // The trap: the stream of the generated column's table has no routing_key.
+    let slot = format!("{}_before", db.name);
+    db.client
+        .execute(
+            "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&slot],
+        )
+        .await
+        .unwrap();
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-0000000000a2",
+        &[("partition_key", "'k-before'")],
+    )
+    .await
+    .unwrap();
+    let before = peek(&db.client, &slot, "legacy_pub").await;
+    assert_eq!(before.inserts.len(), 1, "{before:?}");
+    assert!(
+        !before.relation_columns[0]
+            .iter()
+            .any(|c| c == "routing_key"),
+        "{before:?}"
+    );
+    assert!(
+        before.relation_columns[0]
+            .iter()
+            .any(|c| c == "partition_key"),
+        "{before:?}"
+    );
+    db.client
+        .execute("SELECT pg_drop_replication_slot($1)", &[&slot])
+        .await
+        .unwrap();
+
+    // Only the CDC objects, applied to the table the application created.
+    let applied = migrate::migrate(&mut db.client, &cfg, Scope::CdcOnly)
+        .await
+        .unwrap();
+    assert_eq!(
+        applied
+            .iter()
+            .map(|a| (a.version, a.newly))
+            .collect::<Vec<_>>(),
+        vec![(2, true)]
+    );
+    let drift = catalog::compare(&db.client, "public", "messaging_outbox")
+        .await
+        .unwrap();
+    assert_eq!(drift, vec![], "{drift:?}");
+    let kept: Vec<String> = db
+        .client
+        .query(
+            "SELECT routing_key FROM public.messaging_outbox ORDER BY message_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(kept, vec!["old-key", "k-before"]);
+
+    let slot = format!("{}_after", db.name);
+    db.client
+        .execute(
+            "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&slot],
+        )
+        .await
+        .unwrap();
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-0000000000a3",
+        &[("partition_key", "'k-after'")],
+    )
+    .await
+    .unwrap();
+    insert(&db.client, "00000000-0000-4000-8000-0000000000a4", &[])
+        .await
+        .unwrap();
+    let after = peek(&db.client, &slot, PUBLICATION).await;
+    assert_eq!(after.inserts.len(), 2, "{after:?}");
+    assert_eq!(
+        value_of(&after, 0, "routing_key").as_deref(),
+        Some("k-after")
+    );
+    assert_eq!(
+        value_of(&after, 1, "routing_key").as_deref(),
+        Some("00000000-0000-4000-8000-0000000000a4")
+    );
+    db.client
+        .execute("SELECT pg_drop_replication_slot($1)", &[&slot])
+        .await
+        .unwrap();
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn a_row_with_every_nullable_column_null_is_accepted() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "nulls").await;
+    insert(&db.client, "00000000-0000-4000-8000-000000000b01", &[])
+        .await
+        .unwrap();
+    let row = db
+        .client
+        .query_one(
+            "SELECT status, attempts, lease_token, headers::text, routing_key, producer, occurred_at IS NULL, \
+             correlation_id, causation_id, tenant, partition_key, ordering_key, traceparent, tracestate, baggage, \
+             schema_subject, schema_uri FROM public.messaging_outbox",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "PENDING");
+    assert_eq!(row.get::<_, i32>(1), 0);
+    assert_eq!(row.get::<_, i64>(2), 0);
+    assert_eq!(row.get::<_, String>(3), "{}");
+    assert_eq!(
+        row.get::<_, String>(4),
+        "00000000-0000-4000-8000-000000000b01"
+    );
+    assert!(row.get::<_, bool>(6));
+    for i in [5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] {
+        assert_eq!(row.get::<_, Option<String>>(i), None, "column {i}");
+    }
+    // Good values in every constrained column are accepted too.
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000b02",
+        &[
+            (
+                "headers",
+                r#"'{"x-request-id": "r-1", "message": "ok", "": ""}'"#,
+            ),
+            (
+                "traceparent",
+                "'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'",
+            ),
+            ("tenant", "'acme.eu-1_x'"),
+            ("schema_subject", "'orders-value'"),
+            ("schema_uri", "'https://schemas.example/orders/1'"),
+            ("destination", "'orders.v1-created_x'"),
+            ("payload", "''"),
+        ],
+    )
+    .await
+    .unwrap();
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn the_trigger_keeps_routing_key_to_the_rule() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "rkey").await;
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000c01",
+        &[("routing_key", "'forged'")],
+    )
+    .await
+    .unwrap();
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000c02",
+        &[("partition_key", "'p'"), ("routing_key", "'forged'")],
+    )
+    .await
+    .unwrap();
+    db.client
+        .execute(
+            "UPDATE public.messaging_outbox SET partition_key = 'moved' WHERE message_id = '00000000-0000-4000-8000-000000000c01'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let keys: Vec<String> = db
+        .client
+        .query(
+            "SELECT routing_key FROM public.messaging_outbox ORDER BY message_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(keys, vec!["moved", "p"]);
+    // Without the trigger, the CHECK still states the rule.
+    db.client
+        .batch_execute("ALTER TABLE public.messaging_outbox DISABLE TRIGGER outbox_cdc_routing_key")
+        .await
+        .unwrap();
+    let refused = insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000c03",
+        &[("routing_key", "'forged'")],
+    )
+    .await;
+    assert_eq!(constraint_of(refused), "ck_outbox_routing_key");
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn a_destination_that_cannot_form_a_legal_topic_is_refused() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "dest").await;
+    // "outbox." is 7 characters; Kafka allows 249 in all.
+    let too_long = format!("'{}'", "d".repeat(243));
+    let longest = format!("'{}'", "d".repeat(242));
+    for (i, bad) in [
+        "'orders/v1'",
+        "'orders v1'",
+        "''",
+        "'ordérs'",
+        too_long.as_str(),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let id = format!("00000000-0000-4000-8000-0000000001{i:02}");
+        let refused = insert(&db.client, &id, &[("destination", bad)]).await;
+        assert_eq!(
+            constraint_of(refused),
+            "ck_outbox_destination_topic",
+            "{bad}"
+        );
+    }
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000199",
+        &[("destination", &longest)],
+    )
+    .await
+    .unwrap();
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn platform_reserved_header_names_are_refused() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "hdr").await;
+    let cases = [
+        r#"'{"msg.type": "x"}'"#,
+        r#"'{"msg.anything-new": "x"}'"#,
+        r#"'{"MSG.Tenant": "x"}'"#,
+        r#"'{"id": "x"}'"#,
+        r#"'{"traceparent": "x"}'"#,
+        r#"'{"tracestate": "x"}'"#,
+        r#"'{"Baggage": "x"}'"#,
+        r#"'{"ok": "1", "msg.version": "2"}'"#,
+    ];
+    for (i, headers) in cases.iter().enumerate() {
+        let id = format!("00000000-0000-4000-8000-0000000002{i:02}");
+        let refused = insert(&db.client, &id, &[("headers", headers)]).await;
+        assert_eq!(
+            constraint_of(refused),
+            "ck_outbox_headers_reserved",
+            "{headers}"
+        );
+    }
+    for (i, headers) in [
+        r#"'{"a": 1}'"#,
+        r#"'{"a": null}'"#,
+        r#"'["a"]'"#,
+        r#"'{"a": {"b": "c"}}'"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let id = format!("00000000-0000-4000-8000-0000000003{i:02}");
+        let refused = insert(&db.client, &id, &[("headers", headers)]).await;
+        assert_eq!(
+            constraint_of(refused),
+            "ck_outbox_headers_flat",
+            "{headers}"
+        );
+    }
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn a_malformed_traceparent_is_refused() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "tp").await;
+    let cases = [
+        "'garbage'",
+        "''",
+        "'00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01'",
+        "'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'",
+        "'00-00000000000000000000000000000000-00f067aa0ba902b7-01'",
+        "'00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01'",
+        "'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra'",
+        "'00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01'",
+    ];
+    for (i, tp) in cases.iter().enumerate() {
+        let id = format!("00000000-0000-4000-8000-0000000004{i:02}");
+        let refused = insert(&db.client, &id, &[("traceparent", tp)]).await;
+        assert_eq!(constraint_of(refused), "ck_outbox_traceparent", "{tp}");
+    }
+    // A future version may append fields.
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000499",
+        &[(
+            "traceparent",
+            "'01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future'",
+        )],
+    )
+    .await
+    .unwrap();
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn a_bad_tenant_slug_is_refused() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "tenant").await;
+    let long = format!("'a{}'", "b".repeat(64));
+    for (i, tenant) in [
+        "'Acme'",
+        "'-acme'",
+        "'acme corp'",
+        "''",
+        "'.x'",
+        long.as_str(),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let id = format!("00000000-0000-4000-8000-0000000005{i:02}");
+        let refused = insert(&db.client, &id, &[("tenant", tenant)]).await;
+        assert_eq!(constraint_of(refused), "ck_outbox_tenant", "{tenant}");
+    }
+    let longest = format!("'a{}'", "b".repeat(63));
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000599",
+        &[("tenant", &longest)],
+    )
+    .await
+    .unwrap();
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn a_schema_uri_without_a_schema_subject_is_refused() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "schema").await;
+    let refused = insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000601",
+        &[("schema_uri", "'https://s/1'")],
+    )
+    .await;
+    assert_eq!(constraint_of(refused), "ck_outbox_schema_uri_subject");
+    insert(
+        &db.client,
+        "00000000-0000-4000-8000-000000000602",
+        &[("schema_subject", "'orders-value'")],
+    )
+    .await
+    .unwrap();
+    db.drop(&services).await;
+}
+
+/// The platform's claim statement, as a polling relay runs it.
+const CLAIM: &str = "
+UPDATE public.messaging_outbox o
+   SET status = 'IN_FLIGHT', lease_expires_at = now() + interval '30 seconds',
+       lease_owner = 'polling-relay-1', lease_token = o.lease_token + 1
+ WHERE o.message_id IN (
+       SELECT message_id FROM public.messaging_outbox
+        WHERE status IN ('PENDING', 'AMBIGUOUS', 'IN_FLIGHT')
+          AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+          AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+          AND attempts < 10
+        ORDER BY created_at LIMIT 10 FOR UPDATE SKIP LOCKED)";
+
+#[tokio::test]
+async fn the_fence_refuses_claims_once_the_outbox_is_declared_cdc() {
+    let services = require_services!();
+    let (db, _) = migrated(&services, "fence").await;
+    insert(&db.client, "00000000-0000-4000-8000-000000000701", &[])
+        .await
+        .unwrap();
+    insert(&db.client, "00000000-0000-4000-8000-000000000702", &[])
+        .await
+        .unwrap();
+    db.client
+        .execute(
+            "INSERT INTO public.outbox_relay_mode (outbox_table, mode) VALUES ('public.messaging_outbox', 'POLLING')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(db.client.execute(CLAIM, &[]).await.unwrap(), 2);
+    db.client
+        .batch_execute(
+            "UPDATE public.messaging_outbox SET status = 'PENDING', lease_expires_at = NULL, lease_owner = NULL;
+             UPDATE public.outbox_relay_mode SET mode = 'CHANGE_DATA_CAPTURE' WHERE outbox_table = 'public.messaging_outbox'",
+        )
+        .await
+        .unwrap();
+    let err = db
+        .client
+        .execute(CLAIM, &[])
+        .await
+        .expect_err("a claim in CDC mode must fail");
+    let dberr = err.as_db_error().expect("a database error");
+    assert_eq!(dberr.code().code(), "OX001");
+    assert!(
+        dberr.message().contains("OUTBOX_CLAIM_FENCED"),
+        "{}",
+        dberr.message()
+    );
+    assert!(
+        dberr.message().contains("CHANGE_DATA_CAPTURE"),
+        "{}",
+        dberr.message()
+    );
+    // The CDC relay's own marks are unaffected.
+    let marked = db
+        .client
+        .execute(
+            "UPDATE public.messaging_outbox SET status = 'PUBLISHED', published_at = now() WHERE message_id = '00000000-0000-4000-8000-000000000701'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(marked, 1);
+    let failed = db
+        .client
+        .execute(
+            "UPDATE public.messaging_outbox SET status = 'FAILED', last_failure_code = 'MESSAGE_TOO_LARGE' WHERE message_id = '00000000-0000-4000-8000-000000000702'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed, 1);
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn the_generated_heartbeat_query_runs_against_the_migrated_schema() {
+    let services = require_services!();
+    let (db, cfg) = migrated(&services, "heartbeat").await;
+    let props = connector_config::connector_properties(&cfg);
+    let query = props
+        .iter()
+        .find(|(k, _)| k == "heartbeat.action.query")
+        .map(|(_, v)| v.clone())
+        .expect("heartbeat.action.query");
+    db.client.batch_execute(&query).await.unwrap();
+    db.client
+        .batch_execute(
+            "UPDATE public.outbox_cdc_heartbeat SET beat_at = now() - interval '2 hours'",
+        )
+        .await
+        .unwrap();
+    db.client.batch_execute(&query).await.unwrap();
+    let rows: i64 = db
+        .client
+        .query_one("SELECT count(*) FROM public.outbox_cdc_heartbeat", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        rows, 1,
+        "the query deletes expired heartbeats as it inserts"
+    );
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn an_edited_migration_is_detected() {
+    let services = require_services!();
+    let (mut db, cfg) = migrated(&services, "checksum").await;
+    db.client
+        .execute(
+            "UPDATE public.outbox_cdc_schema_history SET checksum = 'edited' WHERE version = 2",
+            &[],
+        )
+        .await
+        .unwrap();
+    let err = migrate::migrate(&mut db.client, &cfg, Scope::All)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "MIGRATION_CHECKSUM_MISMATCH");
+    db.drop(&services).await;
+}
