@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone on a fresh machine:
+# formatting, lints, unit and integration tests (against a real PostgreSQL 15
+# and a real Kafka broker, which this script installs, starts and stops) and
+# the check that the committed Debezium configuration matches the definition.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+# Build prerequisites of rdkafka's bundled librdkafka (C toolchain, OpenSSL).
+if ! command -v cc >/dev/null || ! command -v make >/dev/null || ! pkg-config --exists openssl 2>/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    step "installing build prerequisites"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential pkg-config libssl-dev cmake >/dev/null
+  else
+    echo "missing a C toolchain, make, pkg-config or OpenSSL headers (apt-get install build-essential pkg-config libssl-dev)" >&2
+    exit 1
+  fi
+fi
+
+# Snapshots are compared, never written, by this command.
+export INSTA_UPDATE=no
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+
+# Services: a fresh set in CI; locally, reuse running ones and leave them running.
+started=0
+if [ -n "${CI:-}" ]; then scripts/services.sh reset; fi
+if ! scripts/services.sh status | grep -q "postgresql: running" || ! scripts/services.sh status | grep -q "kafka: running"; then
+  started=1
+fi
+cleanup() { if [ "$started" = 1 ]; then scripts/services.sh stop || true; fi; }
+trap cleanup EXIT
+step "starting PostgreSQL and Kafka"
+scripts/services.sh start
+eval "$(scripts/services.sh env)"
+
+step "cargo test (unit, integration, drift of connector-config/ and snapshots/)"
+cargo test --all-targets --no-fail-fast
+cargo test --doc

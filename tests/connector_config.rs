@@ -1,0 +1,323 @@
+//! The generated Debezium configuration: equal to the committed files, pinned
+//! by snapshots, and saying what the contract says (checked against literals
+//! here, not against the definition that produced it).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use outbox_cdc::config::Config;
+use outbox_cdc::connector_config::{render, Format};
+use outbox_cdc::properties;
+
+const REGENERATE: &str = "scripts/regenerate.sh";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn example() -> Config {
+    // The example names its password variable; nothing is resolved here.
+    Config::load(&root().join("outbox-cdc.example.toml"), &|_| None).unwrap()
+}
+
+fn committed(name: &str) -> String {
+    std::fs::read_to_string(root().join("connector-config").join(name)).unwrap_or_default()
+}
+
+fn first_difference(a: &str, b: &str) -> String {
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        if x != y {
+            return format!("line {}:\n  committed: {x}\n  generated: {y}", i + 1);
+        }
+    }
+    format!(
+        "committed has {} lines, generated has {}",
+        a.lines().count(),
+        b.lines().count()
+    )
+}
+
+#[test]
+fn the_committed_connector_configuration_is_up_to_date() {
+    let cfg = example();
+    for (file, format) in [
+        ("outbox-cdc.properties", Format::Properties),
+        ("outbox-cdc.json", Format::Json),
+    ] {
+        let generated = render(&cfg, format);
+        let on_disk = committed(file);
+        assert!(
+            generated == on_disk,
+            "connector-config/{file} does not match the outbox definition; regenerate it with `{REGENERATE}` \
+             and review the diff.\nFirst difference at {}",
+            first_difference(&on_disk, &generated)
+        );
+    }
+}
+
+#[test]
+fn snapshots_pin_the_generated_configuration() {
+    let cfg = example();
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(root().join("snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| {
+        insta::assert_snapshot!(
+            "debezium_connector_properties",
+            render(&cfg, Format::Properties)
+        );
+        insta::assert_snapshot!("debezium_connector_json", render(&cfg, Format::Json));
+    });
+}
+
+fn as_map(text: &str) -> BTreeMap<String, String> {
+    properties::parse(text).into_iter().collect()
+}
+
+#[test]
+fn the_configuration_says_what_the_contract_says() {
+    let props = as_map(&committed("outbox-cdc.properties"));
+    let expect = [
+        ("name", "outbox-cdc-debezium"),
+        (
+            "connector.class",
+            "io.debezium.connector.postgresql.PostgresConnector",
+        ),
+        ("plugin.name", "pgoutput"),
+        ("database.hostname", "127.0.0.1"),
+        ("database.port", "5432"),
+        ("database.user", "outbox_cdc"),
+        ("database.dbname", "app"),
+        ("database.password", "${env:OUTBOX_CDC_POSTGRES_PASSWORD}"),
+        ("topic.prefix", "outbox-cdc"),
+        ("slot.name", "outbox_cdc_debezium"),
+        ("publication.name", "outbox_cdc_publication"),
+        ("publication.autocreate.mode", "disabled"),
+        ("table.include.list", "public.messaging_outbox"),
+        ("snapshot.mode", "no_data"),
+        ("tombstones.on.delete", "false"),
+        ("extended.headers.enabled", "false"),
+        ("binary.handling.mode", "bytes"),
+        (
+            "key.converter",
+            "org.apache.kafka.connect.storage.StringConverter",
+        ),
+        (
+            "value.converter",
+            "io.debezium.converters.BinaryDataConverter",
+        ),
+        (
+            "value.converter.delegate.converter.type",
+            "org.apache.kafka.connect.json.JsonConverter",
+        ),
+        (
+            "header.converter",
+            "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+        ),
+        ("transforms", "outbox"),
+        (
+            "transforms.outbox.type",
+            "io.debezium.transforms.outbox.EventRouter",
+        ),
+        ("transforms.outbox.table.field.event.id", "message_id"),
+        ("transforms.outbox.table.field.event.key", "routing_key"),
+        ("transforms.outbox.table.field.event.payload", "payload"),
+        ("transforms.outbox.route.by.field", "destination"),
+        (
+            "transforms.outbox.route.topic.replacement",
+            "outbox.${routedByValue}",
+        ),
+        (
+            "transforms.outbox.route.tombstone.on.empty.payload",
+            "false",
+        ),
+        (
+            "transforms.outbox.table.fields.additional.placement",
+            "message_type:header:msg.type,message_version:header:msg.version,\
+             content_type:header:msg.content-type,created_at:header:msg.created-at,\
+             destination:header:msg.destination,producer:header:msg.producer,\
+             occurred_at:header:msg.occurred-at,correlation_id:header:msg.correlation-id,\
+             causation_id:header:msg.causation-id,tenant:header:msg.tenant,\
+             partition_key:header:msg.partition-key,ordering_key:header:msg.ordering-key,\
+             traceparent:header:traceparent,tracestate:header:tracestate,baggage:header:baggage",
+        ),
+    ];
+    for (key, value) in expect {
+        assert_eq!(props.get(key).map(String::as_str), Some(value), "{key}");
+    }
+    // Heartbeats keep an idle outbox from pinning WAL; the relay's slot is not Debezium's.
+    let interval: u64 = props["heartbeat.interval.ms"].parse().unwrap();
+    assert!(interval > 0 && interval <= 60_000, "{interval}");
+    assert!(props["heartbeat.action.query"].contains("INSERT INTO public.outbox_cdc_heartbeat"));
+    assert_ne!(props["slot.name"], "outbox_cdc_relay");
+    assert!(!props
+        .keys()
+        .any(|k| k.contains("routing.key") || k.starts_with("transforms.router")));
+}
+
+#[test]
+fn the_json_body_carries_the_same_configuration() {
+    let json: serde_json::Value = serde_json::from_str(&committed("outbox-cdc.json")).unwrap();
+    let mut props = as_map(&committed("outbox-cdc.properties"));
+    assert_eq!(json["name"], "outbox-cdc-debezium");
+    assert_eq!(props.remove("name").as_deref(), Some("outbox-cdc-debezium"));
+    let config: BTreeMap<String, String> = json["config"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(config, props);
+}
+
+fn outbox_cdc(args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"));
+    cmd.args(args).current_dir(root());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn temp_dir(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("outbox-cdc-{label}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn the_command_writes_properties_by_default_and_json_on_request_without_the_secret() {
+    let secret = "hunter2-must-not-leak";
+    let envs = [("OUTBOX_CDC_POSTGRES_PASSWORD", secret)];
+    let out = outbox_cdc(
+        &["connector-config", "--config", "outbox-cdc.example.toml"],
+        &envs,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout, committed("outbox-cdc.properties"));
+    assert!(!stdout.contains(secret));
+
+    let dir = temp_dir("cc");
+    let file = dir.join("c.json");
+    let out = outbox_cdc(
+        &[
+            "connector-config",
+            "--config",
+            "outbox-cdc.example.toml",
+            "--format",
+            "json",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+        &envs,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(written, committed("outbox-cdc.json"));
+    assert!(!written.contains(secret));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("outbox-cdc.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_file_provider_reference_is_written_for_a_password_file() {
+    let dir = temp_dir("fileref");
+    let example = std::fs::read_to_string(root().join("outbox-cdc.example.toml")).unwrap();
+    let text = example.replace(
+        "password = { env = \"OUTBOX_CDC_POSTGRES_PASSWORD\" }\nheartbeat_interval_ms",
+        "password = { file = \"/etc/kafka/secrets/pg.properties\", key = \"password\" }\nheartbeat_interval_ms",
+    );
+    assert_ne!(text, example, "the example changed shape; update this test");
+    let path = write_config(&dir, &text);
+    let out = outbox_cdc(
+        &["connector-config", "--config", path.to_str().unwrap()],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let props = as_map(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(
+        props["database.password"],
+        "${file:/etc/kafka/secrets/pg.properties:password}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_configuration_fails_with_a_stable_code_and_names_the_key() {
+    let dir = temp_dir("badcfg");
+    let example = std::fs::read_to_string(root().join("outbox-cdc.example.toml")).unwrap();
+    let cases = [
+        (
+            example.replace("schema = \"public\"", "schema = \"public\"\ntabel = \"x\""),
+            "CONFIG_UNKNOWN_KEY",
+            "outbox.tabel",
+        ),
+        (
+            example.replace(
+                "slot = \"outbox_cdc_debezium\"",
+                "slot = \"outbox_cdc_relay\"",
+            ),
+            "CONFIG_INVALID_VALUE",
+            "debezium.slot",
+        ),
+        (
+            example.replace(
+                "password = { env = \"OUTBOX_CDC_POSTGRES_PASSWORD\" }\n# disable",
+                "password = \"literal\"\n# disable",
+            ),
+            "CONFIG_SECRET_IN_FILE",
+            "postgres.password",
+        ),
+        (
+            "[postgres\n".to_string(),
+            "CONFIG_SYNTAX",
+            "outbox-cdc.toml",
+        ),
+    ];
+    for (text, code, key) in cases {
+        assert_ne!(
+            text, example,
+            "{code}: the example changed shape; update this test"
+        );
+        let path = write_config(&dir, &text);
+        let out = outbox_cdc(
+            &["connector-config", "--config", path.to_str().unwrap()],
+            &[],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{code}: {stderr}");
+        assert!(stderr.contains(code), "{code}: {stderr}");
+        assert!(stderr.contains(key), "{key}: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    let out = outbox_cdc(
+        &[
+            "connector-config",
+            "--config",
+            "/nonexistent/outbox-cdc.toml",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CONFIG_UNREADABLE"));
+    std::fs::remove_dir_all(dir).unwrap();
+}

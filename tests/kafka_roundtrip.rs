@@ -1,0 +1,201 @@
+//! A produce and consume round trip against the real local Kafka broker,
+//! with the producer settings the relay depends on: Java-compatible key
+//! placement (murmur2), headers with null values, and an empty value that is
+//! not a tombstone.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+
+const PARTITIONS: i32 = 6;
+
+/// Kafka's `Utils.murmur2`, written out here so the test does not trust the
+/// producer's own placement.
+fn java_murmur2(data: &[u8]) -> i32 {
+    let m: u32 = 0x5bd1_e995;
+    let mut h: u32 = 0x9747_b28c ^ data.len() as u32;
+    let chunks = data.chunks_exact(4);
+    let tail = chunks.remainder();
+    for c in chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(m);
+        k ^= k >> 24;
+        k = k.wrapping_mul(m);
+        h = h.wrapping_mul(m);
+        h ^= k;
+    }
+    if tail.len() >= 3 {
+        h ^= (tail[2] as u32) << 16;
+    }
+    if tail.len() >= 2 {
+        h ^= (tail[1] as u32) << 8;
+    }
+    if !tail.is_empty() {
+        h ^= tail[0] as u32;
+        h = h.wrapping_mul(m);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(m);
+    h ^= h >> 15;
+    h as i32
+}
+
+/// Java's `DefaultPartitioner`/`BuiltInPartitioner` for a keyed record.
+fn java_partition(key: &[u8], partitions: i32) -> i32 {
+    (java_murmur2(key) & 0x7fff_ffff) % partitions
+}
+
+#[test]
+fn the_test_murmur2_matches_kafkas_own_test_vectors() {
+    // From Kafka's UtilsTest.testMurmur2.
+    assert_eq!(java_murmur2(b"21"), -973932308);
+    assert_eq!(java_murmur2(b"foobar"), -790332482);
+    assert_eq!(java_murmur2(b"a-little-bit-long-string"), -985981536);
+    assert_eq!(java_murmur2(b"a-little-bit-longer-string"), -1486304829);
+    assert_eq!(
+        java_murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"),
+        -58897971
+    );
+    assert_eq!(java_murmur2(b"abc"), 479470107);
+}
+
+#[tokio::test]
+async fn records_round_trip_with_java_placement_null_headers_and_empty_values() {
+    let services = require_services!();
+    let topic = format!(
+        "roundtrip-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    );
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &services.kafka_bootstrap)
+        .create()
+        .unwrap();
+    let created = admin
+        .create_topics(
+            &[NewTopic::new(
+                &topic,
+                PARTITIONS,
+                TopicReplication::Fixed(1),
+            )],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        )
+        .await
+        .unwrap();
+    assert!(created.iter().all(|r| r.is_ok()), "{created:?}");
+
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &services.kafka_bootstrap)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("partitioner", "murmur2_random")
+        .create()
+        .unwrap();
+    let keys: Vec<String> = (0..60).map(|i| format!("customer-{i}")).collect();
+    for (i, key) in keys.iter().enumerate() {
+        let value: Vec<u8> = if i == 0 {
+            Vec::new()
+        } else {
+            vec![i as u8, 0, 255]
+        };
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: "id",
+                value: Some(key.as_bytes()),
+            })
+            .insert(Header {
+                key: "msg.tenant",
+                value: None::<&[u8]>,
+            })
+            .insert(Header {
+                key: "msg.type",
+                value: Some("OrderPlaced"),
+            });
+        let partition = producer
+            .send(
+                FutureRecord::to(&topic)
+                    .key(key.as_bytes())
+                    .payload(&value)
+                    .headers(headers),
+                Duration::from_secs(30),
+            )
+            .await
+            .unwrap_or_else(|(e, _)| panic!("produce failed: {e}"))
+            .partition;
+        assert_eq!(
+            partition,
+            java_partition(key.as_bytes(), PARTITIONS),
+            "key {key}"
+        );
+    }
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &services.kafka_bootstrap)
+        .set("group.id", format!("{topic}-reader"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        assignment
+            .add_partition_offset(&topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < keys.len() && Instant::now() < deadline {
+        let Some(result) = consumer.poll(Duration::from_millis(500)) else {
+            continue;
+        };
+        let m = result.unwrap();
+        let key = String::from_utf8(m.key().unwrap().to_vec()).unwrap();
+        let headers = m.headers().expect("headers");
+        let names: Vec<(String, Option<Vec<u8>>)> = headers
+            .iter()
+            .map(|h| (h.key.to_string(), h.value.map(|v| v.to_vec())))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("id".to_string(), Some(key.as_bytes().to_vec())),
+                ("msg.tenant".to_string(), None),
+                ("msg.type".to_string(), Some(b"OrderPlaced".to_vec())),
+            ]
+        );
+        seen.push((key, m.partition(), m.payload().map(|p| p.to_vec())));
+    }
+    assert_eq!(
+        seen.len(),
+        keys.len(),
+        "consumed {} of {}",
+        seen.len(),
+        keys.len()
+    );
+    for (key, partition, payload) in &seen {
+        assert_eq!(
+            *partition,
+            java_partition(key.as_bytes(), PARTITIONS),
+            "key {key}"
+        );
+        let i: usize = key.trim_start_matches("customer-").parse().unwrap();
+        if i == 0 {
+            assert_eq!(
+                payload.as_deref(),
+                Some(&[][..]),
+                "an empty value, not a tombstone"
+            );
+        } else {
+            assert_eq!(payload.as_deref(), Some(&[i as u8, 0, 255][..]));
+        }
+    }
+    let used: std::collections::BTreeSet<i32> = seen.iter().map(|s| s.1).collect();
+    assert!(used.len() > 1, "keys spread over partitions");
+}
