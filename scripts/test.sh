@@ -31,9 +31,11 @@ cargo clippy --all-targets -- -D warnings
 # Services: a fresh set in CI; locally, reuse running ones and leave them running.
 started=0
 if [ -n "${CI:-}" ]; then scripts/services.sh reset; fi
-if ! scripts/services.sh status | grep -q "postgresql: running" || ! scripts/services.sh status | grep -q "kafka: running"; then
-  started=1
-fi
+running=$(scripts/services.sh status)
+case "$running" in
+  *"postgresql: running"*"kafka: running"*) ;;
+  *) started=1 ;;
+esac
 cleanup() { if [ "$started" = 1 ]; then scripts/services.sh stop || true; fi; }
 trap cleanup EXIT
 step "starting PostgreSQL and Kafka"
@@ -41,5 +43,14 @@ scripts/services.sh start
 eval "$(scripts/services.sh env)"
 
 step "cargo test (unit, integration, drift of connector-config/ and snapshots/)"
-cargo test --all-targets --no-fail-fast
-cargo test --doc
+log=$(mktemp)
+status=0
+cargo test --all-targets --no-fail-fast 2>&1 | tee "$log" || status=$?
+passed=$(awk '/^test result:/ {sub(";","",$4); p+=$4} END {print p+0}' "$log")
+failed=$(awk '/^test result:/ {sub(";","",$6); f+=$6} END {print f+0}' "$log")
+rm -f "$log"
+cleanup
+trap - EXIT
+echo
+echo "tests: $passed passed, $failed failed"
+exit "$status"

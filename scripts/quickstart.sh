@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Quickstart on local services: starts PostgreSQL 15 and Kafka (left running;
+# `scripts/services.sh stop` stops them), creates a demo database, migrates
+# it, generates the Debezium configuration for it and inserts sample rows.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+scripts/services.sh start
+eval "$(scripts/services.sh env)"
+export PGPASSWORD=$OUTBOX_TEST_PG_PASSWORD
+psql_demo() { psql -X -q -v ON_ERROR_STOP=1 -h "$OUTBOX_TEST_PG_HOST" -p "$OUTBOX_TEST_PG_PORT" -U "$OUTBOX_TEST_PG_USER" "$@"; }
+
+if ! psql_demo -d postgres -Atc "SELECT 1 FROM pg_database WHERE datname = 'outbox_demo'" | grep -q 1; then
+  psql_demo -d postgres -c "CREATE DATABASE outbox_demo"
+fi
+
+mkdir -p .cache/quickstart
+config=.cache/quickstart/outbox-cdc.toml
+cat >"$config" <<TOML
+[postgres]
+host = "$OUTBOX_TEST_PG_HOST"
+port = $OUTBOX_TEST_PG_PORT
+dbname = "outbox_demo"
+user = "$OUTBOX_TEST_PG_USER"
+password = { env = "OUTBOX_TEST_PG_PASSWORD" }
+sslmode = "disable"
+
+[outbox]
+topic_prefix = "outbox."
+
+[kafka]
+bootstrap_servers = "$OUTBOX_TEST_KAFKA_BOOTSTRAP"
+TOML
+
+cargo build --quiet
+bin=target/debug/outbox-cdc
+echo "==> outbox-cdc migrate"
+"$bin" migrate --config "$config"
+echo "==> outbox-cdc connector-config (.cache/quickstart/debezium.properties)"
+"$bin" connector-config --config "$config" --out .cache/quickstart/debezium.properties
+grep -E '^(slot.name|publication.name|transforms.outbox.table.field.event.key|transforms.outbox.route.topic.replacement)=' \
+  .cache/quickstart/debezium.properties
+
+echo "==> sample rows"
+psql_demo -d outbox_demo <<'SQL'
+INSERT INTO messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key, tenant)
+VALUES (gen_random_uuid(), 'orders', 'OrderPlaced', 1, 'application/json', convert_to('{"order":42}', 'UTF8'), 'customer-7', 'acme'),
+       (gen_random_uuid(), 'payments', 'PaymentCaptured', 2, 'application/json', convert_to('{"amount":10}', 'UTF8'), NULL, NULL);
+SELECT message_id, 'outbox.' || destination AS topic, routing_key, status FROM messaging_outbox ORDER BY created_at DESC LIMIT 5;
+SQL
+echo
+echo "Configuration: $config   Stop the services with: scripts/services.sh stop"
