@@ -60,6 +60,28 @@ install() {
   install_jvm_profile kafka
 }
 
+# A throwaway CA and a server certificate for localhost, for TLS tests.
+make_test_certificates() {
+  command -v openssl >/dev/null || {
+    [ "$(id -u)" = 0 ] || die "openssl is missing"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+  }
+  local dir="$STATE/tls"
+  mkdir -p "$dir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+    -subj "/CN=outbox-cdc test CA" -keyout "$dir/ca.key" -out "$dir/ca.crt" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=localhost" \
+    -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+  printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n' >"$dir/server.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+    -days 3650 -out "$dir/server.crt" -extfile "$dir/server.ext" 2>/dev/null
+  cp "$dir/server.crt" "$dir/server.key" "$STATE/pg/"
+  chmod 600 "$STATE/pg/server.key"
+  if [ "$(id -u)" = 0 ]; then chown postgres: "$STATE/pg/server.crt" "$STATE/pg/server.key"; fi
+  chmod 644 "$dir/ca.crt"
+}
+
 pg_running() {
   [ -f "$STATE/pg/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" status >/dev/null 2>&1
 }
@@ -79,6 +101,7 @@ start_pg() {
       --auth-local=trust --auth-host=md5 -E UTF8 --locale=C.UTF-8 >"$STATE/initdb.log" 2>&1 \
       || { cat "$STATE/initdb.log" >&2; die "initdb failed"; }
     rm -f "$pwfile"
+    make_test_certificates
     cat >>"$STATE/pg/postgresql.conf" <<EOF
 # outbox-cdc test cluster
 listen_addresses = '127.0.0.1'
@@ -94,6 +117,11 @@ full_page_writes = off
 shared_buffers = 256MB
 max_wal_size = 4GB
 log_min_messages = warning
+# TLS with a CA made for this cluster (\$OUTBOX_TEST_PG_CA); the server
+# certificate names localhost only, so verify-full must use that name.
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
 EOF
     # md5 accepts both MD5 and SCRAM-SHA-256 stored passwords, so the tests can
     # exercise either authentication method.
@@ -207,6 +235,7 @@ export OUTBOX_TEST_PG_PASSWORD=$PG_PASSWORD
 export OUTBOX_TEST_PG_SOCKET_DIR=$STATE/pg-socket
 export OUTBOX_TEST_PG_BIN=$PG_BIN
 export OUTBOX_TEST_PG_DATA=$STATE/pg
+export OUTBOX_TEST_PG_CA=$STATE/tls/ca.crt
 export OUTBOX_TEST_KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
 export OUTBOX_TEST_STATE_DIR=$STATE
 EOF

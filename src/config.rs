@@ -70,6 +70,10 @@ fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
 pub struct Secret(String);
 
 impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }

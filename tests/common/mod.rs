@@ -154,3 +154,219 @@ bootstrap_servers = "127.0.0.1:1"
 pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
+
+pub mod replication {
+    //! Starting a reader against a test database.
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use outbox_cdc::config::{Secret, SslMode};
+    use outbox_cdc::lsn::Lsn;
+    use outbox_cdc::replication::connection::{ConnectOptions, ReplicationConnection};
+    use outbox_cdc::replication::reader::{self, Event, Feedback, ReaderOptions, ReaderStats};
+    use outbox_cdc::replication::rows::OutboxRow;
+    use outbox_cdc::replication::setup::{self, SlotSpec};
+    use outbox_cdc::replication::ReplicationError;
+    use outbox_cdc::value::Timestamp;
+    use tokio::sync::mpsc;
+    use tokio::task::JoinHandle;
+    use tokio_util::sync::CancellationToken;
+
+    use super::Services;
+
+    pub const PUBLICATION: &str = "outbox_cdc_publication";
+
+    pub fn options(s: &Services, dbname: &str) -> ConnectOptions {
+        ConnectOptions {
+            host: s.pg_host.clone(),
+            port: s.pg_port,
+            dbname: dbname.to_string(),
+            user: s.pg_user.clone(),
+            password: Some(secret(&s.pg_password)),
+            sslmode: SslMode::Disable,
+            sslrootcert: None,
+            application_name: "outbox-cdc-test".into(),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+
+    pub fn secret(s: &str) -> Secret {
+        Secret::new(s)
+    }
+
+    pub fn spec(slot: &str, publication: &str) -> SlotSpec {
+        SlotSpec {
+            slot: slot.to_string(),
+            publication: publication.to_string(),
+            schema: "public".into(),
+            table: "messaging_outbox".into(),
+            create_if_missing: true,
+        }
+    }
+
+    pub struct Reader {
+        pub events: mpsc::Receiver<Event>,
+        pub feedback: Feedback,
+        pub cancel: CancellationToken,
+        pub handle: JoinHandle<Result<Lsn, ReplicationError>>,
+        pub stats: Arc<ReaderStats>,
+        pub start: Lsn,
+    }
+
+    pub async fn start(opts: &ConnectOptions, spec: &SlotSpec) -> Result<Reader, ReplicationError> {
+        let mut conn = ReplicationConnection::connect(opts).await?;
+        let state = setup::prepare(&mut conn, spec).await?;
+        let (feedback, settled) = Feedback::new(state.confirmed_flush);
+        let (tx, events) = mpsc::channel(64);
+        let cancel = CancellationToken::new();
+        let stats = Arc::new(ReaderStats::default());
+        let ropts = ReaderOptions::new(&spec.slot, &spec.publication, &spec.schema, &spec.table);
+        let handle = tokio::spawn({
+            let (cancel, stats) = (cancel.clone(), stats.clone());
+            async move {
+                reader::stream(
+                    conn,
+                    &ropts,
+                    state.confirmed_flush,
+                    tx,
+                    settled,
+                    cancel,
+                    stats,
+                )
+                .await
+            }
+        });
+        Ok(Reader {
+            events,
+            feedback,
+            cancel,
+            handle,
+            stats,
+            start: state.confirmed_flush,
+        })
+    }
+
+    /// A transaction as the consumer sees it.
+    #[derive(Debug, Clone)]
+    pub struct Tx {
+        pub xid: u32,
+        pub final_lsn: Lsn,
+        pub commit_lsn: Lsn,
+        pub end_lsn: Lsn,
+        pub begin_time: Timestamp,
+        pub commit_time: Timestamp,
+        pub rows: Vec<OutboxRow>,
+    }
+
+    /// Assembles events into transactions until `rows` rows arrived (or the
+    /// timeout passed), checking the Begin/Rows/Commit grammar as it goes.
+    pub async fn collect(
+        events: &mut mpsc::Receiver<Event>,
+        rows: usize,
+        timeout: Duration,
+    ) -> Vec<Tx> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut done: Vec<Tx> = Vec::new();
+        let mut open: Option<Tx> = None;
+        let mut count = 0;
+        while count < rows || open.is_some() {
+            let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await else {
+                break;
+            };
+            match event {
+                Event::Begin {
+                    xid,
+                    final_lsn,
+                    commit_time,
+                } => {
+                    assert!(open.is_none(), "Begin inside a transaction");
+                    open = Some(Tx {
+                        xid,
+                        final_lsn,
+                        commit_lsn: Lsn::ZERO,
+                        end_lsn: Lsn::ZERO,
+                        begin_time: commit_time,
+                        commit_time,
+                        rows: Vec::new(),
+                    });
+                }
+                Event::Rows(r) => {
+                    count += r.len();
+                    open.as_mut()
+                        .expect("Rows outside a transaction")
+                        .rows
+                        .extend(r);
+                }
+                Event::Commit {
+                    xid,
+                    commit_lsn,
+                    end_lsn,
+                    commit_time,
+                } => {
+                    let mut tx = open.take().expect("Commit outside a transaction");
+                    assert_eq!(tx.xid, xid);
+                    tx.commit_lsn = commit_lsn;
+                    tx.end_lsn = end_lsn;
+                    tx.commit_time = commit_time;
+                    done.push(tx);
+                }
+            }
+        }
+        done
+    }
+
+    /// `confirmed_flush_lsn` of a slot.
+    pub async fn confirmed_flush(client: &tokio_postgres::Client, slot: &str) -> Lsn {
+        let text: Option<String> = client
+            .query_one(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&slot],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        text.unwrap_or_else(|| "0/0".into()).parse().unwrap()
+    }
+
+    /// Waits until the slot's confirmed position satisfies `ok`.
+    pub async fn wait_confirmed(
+        client: &tokio_postgres::Client,
+        slot: &str,
+        ok: impl Fn(Lsn) -> bool,
+        timeout: Duration,
+    ) -> Lsn {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let lsn = confirmed_flush(client, slot).await;
+            if ok(lsn) || tokio::time::Instant::now() > deadline {
+                return lsn;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn drop_slot(client: &tokio_postgres::Client, slot: &str) {
+        for _ in 0..50 {
+            let r = client
+                .execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
+                    &[&slot],
+                )
+                .await
+                .unwrap();
+            let left: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
+                    &[&slot],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if r > 0 || left == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("slot {slot} stayed active");
+    }
+}

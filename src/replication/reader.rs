@@ -1,0 +1,427 @@
+//! Streaming: committed transactions out, settlement feedback in.
+//!
+//! The consumer receives [`Event`]s through a bounded channel and reports the
+//! LSN up to which everything is settled through a [`Feedback`]. The slot is
+//! confirmed only up to that LSN, so nothing unsettled can be lost; while
+//! nothing is outstanding, the server's keepalive position is confirmed so an
+//! idle outbox beside busy tables does not retain WAL. Status updates keep
+//! flowing while the consumer applies backpressure.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use postgres_protocol::message::backend::Message;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::codec::Backend;
+use super::connection::{error_fields, lost, ReplicationConnection};
+use super::pgoutput::{self, PgOutput};
+use super::rows::{OutboxRow, Relations};
+use super::setup::{ident, literal};
+use super::ReplicationError;
+use crate::lsn::Lsn;
+use crate::value::{Timestamp, PG_EPOCH_OFFSET_MICROS};
+
+/// What the reader delivers, in commit order. Every outbox transaction is
+/// `Begin`, one or more `Rows` chunks, `Commit`; transactions without outbox
+/// rows are not delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Begin {
+        xid: u32,
+        /// LSN of the commit record.
+        final_lsn: Lsn,
+        commit_time: Timestamp,
+    },
+    Rows(Vec<OutboxRow>),
+    Commit {
+        xid: u32,
+        commit_lsn: Lsn,
+        /// Settling this LSN settles the transaction.
+        end_lsn: Lsn,
+        commit_time: Timestamp,
+    },
+}
+
+/// The consumer's side of acknowledgement.
+#[derive(Debug, Clone)]
+pub struct Feedback(Arc<watch::Sender<Lsn>>);
+
+impl Feedback {
+    pub fn new(start: Lsn) -> (Feedback, watch::Receiver<Lsn>) {
+        let (tx, rx) = watch::channel(start);
+        (Feedback(Arc::new(tx)), rx)
+    }
+
+    /// Everything up to `lsn` (a commit's end LSN) is settled. Never moves back.
+    pub fn settle(&self, lsn: Lsn) {
+        self.0.send_if_modified(|current| {
+            if lsn > *current {
+                *current = lsn;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    pub fn settled(&self) -> Lsn {
+        *self.0.borrow()
+    }
+}
+
+/// Counters an operator may want.
+#[derive(Debug, Default)]
+pub struct ReaderStats {
+    pub transactions: AtomicU64,
+    pub rows: AtomicU64,
+    /// Updates, deletes and truncates: the publication should not send them.
+    pub skipped_changes: AtomicU64,
+    pub other_table_rows: AtomicU64,
+    pub status_updates: AtomicU64,
+    /// Last LSN confirmed to the server.
+    pub confirmed: AtomicU64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReaderOptions {
+    pub slot: String,
+    pub publication: String,
+    pub schema: String,
+    pub table: String,
+    /// Rows per `Rows` event: bounds the memory one event holds.
+    pub chunk_rows: usize,
+    /// A status update at least this often (well inside wal_sender_timeout).
+    pub status_interval: Duration,
+    /// How often settlement is checked and, when it moved, reported.
+    pub feedback_interval: Duration,
+}
+
+impl ReaderOptions {
+    pub fn new(slot: &str, publication: &str, schema: &str, table: &str) -> ReaderOptions {
+        ReaderOptions {
+            slot: slot.to_string(),
+            publication: publication.to_string(),
+            schema: schema.to_string(),
+            table: table.to_string(),
+            chunk_rows: 1000,
+            status_interval: Duration::from_secs(10),
+            feedback_interval: Duration::from_millis(200),
+        }
+    }
+}
+
+fn now_pg_micros() -> i64 {
+    let since_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or_default();
+    since_unix - PG_EPOCH_OFFSET_MICROS
+}
+
+fn be_u64(data: &[u8], at: usize) -> Result<u64, ReplicationError> {
+    data.get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| ReplicationError::Malformed("truncated replication message header".into()))
+}
+
+struct State {
+    relations: Relations,
+    /// Position of the last WAL data received.
+    received: Lsn,
+    /// The reader never reports settlement below where it started.
+    start: Lsn,
+    /// End of the last transaction handed to the consumer.
+    last_delivered_end: Lsn,
+    settled: Lsn,
+    /// A position safe to confirm while nothing is outstanding: a keepalive's
+    /// WAL end or the end of a transaction without outbox rows.
+    idle_position: Lsn,
+    in_transaction: Option<OpenTransaction>,
+    last_sent_flush: Lsn,
+    last_status: Instant,
+}
+
+struct OpenTransaction {
+    xid: u32,
+    final_lsn: Lsn,
+    commit_time: Timestamp,
+    delivered_begin: bool,
+    chunk: Vec<OutboxRow>,
+    skip: bool,
+}
+
+impl State {
+    /// The LSN to report as flushed.
+    fn flush(&self) -> Lsn {
+        let outstanding = self.in_transaction.is_some() || self.settled < self.last_delivered_end;
+        let base = self.settled.max(self.start);
+        if outstanding {
+            base
+        } else {
+            base.max(self.idle_position)
+        }
+    }
+}
+
+/// Streams from `start` until cancelled, the consumer goes away, or an error.
+/// On return after cancellation the last settled position has been reported.
+pub async fn stream(
+    mut conn: ReplicationConnection,
+    opts: &ReaderOptions,
+    start: Lsn,
+    events: mpsc::Sender<Event>,
+    mut settled_rx: watch::Receiver<Lsn>,
+    cancel: CancellationToken,
+    stats: Arc<ReaderStats>,
+) -> Result<Lsn, ReplicationError> {
+    let command = format!(
+        "START_REPLICATION SLOT {} LOGICAL {} (\"proto_version\" '1', \"publication_names\" {})",
+        ident(&opts.slot),
+        start,
+        literal(&ident(&opts.publication))
+    );
+    conn.start_replication(&command, &opts.slot).await?;
+    tracing::info!(slot = %opts.slot, %start, "streaming");
+
+    let mut st = State {
+        relations: Relations::new(&opts.schema, &opts.table),
+        received: start,
+        start,
+        last_delivered_end: start,
+        settled: *settled_rx.borrow_and_update(),
+        idle_position: start,
+        in_transaction: None,
+        last_sent_flush: Lsn::ZERO,
+        last_status: Instant::now(),
+    };
+    let mut pending: VecDeque<Event> = VecDeque::new();
+    let mut ticker = tokio::time::interval(opts.feedback_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    send_status(&mut conn, &mut st, &stats, false).await?;
+
+    loop {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                st.settled = st.settled.max(*settled_rx.borrow());
+                send_status(&mut conn, &mut st, &stats, false).await?;
+                let confirmed = st.last_sent_flush;
+                conn.close().await;
+                return Ok(confirmed);
+            }
+            changed = settled_rx.changed() => {
+                if changed.is_err() {
+                    // The consumer dropped its Feedback; report and stop.
+                    send_status(&mut conn, &mut st, &stats, false).await?;
+                    let confirmed = st.last_sent_flush;
+                    conn.close().await;
+                    return Err(ReplicationError::ConsumerGone(confirmed));
+                }
+                st.settled = st.settled.max(*settled_rx.borrow_and_update());
+            }
+            permit = events.reserve(), if !pending.is_empty() => {
+                let Ok(permit) = permit else {
+                    let confirmed = st.last_sent_flush;
+                    conn.close().await;
+                    return Err(ReplicationError::ConsumerGone(confirmed));
+                };
+                if let Some(event) = pending.pop_front() {
+                    permit.send(event);
+                }
+            }
+            frame = conn.framed.next(), if pending.is_empty() => {
+                let message = match frame {
+                    Some(Ok(Backend::Message(m))) => m,
+                    Some(Ok(Backend::CopyBothResponse)) => {
+                        return Err(ReplicationError::Protocol("second CopyBothResponse".into()))
+                    }
+                    Some(Err(e)) => return Err(lost(e)),
+                    None => return Err(ReplicationError::ConnectionLost("server closed the stream".into())),
+                };
+                match message {
+                    Message::CopyData(body) => {
+                        let data = Bytes::copy_from_slice(body.data());
+                        handle_copy_data(&mut conn, &mut st, opts, data, &mut pending, &stats).await?;
+                    }
+                    Message::CopyDone => {
+                        return Err(ReplicationError::ConnectionLost("server ended the stream (CopyDone)".into()))
+                    }
+                    Message::ErrorResponse(body) => {
+                        let (code, message) = error_fields(&body);
+                        return Err(ReplicationError::from_server(&code, message, Some(&opts.slot)));
+                    }
+                    Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+                    _ => return Err(ReplicationError::Protocol("unexpected message while streaming".into())),
+                }
+            }
+            _ = ticker.tick() => {
+                st.settled = st.settled.max(*settled_rx.borrow());
+                let due = st.last_status.elapsed() >= opts.status_interval;
+                if due || st.flush() != st.last_sent_flush {
+                    send_status(&mut conn, &mut st, &stats, false).await?;
+                }
+            }
+        }
+    }
+}
+
+async fn handle_copy_data(
+    conn: &mut ReplicationConnection,
+    st: &mut State,
+    opts: &ReaderOptions,
+    data: Bytes,
+    pending: &mut VecDeque<Event>,
+    stats: &ReaderStats,
+) -> Result<(), ReplicationError> {
+    match data.first() {
+        Some(b'w') => {
+            let wal_start = Lsn(be_u64(&data, 1)?);
+            let _wal_end = be_u64(&data, 9)?;
+            st.received = st.received.max(wal_start);
+            let message = pgoutput::decode(data.slice(25.min(data.len())..))
+                .map_err(|e| ReplicationError::Malformed(e.0))?;
+            on_pgoutput(st, opts, message, pending, stats)
+        }
+        Some(b'k') => {
+            let wal_end = Lsn(be_u64(&data, 1)?);
+            let reply = data.get(17).copied().unwrap_or(0) == 1;
+            st.received = st.received.max(wal_end);
+            if st.in_transaction.is_none() {
+                st.idle_position = st.idle_position.max(wal_end);
+            }
+            if reply {
+                send_status(conn, st, stats, false).await?;
+            }
+            Ok(())
+        }
+        other => Err(ReplicationError::Malformed(format!(
+            "unknown replication message {:?}",
+            other.map(|b| *b as char)
+        ))),
+    }
+}
+
+fn on_pgoutput(
+    st: &mut State,
+    opts: &ReaderOptions,
+    message: PgOutput,
+    pending: &mut VecDeque<Event>,
+    stats: &ReaderStats,
+) -> Result<(), ReplicationError> {
+    match message {
+        PgOutput::Begin {
+            final_lsn,
+            commit_time,
+            xid,
+        } => {
+            // Already settled (a resend after reconnect): skip it whole.
+            let skip = final_lsn < st.settled.max(st.start);
+            st.in_transaction = Some(OpenTransaction {
+                xid,
+                final_lsn,
+                commit_time: Timestamp::from_pg_micros(commit_time),
+                delivered_begin: false,
+                chunk: Vec::new(),
+                skip,
+            });
+        }
+        PgOutput::Relation(rel) => st.relations.learn(&rel),
+        PgOutput::Insert { relation, tuple } => {
+            let tx = st.in_transaction.as_mut().ok_or_else(|| {
+                ReplicationError::Malformed("Insert outside a transaction".into())
+            })?;
+            match st.relations.is_outbox(relation) {
+                None => {
+                    return Err(ReplicationError::Malformed(format!(
+                        "Insert into relation {relation} before its Relation message"
+                    )))
+                }
+                Some(false) => {
+                    stats.other_table_rows.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(true) if tx.skip => {}
+                Some(true) => {
+                    let row = st.relations.decode(relation, &tuple).ok_or_else(|| {
+                        ReplicationError::Malformed("outbox relation vanished".into())
+                    })?;
+                    if !tx.delivered_begin {
+                        tx.delivered_begin = true;
+                        pending.push_back(Event::Begin {
+                            xid: tx.xid,
+                            final_lsn: tx.final_lsn,
+                            commit_time: tx.commit_time,
+                        });
+                    }
+                    tx.chunk.push(row);
+                    stats.rows.fetch_add(1, Ordering::Relaxed);
+                    if tx.chunk.len() >= opts.chunk_rows {
+                        pending.push_back(Event::Rows(std::mem::take(&mut tx.chunk)));
+                    }
+                }
+            }
+        }
+        PgOutput::Commit {
+            commit_lsn,
+            end_lsn,
+            commit_time,
+        } => {
+            let tx = st.in_transaction.take().ok_or_else(|| {
+                ReplicationError::Malformed("Commit outside a transaction".into())
+            })?;
+            st.received = st.received.max(end_lsn);
+            if tx.delivered_begin {
+                if !tx.chunk.is_empty() {
+                    pending.push_back(Event::Rows(tx.chunk));
+                }
+                pending.push_back(Event::Commit {
+                    xid: tx.xid,
+                    commit_lsn,
+                    end_lsn,
+                    commit_time: Timestamp::from_pg_micros(commit_time),
+                });
+                st.last_delivered_end = end_lsn;
+                stats.transactions.fetch_add(1, Ordering::Relaxed);
+            } else {
+                // Nothing for the consumer: settled as soon as all before it is.
+                st.idle_position = st.idle_position.max(end_lsn);
+            }
+        }
+        PgOutput::Update { .. } | PgOutput::Delete { .. } | PgOutput::Truncate { .. } => {
+            stats.skipped_changes.fetch_add(1, Ordering::Relaxed);
+        }
+        PgOutput::Origin { .. } | PgOutput::Type { .. } | PgOutput::Message { .. } => {}
+    }
+    Ok(())
+}
+
+/// A standby status update: written = received, flushed = applied = settled
+/// (or the idle position when nothing is outstanding).
+async fn send_status(
+    conn: &mut ReplicationConnection,
+    st: &mut State,
+    stats: &ReaderStats,
+    reply: bool,
+) -> Result<(), ReplicationError> {
+    let flush = st.flush();
+    let written = st.received.max(flush);
+    let mut msg = Vec::with_capacity(34);
+    msg.push(b'r');
+    msg.extend_from_slice(&written.0.to_be_bytes());
+    msg.extend_from_slice(&flush.0.to_be_bytes());
+    msg.extend_from_slice(&flush.0.to_be_bytes());
+    msg.extend_from_slice(&now_pg_micros().to_be_bytes());
+    msg.push(u8::from(reply));
+    conn.send_copy_data(&msg).await?;
+    st.last_sent_flush = flush;
+    st.last_status = Instant::now();
+    stats.status_updates.fetch_add(1, Ordering::Relaxed);
+    stats.confirmed.store(flush.0, Ordering::Relaxed);
+    Ok(())
+}

@@ -1,0 +1,347 @@
+//! Typed values of outbox columns, decoded from PostgreSQL's text output
+//! (the form pgoutput sends), and the timestamp arithmetic they need.
+
+use std::fmt;
+
+/// A UUID, kept as its 16 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Uuid(pub [u8; 16]);
+
+impl fmt::Display for Uuid {
+    /// Lowercase, hyphenated: PostgreSQL's and Debezium's text form.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.0.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                f.write_str("-")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A `timestamptz`: microseconds since 2000-01-01 00:00:00 UTC (PostgreSQL's
+/// own epoch, so its whole range fits), or one of its infinities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Timestamp {
+    NegInfinity,
+    Micros(i64),
+    Infinity,
+}
+
+/// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
+pub const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
+
+const MICROS_PER_SECOND: i64 = 1_000_000;
+/// Days from 1970-01-01 to 2000-01-01.
+const PG_EPOCH_DAYS: i64 = 10_957;
+const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (astronomical year
+/// numbering: 1 BC is year 0). Howard Hinnant's `days_from_civil`.
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01: `(year, month, day)`.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+impl Timestamp {
+    /// UTC in `YYYY-MM-DDTHH:MM:SS.ffffffZ`, six fraction digits always, as
+    /// Debezium writes a `timestamptz` of precision 6. Years outside 0..=9999
+    /// carry a sign, as Java's `DateTimeFormatter.ISO_*` writes them.
+    pub fn to_utc_string(self) -> String {
+        match self {
+            Timestamp::Infinity => "infinity".to_string(),
+            Timestamp::NegInfinity => "-infinity".to_string(),
+            Timestamp::Micros(us) => {
+                let days = us.div_euclid(MICROS_PER_DAY) + PG_EPOCH_DAYS;
+                let in_day = us.rem_euclid(MICROS_PER_DAY);
+                let (y, m, d) = civil_from_days(days);
+                let secs = in_day / MICROS_PER_SECOND;
+                let frac = in_day % MICROS_PER_SECOND;
+                let year = if (0..=9999).contains(&y) {
+                    format!("{y:04}")
+                } else if y > 9999 {
+                    format!("+{y}")
+                } else {
+                    format!("-{:04}", -y)
+                };
+                format!(
+                    "{year}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:06}Z",
+                    secs / 3600,
+                    secs / 60 % 60,
+                    secs % 60
+                )
+            }
+        }
+    }
+
+    /// From microseconds since 2000-01-01 (the wire's clock).
+    pub fn from_pg_micros(us: i64) -> Timestamp {
+        Timestamp::Micros(us)
+    }
+
+    /// Milliseconds since the Unix epoch (Kafka's record timestamp).
+    pub fn unix_millis(self) -> Option<i64> {
+        match self {
+            Timestamp::Micros(us) => {
+                Some((us.div_euclid(1000)).saturating_add(PG_EPOCH_OFFSET_MICROS / 1000))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_utc_string())
+    }
+}
+
+/// Why a text value could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {text:?}")]
+pub struct ValueError {
+    pub kind: &'static str,
+    pub text: String,
+}
+
+fn bad(kind: &'static str, text: &str) -> ValueError {
+    ValueError {
+        kind,
+        text: text.chars().take(80).collect(),
+    }
+}
+
+pub fn parse_uuid(text: &str) -> Result<Uuid, ValueError> {
+    let b = text.as_bytes();
+    if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+        return Err(bad("not a uuid", text));
+    }
+    let mut out = [0u8; 16];
+    let mut digits = b.iter().filter(|&&c| c != b'-');
+    for byte in out.iter_mut() {
+        let (Some(&h), Some(&l)) = (digits.next(), digits.next()) else {
+            return Err(bad("not a uuid", text));
+        };
+        *byte = (hex_digit(h).ok_or_else(|| bad("not a uuid", text))? << 4)
+            | hex_digit(l).ok_or_else(|| bad("not a uuid", text))?;
+    }
+    if digits.next().is_some() {
+        return Err(bad("not a uuid", text));
+    }
+    Ok(Uuid(out))
+}
+
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// `bytea` in PostgreSQL's hex output format (`\x0a0b...`).
+pub fn parse_bytea_hex(text: &str) -> Result<Vec<u8>, ValueError> {
+    let hex = text
+        .strip_prefix("\\x")
+        .ok_or_else(|| bad("bytea not in hex format", text))?
+        .as_bytes();
+    if hex.len() % 2 != 0 {
+        return Err(bad("odd-length bytea hex", text));
+    }
+    hex.chunks_exact(2)
+        .map(|p| match (hex_digit(p[0]), hex_digit(p[1])) {
+            (Some(h), Some(l)) => Ok((h << 4) | l),
+            _ => Err(bad("bad bytea hex digit", text)),
+        })
+        .collect()
+}
+
+fn digits(s: &str) -> Option<i64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || s.len() > 12 {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// `timestamptz` in ISO output style (`DateStyle=ISO`), in any time zone:
+/// `2024-01-31 23:59:59.123456+00`, `+05:30`, `-03:00:15`, ` BC`,
+/// `infinity`.
+pub fn parse_timestamptz(text: &str) -> Result<Timestamp, ValueError> {
+    let err = || bad("not an ISO timestamptz", text);
+    match text {
+        "infinity" => return Ok(Timestamp::Infinity),
+        "-infinity" => return Ok(Timestamp::NegInfinity),
+        _ => {}
+    }
+    let (body, bc) = match text.strip_suffix(" BC") {
+        Some(b) => (b, true),
+        None => (text, false),
+    };
+    let (date, rest) = body.split_once(' ').ok_or_else(err)?;
+    let mut dparts = date.splitn(3, '-');
+    let (y, mo, d) = (
+        digits(dparts.next().ok_or_else(err)?).ok_or_else(err)?,
+        digits(dparts.next().ok_or_else(err)?).ok_or_else(err)?,
+        digits(dparts.next().ok_or_else(err)?).ok_or_else(err)?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return Err(err());
+    }
+    // The offset starts at the last '+' or '-' of the time part.
+    let split = rest.rfind(['+', '-']).ok_or_else(err)?;
+    let (time, offset) = rest.split_at(split);
+    let (hms, frac) = match time.split_once('.') {
+        Some((hms, frac)) => (hms, frac),
+        None => (time, ""),
+    };
+    let mut t = hms.splitn(3, ':');
+    let (h, mi, s) = (
+        digits(t.next().ok_or_else(err)?).ok_or_else(err)?,
+        digits(t.next().ok_or_else(err)?).ok_or_else(err)?,
+        digits(t.next().ok_or_else(err)?).ok_or_else(err)?,
+    );
+    if h > 24 || mi > 59 || s > 60 || frac.len() > 6 {
+        return Err(err());
+    }
+    let micros_frac = if frac.is_empty() {
+        0
+    } else {
+        digits(frac).ok_or_else(err)? * 10_i64.pow(6 - frac.len() as u32)
+    };
+    let sign = if offset.starts_with('-') { -1 } else { 1 };
+    let mut o = offset[1..].splitn(3, ':');
+    let oh = digits(o.next().ok_or_else(err)?).ok_or_else(err)?;
+    let om = o
+        .next()
+        .map(|x| digits(x).ok_or_else(err))
+        .transpose()?
+        .unwrap_or(0);
+    let os = o
+        .next()
+        .map(|x| digits(x).ok_or_else(err))
+        .transpose()?
+        .unwrap_or(0);
+    let offset_secs = sign * (oh * 3600 + om * 60 + os);
+    let year = if bc { 1 - y } else { y };
+    let days = days_from_civil(year, mo as u32, d as u32) - PG_EPOCH_DAYS;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset_secs;
+    secs.checked_mul(MICROS_PER_SECOND)
+        .and_then(|us| us.checked_add(micros_frac))
+        .map(Timestamp::Micros)
+        .ok_or_else(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_print_lowercase_hyphenated() {
+        let u = parse_uuid("A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11").unwrap();
+        assert_eq!(u.to_string(), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+        assert!(parse_uuid("a0eebc999c0b4ef8bb6d6bb9bd380a11").is_err());
+        assert!(parse_uuid("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1g").is_err());
+    }
+
+    #[test]
+    fn bytea_hex_decodes_every_byte() {
+        let all: Vec<u8> = (0..=255).collect();
+        let text: String = std::iter::once("\\x".to_string())
+            .chain(all.iter().map(|b| format!("{b:02x}")))
+            .collect();
+        assert_eq!(parse_bytea_hex(&text).unwrap(), all);
+        assert_eq!(parse_bytea_hex("\\x").unwrap(), Vec::<u8>::new());
+        assert!(parse_bytea_hex("abc").is_err());
+        assert!(parse_bytea_hex("\\xabc").is_err());
+    }
+
+    #[test]
+    fn timestamps_parse_from_iso_output_and_print_in_utc_with_six_digits() {
+        let cases = [
+            (
+                "2024-01-31 23:59:59.123456+00",
+                "2024-01-31T23:59:59.123456Z",
+            ),
+            ("2024-01-31 23:59:59.1+00", "2024-01-31T23:59:59.100000Z"),
+            ("2024-01-31 23:59:59+00", "2024-01-31T23:59:59.000000Z"),
+            ("2024-02-01 05:29:59.5+05:30", "2024-01-31T23:59:59.500000Z"),
+            (
+                "2024-01-31 20:59:44-03:00:15",
+                "2024-01-31T23:59:59.000000Z",
+            ),
+            ("1970-01-01 00:00:00+00", "1970-01-01T00:00:00.000000Z"),
+            (
+                "1969-12-31 23:59:59.999999+00",
+                "1969-12-31T23:59:59.999999Z",
+            ),
+            ("0001-01-01 00:00:00+00", "0001-01-01T00:00:00.000000Z"),
+            ("0001-01-01 00:00:00+00 BC", "0000-01-01T00:00:00.000000Z"),
+            ("4713-11-24 00:00:00+00 BC", "-4712-11-24T00:00:00.000000Z"),
+            (
+                "9999-12-31 23:59:59.999999+00",
+                "9999-12-31T23:59:59.999999Z",
+            ),
+            (
+                "294276-12-31 23:59:59.999999+00",
+                "+294276-12-31T23:59:59.999999Z",
+            ),
+            ("infinity", "infinity"),
+            ("-infinity", "-infinity"),
+        ];
+        for (text, utc) in cases {
+            assert_eq!(
+                parse_timestamptz(text).unwrap().to_utc_string(),
+                utc,
+                "{text}"
+            );
+        }
+        assert_eq!(
+            parse_timestamptz("1970-01-01 00:00:01.000001+00").unwrap(),
+            Timestamp::Micros(1_000_001 - PG_EPOCH_OFFSET_MICROS)
+        );
+        assert_eq!(
+            parse_timestamptz("1970-01-01 00:00:01.5+00")
+                .unwrap()
+                .unix_millis(),
+            Some(1500)
+        );
+        for bad in [
+            "",
+            "2024-01-31",
+            "2024-13-01 00:00:00+00",
+            "2024-01-31T00:00:00Z",
+            "2024-01-31 00:00:00.1234567+00",
+        ] {
+            assert!(parse_timestamptz(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_wire_clock_counts_from_2000() {
+        assert_eq!(
+            Timestamp::from_pg_micros(0).to_utc_string(),
+            "2000-01-01T00:00:00.000000Z"
+        );
+    }
+}
