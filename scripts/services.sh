@@ -124,10 +124,15 @@ ssl_cert_file = 'server.crt'
 ssl_key_file = 'server.key'
 EOF
     # md5 accepts both MD5 and SCRAM-SHA-256 stored passwords, so the tests can
-    # exercise either authentication method.
+    # exercise either; roles named relay_trust_* and relay_clear_* exercise
+    # trust and cleartext password authentication.
     cat >"$STATE/pg/pg_hba.conf" <<EOF
 local all all trust
 local replication all trust
+host all /^relay_trust_ 127.0.0.1/32 trust
+host replication /^relay_trust_ 127.0.0.1/32 trust
+host all /^relay_clear_ 127.0.0.1/32 password
+host replication /^relay_clear_ 127.0.0.1/32 password
 host all all 127.0.0.1/32 md5
 host replication all 127.0.0.1/32 md5
 EOF

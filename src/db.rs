@@ -4,16 +4,19 @@
 use std::time::Duration;
 
 use thiserror::Error;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::config::{Config, ConfigError, SslMode};
+use crate::config::{Config, ConfigError};
+use crate::replication::tls;
 
 #[derive(Debug, Error)]
 pub enum DbError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("PG_TLS_UNAVAILABLE: postgres.sslmode = {mode} needs TLS, which SQL connections of this build do not offer yet; use disable or prefer")]
-    TlsUnavailable { mode: &'static str },
+    #[error("PG_TLS_FAILED: {0}")]
+    Tls(String),
     #[error(
         "PG_CONNECT_FAILED: cannot connect to PostgreSQL at {host}:{port} as {user}: {source}"
     )]
@@ -29,7 +32,7 @@ impl DbError {
     pub fn code(&self) -> &'static str {
         match self {
             DbError::Config(e) => e.code(),
-            DbError::TlsUnavailable { .. } => "PG_TLS_UNAVAILABLE",
+            DbError::Tls(_) => "PG_TLS_FAILED",
             DbError::Connect { .. } => "PG_CONNECT_FAILED",
         }
     }
@@ -42,14 +45,6 @@ pub async fn connect(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Client, DbError> {
     let pg = &cfg.postgres;
-    if matches!(
-        pg.sslmode,
-        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
-    ) {
-        return Err(DbError::TlsUnavailable {
-            mode: pg.sslmode.as_str(),
-        });
-    }
     let mut pc = tokio_postgres::Config::new();
     pc.host(&pg.host)
         .port(pg.port)
@@ -60,16 +55,46 @@ pub async fn connect(
     if let Some(password) = cfg.postgres_password(env)? {
         pc.password(password.expose());
     }
-    let (client, connection) = pc.connect(NoTls).await.map_err(|source| DbError::Connect {
+    let connect_err = |source| DbError::Connect {
         host: pg.host.clone(),
         port: pg.port,
         user: pg.user.clone(),
         source,
-    })?;
+    };
+    let tls = tls::client_config(pg.sslmode, pg.sslrootcert.as_deref())
+        .map_err(|e| DbError::Tls(e.to_string()))?;
+    let client = match tls {
+        None => {
+            pc.ssl_mode(SslMode::Disable);
+            let (client, connection) = pc.connect(NoTls).await.map_err(connect_err)?;
+            spawn_connection(connection);
+            client
+        }
+        Some(config) => {
+            pc.ssl_mode(if cfg.postgres.sslmode == crate::config::SslMode::Prefer {
+                SslMode::Prefer
+            } else {
+                SslMode::Require
+            });
+            let (client, connection) = pc
+                .connect(MakeRustlsConnect::new((*config).clone()))
+                .await
+                .map_err(connect_err)?;
+            spawn_connection(connection);
+            client
+        }
+    };
+    Ok(client)
+}
+
+fn spawn_connection<S, T>(connection: tokio_postgres::Connection<S, T>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %e, "PostgreSQL connection closed with an error");
         }
     });
-    Ok(client)
 }

@@ -638,7 +638,7 @@ async fn identify(
 }
 
 #[tokio::test]
-async fn scram_and_md5_log_ins_work_and_bad_credentials_are_refused() {
+async fn trust_cleartext_md5_and_scram_log_ins_work_and_bad_credentials_are_refused() {
     let services = require_services!();
     let db = services.fresh_db("auth").await;
     let pid = std::process::id();
@@ -647,13 +647,17 @@ async fn scram_and_md5_log_ins_work_and_bad_credentials_are_refused() {
         format!("relay_md5_{pid}"),
         format!("relay_norepl_{pid}"),
     );
+    let (trust, clear) = (format!("relay_trust_{pid}"), format!("relay_clear_{pid}"));
     db.client
         .batch_execute(&format!(
             "SET password_encryption = 'scram-sha-256';
              DROP ROLE IF EXISTS {scram}; CREATE ROLE {scram} LOGIN REPLICATION PASSWORD 'scram-pw';
              SET password_encryption = 'md5';
              DROP ROLE IF EXISTS {md5}; CREATE ROLE {md5} LOGIN REPLICATION PASSWORD 'md5-pw';
-             DROP ROLE IF EXISTS {norepl}; CREATE ROLE {norepl} LOGIN PASSWORD 'x';"
+             DROP ROLE IF EXISTS {norepl}; CREATE ROLE {norepl} LOGIN PASSWORD 'x';
+             SET password_encryption = 'scram-sha-256';
+             DROP ROLE IF EXISTS {trust}; CREATE ROLE {trust} LOGIN REPLICATION;
+             DROP ROLE IF EXISTS {clear}; CREATE ROLE {clear} LOGIN REPLICATION PASSWORD 'clear-pw';"
         ))
         .await
         .unwrap();
@@ -840,5 +844,34 @@ async fn set_up_failures_have_their_own_codes() {
     reader.cancel.cancel();
     reader.handle.await.unwrap().unwrap();
     rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn the_supervisor_stops_on_a_definite_failure_instead_of_looping() {
+    use outbox_cdc::replication::reader::{Feedback, ReaderOptions, ReaderStats};
+    use outbox_cdc::replication::supervisor;
+    let services = require_services!();
+    let db = migrated(&services, "definite").await;
+    let slot = format!("{}_s", db.name);
+    let mut spec = rep::spec(&slot, PUBLICATION);
+    spec.create_if_missing = false;
+    let (_feedback, settled) = Feedback::new(Lsn::ZERO);
+    let (tx, _events) = tokio::sync::mpsc::channel(4);
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        supervisor::run(
+            rep::options(&services, &db.name),
+            spec,
+            ReaderOptions::new(&slot, PUBLICATION, "public", "messaging_outbox"),
+            tx,
+            settled,
+            tokio_util::sync::CancellationToken::new(),
+            std::sync::Arc::new(ReaderStats::default()),
+        ),
+    )
+    .await
+    .expect("a definite failure ends the supervisor at once");
+    assert_eq!(result.unwrap_err().code(), "SLOT_MISSING");
     db.drop(&services).await;
 }

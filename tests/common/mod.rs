@@ -318,13 +318,13 @@ pub mod replication {
     /// `confirmed_flush_lsn` of a slot.
     pub async fn confirmed_flush(client: &tokio_postgres::Client, slot: &str) -> Lsn {
         let text: Option<String> = client
-            .query_one(
+            .query_opt(
                 "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
                 &[&slot],
             )
             .await
             .unwrap()
-            .get(0);
+            .and_then(|r| r.get(0));
         text.unwrap_or_else(|| "0/0".into()).parse().unwrap()
     }
 
