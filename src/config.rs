@@ -269,6 +269,38 @@ impl Default for DebeziumConfig {
     }
 }
 
+/// How `outbox-cdc run` behaves.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RelayConfig {
+    /// Mark published rows `PUBLISHED` with `published_at` (in batches).
+    #[serde(default = "yes")]
+    pub mark_published: bool,
+    /// On SIGTERM/SIGINT, how long in-flight messages may take to settle.
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout_secs: u64,
+    /// Backpressure: at most this many messages unacknowledged by Kafka.
+    #[serde(default = "default_max_in_flight_messages")]
+    pub max_in_flight_messages: usize,
+    /// Backpressure: at most this many bytes unacknowledged by Kafka.
+    #[serde(default = "default_max_in_flight_bytes")]
+    pub max_in_flight_bytes: usize,
+    /// Create the relay's slot when it is missing.
+    #[serde(default = "yes")]
+    pub create_slot: bool,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            mark_published: true,
+            drain_timeout_secs: default_drain_timeout(),
+            max_in_flight_messages: default_max_in_flight_messages(),
+            max_in_flight_bytes: default_max_in_flight_bytes(),
+            create_slot: true,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Config {
     pub postgres: PostgresConfig,
@@ -276,8 +308,22 @@ pub struct Config {
     pub kafka: KafkaConfig,
     #[serde(default)]
     pub debezium: DebeziumConfig,
+    #[serde(default)]
+    pub relay: RelayConfig,
 }
 
+fn yes() -> bool {
+    true
+}
+fn default_drain_timeout() -> u64 {
+    30
+}
+fn default_max_in_flight_messages() -> usize {
+    50_000
+}
+fn default_max_in_flight_bytes() -> usize {
+    256 << 20
+}
 fn default_host() -> String {
     "localhost".into()
 }
@@ -379,6 +425,10 @@ const OWNED_KAFKA_PROPERTIES: &[(&str, &str)] = &[
         "the relay uses murmur2_random so keys land where Kafka's Java producer puts them",
     ),
     ("transactional.id", "the relay does not use transactions"),
+    (
+        "max.in.flight.requests.per.connection",
+        "the idempotent producer keeps order with at most 5",
+    ),
 ];
 
 fn is_sensitive_property(name: &str) -> bool {
@@ -493,6 +543,16 @@ impl Config {
             if is_sensitive_property(name) && matches!(value, PropertyValue::Plain(_)) {
                 return Err(ConfigError::SecretInFile { key });
             }
+        }
+        let relay = &self.relay;
+        if relay.max_in_flight_messages == 0 {
+            return Err(invalid("relay.max_in_flight_messages", "must be positive"));
+        }
+        if relay.max_in_flight_bytes < 1 << 20 {
+            return Err(invalid(
+                "relay.max_in_flight_bytes",
+                "must be at least 1 MiB",
+            ));
         }
         let dbz = &self.debezium;
         non_empty("debezium.connector_name", &dbz.connector_name)?;

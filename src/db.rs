@@ -18,6 +18,15 @@ pub enum DbError {
     #[error("PG_TLS_FAILED: {0}")]
     Tls(String),
     #[error(
+        "PG_AUTH_FAILED: PostgreSQL at {host}:{port} refused the credentials of {user}: {source}"
+    )]
+    Auth {
+        host: String,
+        port: u16,
+        user: String,
+        source: tokio_postgres::Error,
+    },
+    #[error(
         "PG_CONNECT_FAILED: cannot connect to PostgreSQL at {host}:{port} as {user}: {source}"
     )]
     Connect {
@@ -33,6 +42,7 @@ impl DbError {
         match self {
             DbError::Config(e) => e.code(),
             DbError::Tls(_) => "PG_TLS_FAILED",
+            DbError::Auth { .. } => "PG_AUTH_FAILED",
             DbError::Connect { .. } => "PG_CONNECT_FAILED",
         }
     }
@@ -55,11 +65,22 @@ pub async fn connect(
     if let Some(password) = cfg.postgres_password(env)? {
         pc.password(password.expose());
     }
-    let connect_err = |source| DbError::Connect {
-        host: pg.host.clone(),
-        port: pg.port,
-        user: pg.user.clone(),
-        source,
+    let connect_err = |source: tokio_postgres::Error| {
+        let (host, port, user) = (pg.host.clone(), pg.port, pg.user.clone());
+        match source.code().map(|c| c.code()) {
+            Some("28P01") | Some("28000") => DbError::Auth {
+                host,
+                port,
+                user,
+                source,
+            },
+            _ => DbError::Connect {
+                host,
+                port,
+                user,
+                source,
+            },
+        }
     };
     let tls = tls::client_config(pg.sslmode, pg.sslrootcert.as_deref())
         .map_err(|e| DbError::Tls(e.to_string()))?;

@@ -9,6 +9,8 @@ use outbox_cdc::config::{Config, ConfigError};
 use outbox_cdc::connector_config::{self, Format};
 use outbox_cdc::db::{self, DbError};
 use outbox_cdc::migrate::{self, MigrateError, Scope};
+use outbox_cdc::relay::{Relay, RelayError};
+use outbox_cdc::tail;
 
 #[derive(Parser)]
 #[command(
@@ -38,6 +40,37 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Stream outbox INSERTs from the slot to Kafka until SIGTERM or SIGINT.
+    Run {
+        #[arg(
+            long,
+            short,
+            env = "OUTBOX_CDC_CONFIG",
+            default_value = "outbox-cdc.toml"
+        )]
+        config: PathBuf,
+    },
+    /// Print the records of a topic with their key and headers (for people).
+    Tail {
+        #[arg(
+            long,
+            short,
+            env = "OUTBOX_CDC_CONFIG",
+            default_value = "outbox-cdc.toml"
+        )]
+        config: PathBuf,
+        /// The topic, or a destination (the configured topic prefix is added).
+        topic: String,
+        /// Start at the beginning instead of the end.
+        #[arg(long)]
+        from_beginning: bool,
+        /// Stop after this many records.
+        #[arg(long)]
+        max: Option<u64>,
+        /// Stop after this long without a record.
+        #[arg(long)]
+        idle_timeout_secs: Option<u64>,
+    },
     /// Create the outbox table and the CDC objects; applies each migration once.
     Migrate {
         #[arg(
@@ -65,6 +98,10 @@ enum CliError {
     Db(#[from] DbError),
     #[error(transparent)]
     Migrate(#[from] MigrateError),
+    #[error(transparent)]
+    Relay(#[from] RelayError),
+    #[error(transparent)]
+    Tail(#[from] tail::TailError),
     #[error("OUTPUT_UNWRITABLE: cannot write {path}: {source}")]
     Output {
         path: PathBuf,
@@ -76,7 +113,9 @@ impl CliError {
     /// 2 for a configuration the operator must fix, 1 for everything else.
     fn exit_code(&self) -> u8 {
         match self {
-            CliError::Config(_) | CliError::Db(DbError::Config(_)) => 2,
+            CliError::Config(_)
+            | CliError::Db(DbError::Config(_))
+            | CliError::Relay(RelayError::Config(_)) => 2,
             _ => 1,
         }
     }
@@ -104,8 +143,76 @@ fn main() -> ExitCode {
     }
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| CliError::Output {
+            path: PathBuf::from("<tokio runtime>"),
+            source,
+        })
+}
+
+/// The first SIGTERM or SIGINT asks for a drain; a second one exits at once.
+fn shutdown_on_signals() -> tokio_util::sync::CancellationToken {
+    use tokio::signal::unix::{signal, SignalKind};
+    let token = tokio_util::sync::CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::error!("cannot install signal handlers");
+            return;
+        };
+        for n in 0.. {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            if n == 0 {
+                tracing::info!("signal received: draining (send it again to exit at once)");
+                t.cancel();
+            } else {
+                tracing::warn!("second signal: exiting without draining");
+                std::process::exit(130);
+            }
+        }
+    });
+    token
+}
+
 fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
+        Command::Run { config } => {
+            let cfg = Config::load(&config, &env)?;
+            runtime()?.block_on(async {
+                let shutdown = shutdown_on_signals();
+                let mut relay = Relay::prepare(cfg, &env).await?;
+                relay.run(shutdown).await?;
+                Ok(())
+            })
+        }
+        Command::Tail {
+            config,
+            topic,
+            from_beginning,
+            max,
+            idle_timeout_secs,
+        } => {
+            let cfg = Config::load(&config, &env)?;
+            let opts = tail::TailOptions {
+                topic,
+                from_beginning,
+                max,
+                idle_timeout: idle_timeout_secs.map(std::time::Duration::from_secs),
+            };
+            let mut out = std::io::stdout().lock();
+            tail::tail(&cfg, &env, &opts, &mut out)?;
+            Ok(())
+        }
         Command::ConnectorConfig {
             config,
             format,
@@ -131,14 +238,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 print!("{}", migrate::print(&cfg, scope)?);
                 return Ok(());
             }
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|source| CliError::Output {
-                    path: PathBuf::from("<tokio runtime>"),
-                    source,
-                })?;
-            runtime.block_on(async {
+            runtime()?.block_on(async {
                 let mut client = db::connect(&cfg, &env).await?;
                 let applied = migrate::migrate(&mut client, &cfg, scope).await?;
                 for a in applied {

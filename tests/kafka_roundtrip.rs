@@ -16,41 +16,7 @@ use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
 const PARTITIONS: i32 = 6;
 
-/// Kafka's `Utils.murmur2`, written out here so the test does not trust the
-/// producer's own placement.
-fn java_murmur2(data: &[u8]) -> i32 {
-    let m: u32 = 0x5bd1_e995;
-    let mut h: u32 = 0x9747_b28c ^ data.len() as u32;
-    let chunks = data.chunks_exact(4);
-    let tail = chunks.remainder();
-    for c in chunks {
-        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        k = k.wrapping_mul(m);
-        k ^= k >> 24;
-        k = k.wrapping_mul(m);
-        h = h.wrapping_mul(m);
-        h ^= k;
-    }
-    if tail.len() >= 3 {
-        h ^= (tail[2] as u32) << 16;
-    }
-    if tail.len() >= 2 {
-        h ^= (tail[1] as u32) << 8;
-    }
-    if !tail.is_empty() {
-        h ^= tail[0] as u32;
-        h = h.wrapping_mul(m);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(m);
-    h ^= h >> 15;
-    h as i32
-}
-
-/// Java's `DefaultPartitioner`/`BuiltInPartitioner` for a keyed record.
-fn java_partition(key: &[u8], partitions: i32) -> i32 {
-    (java_murmur2(key) & 0x7fff_ffff) % partitions
-}
+use common::kafka::{java_murmur2, java_partition};
 
 #[test]
 fn the_test_murmur2_matches_kafkas_own_test_vectors() {

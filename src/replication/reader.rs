@@ -73,6 +73,11 @@ impl Feedback {
     pub fn settled(&self) -> Lsn {
         *self.0.borrow()
     }
+
+    /// Another receiver of the settled position (a new reader after a restart).
+    pub fn subscribe(&self) -> watch::Receiver<Lsn> {
+        self.0.subscribe()
+    }
 }
 
 /// Counters an operator may want.

@@ -370,3 +370,265 @@ pub mod replication {
         panic!("slot {slot} stayed active");
     }
 }
+
+pub mod kafka {
+    //! Reading what landed in Kafka, and where Kafka's Java producer would
+    //! have put it.
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Headers;
+    use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+
+    /// Kafka's `Utils.murmur2`, written out here so tests do not trust the
+    /// producer's own placement.
+    pub fn java_murmur2(data: &[u8]) -> i32 {
+        let m: u32 = 0x5bd1_e995;
+        let mut h: u32 = 0x9747_b28c ^ data.len() as u32;
+        let chunks = data.chunks_exact(4);
+        let tail = chunks.remainder();
+        for c in chunks {
+            let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            k = k.wrapping_mul(m);
+            k ^= k >> 24;
+            k = k.wrapping_mul(m);
+            h = h.wrapping_mul(m);
+            h ^= k;
+        }
+        if tail.len() >= 3 {
+            h ^= (tail[2] as u32) << 16;
+        }
+        if tail.len() >= 2 {
+            h ^= (tail[1] as u32) << 8;
+        }
+        if !tail.is_empty() {
+            h ^= tail[0] as u32;
+            h = h.wrapping_mul(m);
+        }
+        h ^= h >> 13;
+        h = h.wrapping_mul(m);
+        h ^= h >> 15;
+        h as i32
+    }
+
+    /// Java's partitioner for a keyed record.
+    pub fn java_partition(key: &[u8], partitions: i32) -> i32 {
+        (java_murmur2(key) & 0x7fff_ffff) % partitions
+    }
+
+    #[derive(Debug, Clone)]
+    pub struct Consumed {
+        pub topic: String,
+        pub partition: i32,
+        pub offset: i64,
+        pub key: Option<Vec<u8>>,
+        pub value: Option<Vec<u8>>,
+        pub headers: Vec<(String, Option<Vec<u8>>)>,
+        pub timestamp: Option<i64>,
+    }
+
+    impl Consumed {
+        pub fn header(&self, name: &str) -> Option<&[u8]> {
+            self.headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .and_then(|(_, v)| v.as_deref())
+        }
+        pub fn id(&self) -> String {
+            String::from_utf8(self.header("id").expect("an id header").to_vec()).unwrap()
+        }
+    }
+
+    /// Partition counts of topics (waiting for them to exist).
+    pub fn partitions(bootstrap: &str, topic: &str) -> i32 {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let md = consumer
+                .fetch_metadata(Some(topic), Duration::from_secs(10))
+                .unwrap();
+            if let Some(t) = md
+                .topics()
+                .iter()
+                .find(|t| t.name() == topic && t.error().is_none())
+            {
+                if !t.partitions().is_empty() {
+                    return t.partitions().len() as i32;
+                }
+            }
+            assert!(Instant::now() < deadline, "topic {topic} never appeared");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Reads `topics` from the beginning until `count` records arrived or
+    /// `idle` passed without a new one.
+    pub fn consume(
+        bootstrap: &str,
+        topics: &[&str],
+        count: usize,
+        idle: Duration,
+    ) -> Vec<Consumed> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", "outbox-cdc-tests")
+            .set("enable.auto.commit", "false")
+            .set("fetch.max.bytes", "104857600")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for topic in topics {
+            for p in 0..partitions(bootstrap, topic) {
+                tpl.add_partition_offset(topic, p, Offset::Beginning)
+                    .unwrap();
+            }
+        }
+        consumer.assign(&tpl).unwrap();
+        let mut out = Vec::new();
+        let mut last = Instant::now();
+        while out.len() < count && last.elapsed() < idle {
+            let Some(result) = consumer.poll(Duration::from_millis(200)) else {
+                continue;
+            };
+            let m = result.unwrap();
+            last = Instant::now();
+            out.push(Consumed {
+                topic: m.topic().to_string(),
+                partition: m.partition(),
+                offset: m.offset(),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().map(<[u8]>::to_vec),
+                headers: m
+                    .headers()
+                    .map(|h| {
+                        h.iter()
+                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                timestamp: m.timestamp().to_millis(),
+            });
+        }
+        out
+    }
+
+    /// Records grouped by message id, in (partition, offset) order per key.
+    pub fn by_id(records: &[Consumed]) -> BTreeMap<String, Vec<&Consumed>> {
+        let mut map: BTreeMap<String, Vec<&Consumed>> = BTreeMap::new();
+        for r in records {
+            map.entry(r.id()).or_default().push(r);
+        }
+        map
+    }
+}
+
+pub mod relay {
+    //! The relay binary as a child process.
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::Services;
+
+    /// Writes a relay configuration for `db` and returns its path.
+    pub fn config(s: &Services, db: &str, topic_prefix: &str, slot: &str, extra: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("outbox-cdc-relay-{}-{db}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{slot}.toml"));
+        let text = format!(
+            r#"[postgres]
+host = "{host}"
+port = {port}
+dbname = "{db}"
+user = "{user}"
+password = {{ env = "OUTBOX_TEST_PG_PASSWORD" }}
+sslmode = "disable"
+slot = "{slot}"
+
+[outbox]
+topic_prefix = "{topic_prefix}"
+
+[kafka]
+bootstrap_servers = "{kafka}"
+
+[kafka.properties]
+"message.timeout.ms" = "10000"
+
+[relay]
+drain_timeout_secs = 20
+{extra}
+"#,
+            host = s.pg_host,
+            port = s.pg_port,
+            user = s.pg_user,
+            kafka = s.kafka_bootstrap
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    pub struct RelayProcess {
+        pub child: Child,
+        pub log: PathBuf,
+    }
+
+    impl RelayProcess {
+        pub fn spawn(config: &Path) -> RelayProcess {
+            let log = config.with_file_name(format!(
+                "{}-{}.log",
+                config.file_stem().unwrap().to_string_lossy(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos()
+            ));
+            let file = std::fs::File::create(&log).unwrap();
+            let child = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+                .args(["run", "--config"])
+                .arg(config)
+                .env("OUTBOX_CDC_LOG", "info,rdkafka=warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file)
+                .spawn()
+                .unwrap();
+            RelayProcess { child, log }
+        }
+
+        pub fn signal(&self, sig: &str) {
+            let status = Command::new("kill")
+                .args([&format!("-{sig}"), &self.child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+
+        /// Waits for the exit status (None after `timeout`).
+        pub fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+            let deadline = Instant::now() + timeout;
+            while Instant::now() < deadline {
+                if let Some(status) = self.child.try_wait().unwrap() {
+                    return Some(status);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            None
+        }
+
+        pub fn log_text(&self) -> String {
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        }
+    }
+
+    impl Drop for RelayProcess {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

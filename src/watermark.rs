@@ -1,0 +1,127 @@
+//! Which LSN may be confirmed: transactions settle in commit order, and a
+//! transaction is settled when each of its messages is confirmed by Kafka or
+//! durably recorded as FAILED.
+
+use std::collections::VecDeque;
+
+use crate::lsn::Lsn;
+
+#[derive(Debug)]
+struct Tx {
+    seq: u64,
+    /// Known once the Commit arrived.
+    end_lsn: Option<Lsn>,
+    /// Messages not yet confirmed or recorded.
+    outstanding: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct Watermark {
+    txs: VecDeque<Tx>,
+    next_seq: u64,
+}
+
+impl Watermark {
+    pub fn new() -> Watermark {
+        Watermark::default()
+    }
+
+    /// Opens a transaction; returns its sequence number.
+    pub fn begin(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.txs.push_back(Tx {
+            seq,
+            end_lsn: None,
+            outstanding: 0,
+        });
+        seq
+    }
+
+    fn tx(&mut self, seq: u64) -> Option<&mut Tx> {
+        let front = self.txs.front()?.seq;
+        let index = usize::try_from(seq.checked_sub(front)?).ok()?;
+        self.txs.get_mut(index)
+    }
+
+    /// One more message to settle in `seq`.
+    pub fn add(&mut self, seq: u64) {
+        if let Some(tx) = self.tx(seq) {
+            tx.outstanding += 1;
+        }
+    }
+
+    /// One message of `seq` is settled (confirmed, or recorded as FAILED).
+    pub fn settle_one(&mut self, seq: u64) {
+        if let Some(tx) = self.tx(seq) {
+            tx.outstanding = tx.outstanding.saturating_sub(1);
+        }
+    }
+
+    pub fn commit(&mut self, seq: u64, end_lsn: Lsn) {
+        if let Some(tx) = self.tx(seq) {
+            tx.end_lsn = Some(end_lsn);
+        }
+    }
+
+    /// Drops fully settled transactions from the front; returns the end LSN
+    /// of the last one dropped.
+    pub fn advance(&mut self) -> Option<Lsn> {
+        let mut settled = None;
+        while let Some(front) = self.txs.front() {
+            match front.end_lsn {
+                Some(end) if front.outstanding == 0 => {
+                    settled = Some(end);
+                    self.txs.pop_front();
+                }
+                _ => break,
+            }
+        }
+        settled
+    }
+
+    /// Transactions not yet settled.
+    pub fn pending(&self) -> usize {
+        self.txs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settles_in_commit_order_only() {
+        let mut w = Watermark::new();
+        let a = w.begin();
+        w.add(a);
+        w.add(a);
+        w.commit(a, Lsn(100));
+        let b = w.begin();
+        w.add(b);
+        w.commit(b, Lsn(200));
+        // b is confirmed first: nothing settles while a is open.
+        w.settle_one(b);
+        assert_eq!(w.advance(), None);
+        w.settle_one(a);
+        assert_eq!(w.advance(), None);
+        w.settle_one(a);
+        assert_eq!(w.advance(), Some(Lsn(200)));
+        assert_eq!(w.pending(), 0);
+    }
+
+    #[test]
+    fn an_uncommitted_transaction_holds_the_watermark() {
+        let mut w = Watermark::new();
+        let a = w.begin();
+        w.add(a);
+        w.settle_one(a);
+        assert_eq!(w.advance(), None, "no Commit yet");
+        w.commit(a, Lsn(7));
+        assert_eq!(w.advance(), Some(Lsn(7)));
+        // Unknown sequence numbers are ignored.
+        w.settle_one(99);
+        w.add(99);
+        assert_eq!(w.advance(), None);
+    }
+}

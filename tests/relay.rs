@@ -1,0 +1,645 @@
+//! `outbox-cdc run` end to end, as a process, against the real PostgreSQL and
+//! Kafka: the records, per-key order, crash safety, FAILED rows, graceful
+//! stop and bad configuration. Expected values are literals or computed here.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::kafka::{self, java_partition, Consumed};
+use common::relay::{self as relay, RelayProcess};
+use common::replication as rep;
+use outbox_cdc::lsn::Lsn;
+use outbox_cdc::migrate::{self, Scope};
+use tokio_postgres::Client;
+
+fn unique_prefix(label: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000;
+    format!("t{}{label}{nanos}.", std::process::id())
+}
+
+async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
+    let mut db = services.fresh_db(label).await;
+    let cfg = db.config(prefix);
+    migrate::migrate(&mut db.client, &cfg, Scope::All)
+        .await
+        .unwrap();
+    db
+}
+
+async fn wait_slot(client: &Client, slot: &str) {
+    for _ in 0..300 {
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
+                &[&slot],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the relay never became active on {slot}");
+}
+
+/// Stops the relay, drops its slot and the database.
+async fn finish(services: &common::Services, db: common::TestDb, slot: &str, relay: RelayProcess) {
+    drop(relay);
+    rep::drop_slot(&db.client, slot).await;
+    db.drop(services).await;
+}
+
+fn h(name: &str, value: Option<&str>) -> (String, Option<Vec<u8>>) {
+    (name.to_string(), value.map(|v| v.as_bytes().to_vec()))
+}
+
+#[tokio::test]
+async fn every_committed_insert_appears_in_kafka_as_the_contract_says() {
+    let services = require_services!();
+    let prefix = unique_prefix("rec");
+    let db = migrated(&services, "records", &prefix).await;
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let relay = RelayProcess::spawn(&config);
+    wait_slot(&db.client, &slot).await;
+
+    let before_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    db.client
+        .batch_execute(
+            r#"
+            INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type,
+                payload, created_at, producer, occurred_at, correlation_id, causation_id, tenant, partition_key,
+                ordering_key, traceparent, tracestate, baggage, schema_subject, schema_uri, headers)
+            VALUES ('A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', 'orders', 'OrderPlaced', 3, 'application/json',
+                convert_to('{"a":1}', 'UTF8'), '2024-05-06 09:08:09.1+02', 'shop', '2024-05-06 07:08:09.123456+00',
+                'c-1', NULL, 'acme', 'customer-42', 'o-1',
+                '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', 'a=b', 'k=v', 'orders-value',
+                'https://s/1', '{"x-app": "not published"}');
+            INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type,
+                payload, created_at)
+            VALUES ('00000000-0000-4000-8000-0000000000b2', 'payments', 'Captured', -5, '', '', '1999-12-31 23:59:59+00');
+            INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type,
+                payload, created_at, correlation_id, partition_key)
+            VALUES ('00000000-0000-4000-8000-0000000000c3', 'orders', 'T', 2147483647, 'application/octet-stream',
+                (SELECT string_agg(set_byte('\x00'::bytea, 0, g), ''::bytea) FROM generate_series(0, 255) g),
+                '2024-01-01 00:00:00+00', E'😀 quote" back\\', 'customer-42');
+            "#,
+        )
+        .await
+        .unwrap();
+    let after_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+
+    let orders = format!("{prefix}orders");
+    let payments = format!("{prefix}payments");
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&orders, &payments],
+        3,
+        Duration::from_secs(60),
+    );
+    assert_eq!(records.len(), 3, "{records:?}");
+    let by_id: BTreeMap<String, &Consumed> = records.iter().map(|r| (r.id(), r)).collect();
+    let partitions = kafka::partitions(&services.kafka_bootstrap, &orders);
+    assert_eq!(
+        partitions, 6,
+        "the test broker creates 6 partitions per topic"
+    );
+
+    let a = by_id["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"];
+    assert_eq!(a.topic, orders);
+    assert_eq!(a.key.as_deref(), Some(&b"customer-42"[..]));
+    assert_eq!(a.partition, java_partition(b"customer-42", partitions));
+    assert_eq!(a.value.as_deref(), Some(&b"{\"a\":1}"[..]));
+    assert_eq!(
+        a.headers,
+        vec![
+            h("id", Some("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")),
+            h("msg.type", Some("OrderPlaced")),
+            h("msg.version", Some("3")),
+            h("msg.content-type", Some("application/json")),
+            h("msg.created-at", Some("2024-05-06T07:08:09.100000Z")),
+            h("msg.destination", Some("orders")),
+            h("msg.producer", Some("shop")),
+            h("msg.occurred-at", Some("2024-05-06T07:08:09.123456Z")),
+            h("msg.correlation-id", Some("c-1")),
+            h("msg.causation-id", None),
+            h("msg.tenant", Some("acme")),
+            h("msg.partition-key", Some("customer-42")),
+            h("msg.ordering-key", Some("o-1")),
+            h(
+                "traceparent",
+                Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            ),
+            h("tracestate", Some("a=b")),
+            h("baggage", Some("k=v")),
+        ]
+    );
+    let ts = a.timestamp.expect("a timestamp");
+    assert!(
+        ts >= before_ms - 1000 && ts <= after_ms + 1000,
+        "commit time {ts} not within [{before_ms}, {after_ms}]"
+    );
+
+    let b = by_id["00000000-0000-4000-8000-0000000000b2"];
+    assert_eq!(b.topic, payments);
+    assert_eq!(
+        b.key.as_deref(),
+        Some(&b"00000000-0000-4000-8000-0000000000b2"[..])
+    );
+    assert_eq!(
+        b.partition,
+        java_partition(b"00000000-0000-4000-8000-0000000000b2", partitions)
+    );
+    assert_eq!(
+        b.value.as_deref(),
+        Some(&b""[..]),
+        "an empty value, not a tombstone"
+    );
+    assert_eq!(
+        b.headers,
+        vec![
+            h("id", Some("00000000-0000-4000-8000-0000000000b2")),
+            h("msg.type", Some("Captured")),
+            h("msg.version", Some("-5")),
+            h("msg.content-type", Some("")),
+            h("msg.created-at", Some("1999-12-31T23:59:59.000000Z")),
+            h("msg.destination", Some("payments")),
+            h("msg.producer", None),
+            h("msg.occurred-at", None),
+            h("msg.correlation-id", None),
+            h("msg.causation-id", None),
+            h("msg.tenant", None),
+            h("msg.partition-key", None),
+            h("msg.ordering-key", None),
+            h("traceparent", None),
+            h("tracestate", None),
+            h("baggage", None),
+        ]
+    );
+
+    let c = by_id["00000000-0000-4000-8000-0000000000c3"];
+    assert_eq!(
+        c.value.as_deref(),
+        Some(&(0u8..=255).collect::<Vec<u8>>()[..])
+    );
+    assert_eq!(c.header("msg.version"), Some(&b"2147483647"[..]));
+    assert_eq!(
+        c.header("msg.correlation-id"),
+        Some("😀 quote\" back\\".as_bytes())
+    );
+    assert_eq!(c.partition, a.partition, "same key, same partition");
+    assert!(c.offset > a.offset, "same key, commit order");
+
+    // Rows are marked PUBLISHED (in batches) without touching others.
+    let mut published = 0i64;
+    for _ in 0..50 {
+        published = db
+            .client
+            .query_one("SELECT count(*) FROM public.messaging_outbox WHERE status = 'PUBLISHED' AND published_at IS NOT NULL", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if published == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(published, 3);
+    finish(&services, db, &slot, relay).await;
+}
+
+/// Rows whose per-key sequence number is assigned under the key's row lock,
+/// so for each key that number's order is the commit order.
+async fn write_keyed(
+    services: &common::Services,
+    db: &str,
+    writers: usize,
+    per_writer: usize,
+    keys: usize,
+) {
+    let setup = services.connect(db).await;
+    setup
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
+             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, {}) g ON CONFLICT DO NOTHING;",
+            keys - 1
+        ))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let mut client = services.connect(db).await;
+        tasks.push(tokio::spawn(async move {
+            let mut written = 0;
+            let mut t = 0usize;
+            while written < per_writer {
+                let tx = client.transaction().await.unwrap();
+                let rows = (1 + (w + t) % 5).min(per_writer - written);
+                for i in 0..rows {
+                    let key = format!("key-{}", (w * 7919 + t * 31 + i * 17) % keys);
+                    tx.execute(
+                        "WITH s AS (UPDATE public.key_seq SET n = n + 1 WHERE k = $1 RETURNING n)
+                         INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version,
+                             content_type, payload, partition_key, correlation_id)
+                         SELECT gen_random_uuid(), 'keyed', 'K', 1, 'text/plain', convert_to(s.n::text, 'UTF8'), $1, s.n::text FROM s",
+                        &[&key],
+                    )
+                    .await
+                    .unwrap();
+                }
+                tx.commit().await.unwrap();
+                written += rows;
+                t += 1;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+/// Per key, the sequence numbers of first deliveries in offset order.
+fn first_delivery_order(records: &[Consumed]) -> BTreeMap<String, Vec<u64>> {
+    let mut sorted: Vec<&Consumed> = records.iter().collect();
+    sorted.sort_by_key(|r| (r.partition, r.offset));
+    let mut seen = HashSet::new();
+    let mut per_key: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for r in sorted {
+        if !seen.insert(r.id()) {
+            continue;
+        }
+        let key = String::from_utf8(r.key.clone().unwrap()).unwrap();
+        let n: u64 = std::str::from_utf8(r.header("msg.correlation-id").unwrap())
+            .unwrap()
+            .parse()
+            .unwrap();
+        per_key.entry(key).or_default().push(n);
+    }
+    per_key
+}
+
+#[tokio::test]
+async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
+    let services = require_services!();
+    let prefix = unique_prefix("ord");
+    let db = migrated(&services, "order", &prefix).await;
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let relay = RelayProcess::spawn(&config);
+    wait_slot(&db.client, &slot).await;
+
+    write_keyed(&services, &db.name, 10, 1000, 100).await;
+    let topic = format!("{prefix}keyed");
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        10_000,
+        Duration::from_secs(60),
+    );
+    assert_eq!(records.len(), 10_000);
+    assert_eq!(
+        kafka::by_id(&records).len(),
+        10_000,
+        "no duplicates without failures"
+    );
+    let order = first_delivery_order(&records);
+    assert_eq!(order.len(), 100);
+    for (key, ns) in &order {
+        let expected: Vec<u64> = (1..=ns.len() as u64).collect();
+        assert_eq!(ns, &expected, "{key}");
+        let partition = records
+            .iter()
+            .find(|r| r.key.as_deref() == Some(key.as_bytes()))
+            .unwrap()
+            .partition;
+        assert_eq!(partition, java_partition(key.as_bytes(), 6), "{key}");
+    }
+    finish(&services, db, &slot, relay).await;
+}
+
+#[tokio::test]
+async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
+    let services = require_services!();
+    let prefix = unique_prefix("kill");
+    let db = migrated(&services, "crash", &prefix).await;
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let mut relay = RelayProcess::spawn(&config);
+    wait_slot(&db.client, &slot).await;
+
+    const TOTAL: usize = 50_000;
+    let writer = {
+        let services = common::services().unwrap();
+        let name = db.name.clone();
+        tokio::spawn(async move { write_keyed(&services, &name, 5, TOTAL / 5, 200).await })
+    };
+    // Deterministic but irregular kill times.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64;
+    let mut kills = 0;
+    while kills < 12 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        tokio::time::sleep(Duration::from_millis(300 + seed % 1700)).await;
+        relay.signal("KILL");
+        relay.wait(Duration::from_secs(10)).expect("killed");
+        kills += 1;
+        relay = RelayProcess::spawn(&config);
+    }
+    writer.await.unwrap();
+    let topic = format!("{prefix}keyed");
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        usize::MAX,
+        Duration::from_secs(20),
+    );
+    relay.signal("TERM");
+    assert!(relay
+        .wait(Duration::from_secs(30))
+        .expect("stops on SIGTERM")
+        .success());
+
+    let ids = kafka::by_id(&records);
+    let expected: i64 = db
+        .client
+        .query_one("SELECT count(*) FROM public.messaging_outbox", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(expected as usize, TOTAL);
+    assert_eq!(
+        ids.len(),
+        TOTAL,
+        "every message is in Kafka after {kills} kills"
+    );
+    let duplicates = records.len() - ids.len();
+    eprintln!(
+        "{kills} kills: {} records for {TOTAL} messages ({duplicates} duplicates)",
+        records.len()
+    );
+    for (key, ns) in first_delivery_order(&records) {
+        let expected: Vec<u64> = (1..=ns.len() as u64).collect();
+        assert_eq!(
+            ns, expected,
+            "first deliveries of {key} are in commit order"
+        );
+    }
+    // Duplicates carry the same bytes as the first delivery.
+    for copies in ids.values().filter(|c| c.len() > 1) {
+        assert!(copies
+            .iter()
+            .all(|c| c.value == copies[0].value && c.headers == copies[0].headers));
+    }
+    finish(&services, db, &slot, relay).await;
+}
+
+#[tokio::test]
+async fn rejected_and_refused_rows_become_failed_and_the_stream_goes_on() {
+    let services = require_services!();
+    let prefix = unique_prefix("fail");
+    let db = migrated(&services, "failed", &prefix).await;
+    // An old table whose reserved-name constraint is missing.
+    db.client
+        .batch_execute(
+            "ALTER TABLE public.messaging_outbox DROP CONSTRAINT ck_outbox_headers_reserved",
+        )
+        .await
+        .unwrap();
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let relay = RelayProcess::spawn(&config);
+    wait_slot(&db.client, &slot).await;
+
+    db.client
+        .batch_execute(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
+             VALUES ('00000000-0000-4000-8000-00000000f001', 'big', 'T', 1, 'x', convert_to(repeat('x', 2000000), 'UTF8'));
+             INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, headers)
+             VALUES ('00000000-0000-4000-8000-00000000f002', 'small', 'T', 1, 'x', '\\x01', '{\"msg.type\": \"spoofed\"}');",
+        )
+        .await
+        .unwrap();
+    let after_bad: Lsn = db
+        .client
+        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .await
+        .unwrap()
+        .get::<_, String>(0)
+        .parse()
+        .unwrap();
+    db.client
+        .batch_execute(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
+             VALUES ('00000000-0000-4000-8000-00000000f003', 'small', 'T', 1, 'x', '\\x02');",
+        )
+        .await
+        .unwrap();
+    let topic = format!("{prefix}small");
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        1,
+        Duration::from_secs(60),
+    );
+    let ids: Vec<String> = records.iter().map(Consumed::id).collect();
+    assert_eq!(ids, vec!["00000000-0000-4000-8000-00000000f003"]);
+
+    let mut rows: Vec<(String, String, Option<String>)> = Vec::new();
+    for _ in 0..100 {
+        rows = db
+            .client
+            .query("SELECT message_id::text, status, last_failure_code FROM public.messaging_outbox ORDER BY message_id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        if rows.iter().all(|r| r.1 != "PENDING") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        rows,
+        vec![
+            (
+                "00000000-0000-4000-8000-00000000f001".into(),
+                "FAILED".into(),
+                Some("MESSAGE_TOO_LARGE".into())
+            ),
+            (
+                "00000000-0000-4000-8000-00000000f002".into(),
+                "FAILED".into(),
+                Some("RESERVED_HEADER_NAME".into())
+            ),
+            (
+                "00000000-0000-4000-8000-00000000f003".into(),
+                "PUBLISHED".into(),
+                None
+            ),
+        ]
+    );
+    let confirmed = rep::wait_confirmed(
+        &db.client,
+        &slot,
+        |l| l >= after_bad,
+        Duration::from_secs(15),
+    )
+    .await;
+    assert!(
+        confirmed >= after_bad,
+        "the slot advanced past the failed rows"
+    );
+    let log = relay.log_text();
+    assert!(
+        log.contains("MESSAGE_TOO_LARGE") && log.contains("RESERVED_HEADER_NAME"),
+        "{log}"
+    );
+    finish(&services, db, &slot, relay).await;
+}
+
+#[tokio::test]
+async fn after_sigterm_the_slot_covers_everything_acknowledged() {
+    let services = require_services!();
+    let prefix = unique_prefix("term");
+    let db = migrated(&services, "term", &prefix).await;
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let mut relay = RelayProcess::spawn(&config);
+    wait_slot(&db.client, &slot).await;
+    write_keyed(&services, &db.name, 4, 500, 20).await;
+    let topic = format!("{prefix}keyed");
+    let first = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        2000,
+        Duration::from_secs(60),
+    );
+    assert_eq!(first.len(), 2000);
+    relay.signal("TERM");
+    let status = relay
+        .wait(Duration::from_secs(30))
+        .expect("exits after draining");
+    assert!(
+        status.success(),
+        "exit status {status:?}\n{}",
+        relay.log_text()
+    );
+
+    let mut again = RelayProcess::spawn(&config);
+    wait_slot(&db.client, &slot).await;
+    write_keyed(&services, &db.name, 1, 1, 20).await;
+    let all = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        2001,
+        Duration::from_secs(30),
+    );
+    // Give a wrongly replayed backlog time to show up.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let all_again = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        usize::MAX,
+        Duration::from_secs(3),
+    );
+    assert_eq!(all.len(), 2001);
+    assert_eq!(all_again.len(), 2001, "restarting delivered duplicates");
+    assert_eq!(kafka::by_id(&all_again).len(), 2001);
+    again.signal("TERM");
+    assert!(again.wait(Duration::from_secs(30)).unwrap().success());
+    finish(&services, db, &slot, again).await;
+}
+
+#[tokio::test]
+async fn bad_configuration_ends_start_up_without_touching_the_slot() {
+    let services = require_services!();
+    let prefix = unique_prefix("bad");
+    let db = migrated(&services, "badcfg", &prefix).await;
+    let slot_exists = |slot: String| {
+        let client = &db.client;
+        async move {
+            client
+                .query_one(
+                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
+                    &[&slot],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+                == 1
+        }
+    };
+    let run = |config: &std::path::Path, envs: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"));
+        cmd.args(["run", "--config"]).arg(config);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+
+    // Unreachable Kafka.
+    let slot = format!("{}_a", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(&services.kafka_bootstrap, "127.0.0.1:1");
+    std::fs::write(&config, text).unwrap();
+    let out = run(&config, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("KAFKA_UNREACHABLE"), "{stderr}");
+    assert!(!slot_exists(slot).await);
+
+    // Wrong password.
+    let slot = format!("{}_b", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let out = run(&config, &[("OUTBOX_TEST_PG_PASSWORD", "wrong")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("PG_AUTH_FAILED"), "{stderr}");
+    assert!(!slot_exists(slot).await);
+
+    // A user without the REPLICATION attribute.
+    let role = format!("relay_norep_{}", std::process::id());
+    db.client
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN PASSWORD 'pw';
+             GRANT SELECT, UPDATE ON public.messaging_outbox TO {role};"
+        ))
+        .await
+        .unwrap();
+    let slot = format!("{}_c", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        &format!("user = \"{}\"", services.pg_user),
+        &format!("user = \"{role}\""),
+    );
+    std::fs::write(&config, text).unwrap();
+    let out = run(&config, &[("OUTBOX_TEST_PG_PASSWORD", "pw")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("PG_PERMISSION_DENIED"), "{stderr}");
+    assert!(!slot_exists(slot).await);
+    db.client
+        .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role};"))
+        .await
+        .unwrap();
+    db.drop(&services).await;
+}
