@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quickstart on local services: starts PostgreSQL 15 and Kafka (left running;
 # `scripts/services.sh stop` stops them), creates a demo database, migrates
-# it, generates the Debezium configuration for it and inserts sample rows.
+# it, generates the Debezium configuration, runs the relay, inserts sample
+# rows and shows the records as they arrive in Kafka.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -41,12 +42,35 @@ echo "==> outbox-cdc connector-config (.cache/quickstart/debezium.properties)"
 grep -E '^(slot.name|publication.name|transforms.outbox.table.field.event.key|transforms.outbox.route.topic.replacement)=' \
   .cache/quickstart/debezium.properties
 
+echo "==> outbox-cdc run (log: .cache/quickstart/relay.log)"
+"$bin" run --config "$config" 2>.cache/quickstart/relay.log &
+relay=$!
+trap 'kill -TERM $relay 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  active=$(psql_demo -d outbox_demo -Atc "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'outbox_cdc_relay' AND active")
+  [ "$active" = 1 ] && break
+  kill -0 $relay 2>/dev/null || { cat .cache/quickstart/relay.log >&2; exit 1; }
+  sleep 0.2
+done
+
 echo "==> sample rows"
 psql_demo -d outbox_demo <<'SQL'
 INSERT INTO messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key, tenant)
 VALUES (gen_random_uuid(), 'orders', 'OrderPlaced', 1, 'application/json', convert_to('{"order":42}', 'UTF8'), 'customer-7', 'acme'),
+       (gen_random_uuid(), 'orders', 'OrderPaid', 1, 'application/json', convert_to('{"order":42}', 'UTF8'), 'customer-7', 'acme'),
        (gen_random_uuid(), 'payments', 'PaymentCaptured', 2, 'application/json', convert_to('{"amount":10}', 'UTF8'), NULL, NULL);
-SELECT message_id, 'outbox.' || destination AS topic, routing_key, status FROM messaging_outbox ORDER BY created_at DESC LIMIT 5;
 SQL
+
+echo "==> the records in Kafka (outbox-cdc tail)"
+"$bin" tail --config "$config" orders --from-beginning --idle-timeout-secs 5
+"$bin" tail --config "$config" payments --from-beginning --idle-timeout-secs 5
+
+echo "==> rows after publication"
+psql_demo -d outbox_demo -c "SELECT message_id, 'outbox.' || destination AS topic, routing_key, status, published_at FROM messaging_outbox ORDER BY created_at DESC LIMIT 6"
+
+kill -TERM $relay
+wait $relay || true
+trap - EXIT
 echo
-echo "Configuration: $config   Stop the services with: scripts/services.sh stop"
+echo "Configuration: $config   Relay log: .cache/quickstart/relay.log"
+echo "Stop the services with: scripts/services.sh stop"

@@ -8,6 +8,8 @@
 #   scripts/services.sh stop      stop both and leave no process behind
 #   scripts/services.sh status    say what runs
 #   scripts/services.sh env       print the exports the tests and tools read
+#   scripts/services.sh reset     stop both and remove their state
+#   scripts/services.sh stop-kafka|start-kafka   one service, for fault tests
 #
 # Every command is idempotent. Ports and paths can be moved with the variables
 # below; state lives outside the work tree so several clones do not mix.
@@ -208,7 +210,8 @@ EOF
   fi
   log "starting Kafka on 127.0.0.1:$KAFKA_PORT"
   : >"$STATE/kafka.log"
-  nohup java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+  # setsid: the broker outlives the shell (and test process) that started it.
+  setsid nohup java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$STATE/kafka-log4j2.properties" \
     -cp "$cp" kafka.Kafka "$conf" >"$STATE/kafka.out" 2>&1 </dev/null &
   echo $! >"$STATE/kafka.pid"
@@ -243,6 +246,7 @@ export OUTBOX_TEST_PG_DATA=$STATE/pg
 export OUTBOX_TEST_PG_CA=$STATE/tls/ca.crt
 export OUTBOX_TEST_KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
 export OUTBOX_TEST_STATE_DIR=$STATE
+export OUTBOX_TEST_SERVICES=$here/services.sh
 EOF
 }
 
@@ -256,5 +260,8 @@ case "${1:-}" in
     ;;
   env) print_env ;;
   reset) stop_kafka; stop_pg; rm -rf "$STATE"; log "removed $STATE" ;;
-  *) echo "usage: $0 install|start|stop|status|env|reset" >&2; exit 2 ;;
+  # For fault tests: one service at a time.
+  stop-kafka) stop_kafka ;;
+  start-kafka) start_kafka ;;
+  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka" >&2; exit 2 ;;
 esac

@@ -1,0 +1,261 @@
+//! The mapper on fixture rows, decoded through the same path as streamed
+//! rows. Snapshots in `snapshots/` pin the whole mapping; a few literals are
+//! checked directly as well.
+
+use bytes::Bytes;
+use outbox_cdc::mapper::{self, Record};
+use outbox_cdc::replication::pgoutput::{Relation, RelationColumn, TupleValue};
+use outbox_cdc::replication::rows::Relations;
+use outbox_cdc::value::parse_timestamptz;
+
+/// The outbox's columns as a Relation message announces them (names as literals).
+const COLUMNS: [&str; 29] = [
+    "message_id",
+    "destination",
+    "message_type",
+    "message_version",
+    "content_type",
+    "payload",
+    "headers",
+    "status",
+    "attempts",
+    "created_at",
+    "published_at",
+    "lease_expires_at",
+    "lease_owner",
+    "lease_token",
+    "next_attempt_at",
+    "last_failure_code",
+    "producer",
+    "occurred_at",
+    "correlation_id",
+    "causation_id",
+    "tenant",
+    "partition_key",
+    "ordering_key",
+    "traceparent",
+    "tracestate",
+    "baggage",
+    "schema_subject",
+    "schema_uri",
+    "routing_key",
+];
+
+fn relations() -> Relations {
+    let mut r = Relations::new("public", "messaging_outbox");
+    r.learn(&Relation {
+        oid: 16384,
+        namespace: "public".into(),
+        name: "messaging_outbox".into(),
+        replica_identity: b'd',
+        columns: COLUMNS
+            .iter()
+            .map(|n| RelationColumn {
+                key: *n == "message_id",
+                name: n.to_string(),
+                type_oid: 0,
+                type_modifier: -1,
+            })
+            .collect(),
+    });
+    r
+}
+
+type Overrides<'a> = Vec<(&'a str, Option<&'a str>)>;
+
+/// A row as text values; `overrides` replace the base values by column name.
+fn row(overrides: &[(&str, Option<&str>)]) -> Vec<TupleValue> {
+    let base: [(&str, Option<&str>); 29] = [
+        ("message_id", Some("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")),
+        ("destination", Some("orders")),
+        ("message_type", Some("OrderPlaced")),
+        ("message_version", Some("3")),
+        ("content_type", Some("application/json")),
+        ("payload", Some("\\x7b2261223a317d")),
+        ("headers", Some("{\"x-app\": \"v\"}")),
+        ("status", Some("PENDING")),
+        ("attempts", Some("0")),
+        ("created_at", Some("2024-05-06 07:08:09.1+00")),
+        ("published_at", None),
+        ("lease_expires_at", None),
+        ("lease_owner", None),
+        ("lease_token", Some("0")),
+        ("next_attempt_at", None),
+        ("last_failure_code", None),
+        ("producer", Some("shop")),
+        ("occurred_at", Some("2024-05-06 09:08:09.123456+02")),
+        ("correlation_id", Some("c-1")),
+        ("causation_id", None),
+        ("tenant", Some("acme")),
+        ("partition_key", Some("customer-42")),
+        ("ordering_key", Some("o-1")),
+        (
+            "traceparent",
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        ),
+        ("tracestate", Some("a=b")),
+        ("baggage", Some("k=v")),
+        ("schema_subject", Some("orders-value")),
+        ("schema_uri", Some("https://s/1")),
+        ("routing_key", Some("customer-42")),
+    ];
+    base.iter()
+        .map(|(name, value)| {
+            let value = overrides
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| *v)
+                .unwrap_or(*value);
+            match value {
+                None => TupleValue::Null,
+                Some(text) => TupleValue::Text(Bytes::copy_from_slice(text.as_bytes())),
+            }
+        })
+        .collect()
+}
+
+fn map(overrides: &[(&str, Option<&str>)]) -> Result<Record, mapper::Refusal> {
+    let decoded = relations()
+        .decode(16384, &row(overrides))
+        .expect("the outbox relation");
+    let commit = parse_timestamptz("2024-05-06 07:08:10.5+00").unwrap();
+    mapper::map(&decoded, "outbox.", commit)
+}
+
+fn render(result: &Result<Record, mapper::Refusal>) -> String {
+    match result {
+        Err(refusal) => format!("REFUSED {}: {}\n", refusal.code, refusal.detail),
+        Ok(r) => {
+            let mut out = format!(
+                "topic: {}\nkey: {:?}\nvalue: {:?}\ntimestamp_ms: {:?}\nheaders:\n",
+                r.topic,
+                String::from_utf8_lossy(&r.key),
+                String::from_utf8_lossy(&r.value),
+                r.timestamp_ms
+            );
+            for (name, value) in &r.headers {
+                match value {
+                    None => out.push_str(&format!("  {name}: null\n")),
+                    Some(v) => {
+                        out.push_str(&format!("  {name}: {:?}\n", String::from_utf8_lossy(v)))
+                    }
+                }
+            }
+            out
+        }
+    }
+}
+
+#[test]
+fn fixture_rows_map_as_pinned() {
+    let long_destination = "d".repeat(243);
+    let cases: Vec<(&str, Overrides)> = vec![
+        ("full_row", vec![]),
+        (
+            "nulls_everywhere_allowed",
+            vec![
+                ("headers", Some("{}")),
+                ("payload", Some("\\x")),
+                ("producer", None),
+                ("occurred_at", None),
+                ("correlation_id", None),
+                ("tenant", None),
+                ("partition_key", None),
+                ("ordering_key", None),
+                ("traceparent", None),
+                ("tracestate", None),
+                ("baggage", None),
+                ("schema_subject", None),
+                ("schema_uri", None),
+                ("routing_key", Some("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")),
+            ],
+        ),
+        (
+            "extreme_values",
+            vec![
+                ("message_version", Some("-2147483648")),
+                ("created_at", Some("0001-01-01 00:00:00+00 BC")),
+                ("correlation_id", Some("😀 \"q\" \\")),
+            ],
+        ),
+        (
+            "reserved_header_name",
+            vec![("headers", Some("{\"msg.type\": \"spoof\"}"))],
+        ),
+        (
+            "reserved_id_header",
+            vec![("headers", Some("{\"ID\": \"x\"}"))],
+        ),
+        ("headers_not_flat", vec![("headers", Some("{\"a\": 1}"))]),
+        ("illegal_topic", vec![("destination", Some("orders/v1"))]),
+        (
+            "topic_too_long",
+            vec![("destination", Some(long_destination.as_str()))],
+        ),
+        (
+            "undecodable_timestamp",
+            vec![("created_at", Some("yesterday"))],
+        ),
+        ("infinite_timestamp", vec![("created_at", Some("infinity"))]),
+        ("missing_routing_key", vec![("routing_key", None)]),
+    ];
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| {
+        for (name, overrides) in cases {
+            insta::assert_snapshot!(format!("mapper_{name}"), render(&map(&overrides)));
+        }
+    });
+}
+
+#[test]
+fn the_full_row_has_the_contract_bytes() {
+    let r = map(&[]).unwrap();
+    assert_eq!(r.topic, "outbox.orders");
+    assert_eq!(r.key, b"customer-42");
+    assert_eq!(r.value, b"{\"a\":1}");
+    assert_eq!(r.timestamp_ms, Some(1_714_979_290_500));
+    let names: Vec<&str> = r.headers.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        names,
+        [
+            "id",
+            "msg.type",
+            "msg.version",
+            "msg.content-type",
+            "msg.created-at",
+            "msg.destination",
+            "msg.producer",
+            "msg.occurred-at",
+            "msg.correlation-id",
+            "msg.causation-id",
+            "msg.tenant",
+            "msg.partition-key",
+            "msg.ordering-key",
+            "traceparent",
+            "tracestate",
+            "baggage",
+        ]
+    );
+    let get = |n: &str| r.headers.iter().find(|(h, _)| *h == n).unwrap().1.clone();
+    assert_eq!(
+        get("msg.created-at").as_deref(),
+        Some(&b"2024-05-06T07:08:09.100000Z"[..])
+    );
+    assert_eq!(
+        get("msg.occurred-at").as_deref(),
+        Some(&b"2024-05-06T07:08:09.123456Z"[..])
+    );
+    assert_eq!(get("msg.causation-id"), None);
+    assert_eq!(
+        map(&[("headers", Some("{\"msg.type\": \"x\"}"))])
+            .unwrap_err()
+            .code,
+        "RESERVED_HEADER_NAME"
+    );
+    assert_eq!(
+        map(&[("destination", Some("a b"))]).unwrap_err().code,
+        "ILLEGAL_TOPIC_NAME"
+    );
+}

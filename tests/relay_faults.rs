@@ -1,0 +1,199 @@
+//! The relay recovers by itself, with zero loss, when Kafka stops mid-stream
+//! and starts again, and when PostgreSQL restarts. Its own test binary: it
+//! stops services that the other tests share, one fault at a time.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::kafka;
+use common::relay::{self as relay, RelayProcess};
+use common::replication as rep;
+use outbox_cdc::migrate::{self, Scope};
+
+fn services_script(arg: &str) {
+    let script = std::env::var("OUTBOX_TEST_SERVICES")
+        .expect("OUTBOX_TEST_SERVICES from scripts/services.sh env");
+    let status = Command::new("bash")
+        .arg(script)
+        .arg(arg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "services.sh {arg}");
+}
+
+fn restart_postgres() {
+    let bin = std::env::var("OUTBOX_TEST_PG_BIN").unwrap();
+    let data = std::env::var("OUTBOX_TEST_PG_DATA").unwrap();
+    let log = format!("{data}/server.log");
+    let pg_ctl = format!("{bin}/pg_ctl");
+    let args = [
+        "-D",
+        data.as_str(),
+        "-l",
+        log.as_str(),
+        "-m",
+        "fast",
+        "-w",
+        "-t",
+        "120",
+        "restart",
+    ];
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false);
+    let mut cmd = if is_root {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", pg_ctl.as_str()]);
+        c
+    } else {
+        Command::new(&pg_ctl)
+    };
+    let status = cmd
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "pg_ctl restart");
+}
+
+async fn insert_batch(services: &common::Services, db: &str, from: i32, count: i32) {
+    // A fresh connection each time: the server may have restarted.
+    for attempt in 0..100 {
+        let result = async {
+            let (client, conn) = tokio_postgres::Config::new()
+                .host(&services.pg_host)
+                .port(services.pg_port)
+                .user(&services.pg_user)
+                .password(&services.pg_password)
+                .dbname(db)
+                .connect(tokio_postgres::NoTls)
+                .await?;
+            tokio::spawn(conn);
+            client
+                .execute(
+                    "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key, correlation_id)
+                     SELECT md5('m' || g)::uuid, 'faults', 'T', 1, 'x', convert_to(g::text, 'UTF8'), 'k' || (g % 10), g::text
+                     FROM generate_series($1::int, $2::int) g",
+                    &[&from, &(from + count - 1)],
+                )
+                .await
+        }
+        .await;
+        match result {
+            Ok(_) => return,
+            Err(e) if attempt < 99 => {
+                eprintln!("insert retry: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("insert: {e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
+    let services = require_services!();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000;
+    let prefix = format!("t{}faults{nanos}.", std::process::id());
+    let mut db = services.fresh_db("faults").await;
+    let cfg = db.config(&prefix);
+    migrate::migrate(&mut db.client, &cfg, Scope::All)
+        .await
+        .unwrap();
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let mut relay = RelayProcess::spawn(&config);
+    for _ in 0..300 {
+        if rep::confirmed_flush(&db.client, &slot).await.0 > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let topic = format!("{prefix}faults");
+
+    insert_batch(&services, &db.name, 1, 2000).await;
+    let first = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        2000,
+        Duration::from_secs(60),
+    );
+    assert_eq!(first.len(), 2000);
+
+    // Kafka goes away mid-stream; rows keep coming; Kafka comes back.
+    insert_batch(&services, &db.name, 2001, 2000).await;
+    services_script("stop-kafka");
+    insert_batch(&services, &db.name, 4001, 2000).await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    services_script("start-kafka");
+    insert_batch(&services, &db.name, 6001, 2000).await;
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        usize::MAX,
+        Duration::from_secs(45),
+    );
+    let ids = kafka::by_id(&records);
+    assert_eq!(
+        ids.len(),
+        8000,
+        "zero loss across a Kafka outage ({} records)",
+        records.len()
+    );
+    assert!(
+        relay.child.try_wait().unwrap().is_none(),
+        "the relay kept running:\n{}",
+        relay.log_text()
+    );
+
+    // PostgreSQL restarts mid-stream.
+    drop(db.client);
+    insert_batch(&services, &db.name, 8001, 2000).await;
+    restart_postgres();
+    insert_batch(&services, &db.name, 10001, 2000).await;
+    db.client = services.connect(&db.name).await;
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        usize::MAX,
+        Duration::from_secs(45),
+    );
+    let ids = kafka::by_id(&records);
+    assert_eq!(
+        ids.len(),
+        12000,
+        "zero loss across a PostgreSQL restart ({} records)",
+        records.len()
+    );
+    assert!(
+        relay.child.try_wait().unwrap().is_none(),
+        "the relay kept running:\n{}",
+        relay.log_text()
+    );
+    eprintln!("{} records for 12000 messages", records.len());
+
+    relay.signal("TERM");
+    assert!(
+        relay
+            .wait(Duration::from_secs(60))
+            .expect("stops")
+            .success(),
+        "{}",
+        relay.log_text()
+    );
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
