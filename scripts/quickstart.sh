@@ -42,6 +42,8 @@ echo "==> outbox-cdc connector-config (.cache/quickstart/debezium.properties)"
 grep -E '^(slot.name|publication.name|transforms.outbox.table.field.event.key|transforms.outbox.route.topic.replacement)=' \
   .cache/quickstart/debezium.properties
 
+echo "==> outbox-cdc cutover --to cdc (fences polling claims, creates the slot, hands the backlog over)"
+"$bin" cutover --config "$config" --to cdc
 echo "==> outbox-cdc run (log: .cache/quickstart/relay.log)"
 "$bin" run --config "$config" 2>.cache/quickstart/relay.log &
 relay=$!

@@ -284,8 +284,9 @@ pub struct RelayConfig {
     /// Backpressure: at most this many bytes unacknowledged by Kafka.
     #[serde(default = "default_max_in_flight_bytes")]
     pub max_in_flight_bytes: usize,
-    /// Create the relay's slot when it is missing.
-    #[serde(default = "yes")]
+    /// Create the relay's slot when it is missing. Off by default: the slot
+    /// comes from `outbox-cdc cutover`, which hands the backlog over.
+    #[serde(default)]
     pub create_slot: bool,
 }
 
@@ -296,7 +297,7 @@ impl Default for RelayConfig {
             drain_timeout_secs: default_drain_timeout(),
             max_in_flight_messages: default_max_in_flight_messages(),
             max_in_flight_bytes: default_max_in_flight_bytes(),
-            create_slot: true,
+            create_slot: false,
         }
     }
 }

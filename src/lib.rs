@@ -6,9 +6,13 @@
 //! same records; [`catalog`] proves the database matches the definition.
 
 pub mod catalog;
+pub mod check;
 pub mod config;
 pub mod connector_config;
+pub mod cutover;
 pub mod db;
+pub mod exclusivity;
+pub mod handover;
 pub mod lsn;
 pub mod mapper;
 pub mod marker;

@@ -19,8 +19,23 @@ use outbox_cdc::tail;
     about = "Change-data-capture relay for a transactional outbox: PostgreSQL to Kafka"
 )]
 struct Cli {
+    /// Log format on standard error.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "OUTBOX_CDC_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReportFormat {
+    Human,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -49,6 +64,41 @@ enum Command {
             default_value = "outbox-cdc.toml"
         )]
         config: PathBuf,
+    },
+    /// Switch the outbox between the polling relay and this one, handing the backlog over.
+    Cutover {
+        #[arg(
+            long,
+            short,
+            env = "OUTBOX_CDC_CONFIG",
+            default_value = "outbox-cdc.toml"
+        )]
+        config: PathBuf,
+        /// `cdc`: fence polling claims, create the slot, hand the backlog to `run`;
+        /// `polling`: give the outbox back (the CDC relay must be stopped).
+        #[arg(long, value_enum)]
+        to: outbox_cdc::cutover::Target,
+        /// Show what would happen and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// How long to wait for live polling leases to end.
+        #[arg(long, default_value_t = 120)]
+        lease_wait_secs: u64,
+        /// Recorded with the declaration.
+        #[arg(long, default_value = "outbox-cdc cutover")]
+        reason: String,
+    },
+    /// Preflight and health report; exit 1 when anything is wrong.
+    Check {
+        #[arg(
+            long,
+            short,
+            env = "OUTBOX_CDC_CONFIG",
+            default_value = "outbox-cdc.toml"
+        )]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
+        format: ReportFormat,
     },
     /// Print the records of a topic with their key and headers (for people).
     Tail {
@@ -102,6 +152,10 @@ enum CliError {
     Relay(#[from] RelayError),
     #[error(transparent)]
     Tail(#[from] tail::TailError),
+    #[error(transparent)]
+    Cutover(#[from] outbox_cdc::cutover::CutoverError),
+    #[error("UNHEALTHY: {0}")]
+    Unhealthy(String),
     #[error("OUTPUT_UNWRITABLE: cannot write {path}: {source}")]
     Output {
         path: PathBuf,
@@ -126,14 +180,16 @@ fn env(name: &str) -> Option<String> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("OUTBOX_CDC_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OUTBOX_CDC_LOG")
+        .unwrap_or_else(|_| "info,rdkafka=warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -186,6 +242,42 @@ fn shutdown_on_signals() -> tokio_util::sync::CancellationToken {
 
 fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
+        Command::Cutover {
+            config,
+            to,
+            dry_run,
+            lease_wait_secs,
+            reason,
+        } => {
+            let cfg = Config::load(&config, &env)?;
+            let opts = outbox_cdc::cutover::CutoverOptions {
+                target: to,
+                dry_run,
+                lease_wait: std::time::Duration::from_secs(lease_wait_secs),
+                reason,
+            };
+            runtime()?.block_on(async {
+                let mut out = std::io::stdout();
+                outbox_cdc::cutover::cutover(&cfg, &env, &opts, &mut out).await?;
+                Ok(())
+            })
+        }
+        Command::Check { config, format } => {
+            let cfg = Config::load(&config, &env)?;
+            let report = runtime()?.block_on(outbox_cdc::check::run(&cfg, &env));
+            match format {
+                ReportFormat::Human => print!("{}", report.render_human()),
+                ReportFormat::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                ),
+            }
+            if report.ok {
+                Ok(())
+            } else {
+                Err(CliError::Unhealthy(report.codes().join(", ")))
+            }
+        }
         Command::Run { config } => {
             let cfg = Config::load(&config, &env)?;
             runtime()?.block_on(async {

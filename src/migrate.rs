@@ -31,6 +31,12 @@ pub const MIGRATIONS: &[Migration] = &[
         cdc: true,
         template: include_str!("../migrations/V002__cdc_objects.sql"),
     },
+    Migration {
+        version: 3,
+        name: "cutover_handover",
+        cdc: true,
+        template: include_str!("../migrations/V003__cutover_handover.sql"),
+    },
 ];
 
 #[derive(Debug, Error)]
@@ -88,6 +94,11 @@ fn placeholders(cfg: &Config) -> Vec<(&'static str, String)> {
         ("topic_prefix", sql_literal(&cfg.outbox.topic_prefix)),
         ("relay_mode_table", objects::RELAY_MODE_TABLE.to_string()),
         ("heartbeat_table", objects::HEARTBEAT_TABLE.to_string()),
+        ("handover_table", objects::HANDOVER_TABLE.to_string()),
+        (
+            "handover_state_table",
+            objects::HANDOVER_STATE_TABLE.to_string(),
+        ),
         ("reserved_header_names", reserved),
         (
             "reserved_header_prefix",

@@ -22,6 +22,10 @@ pub mod objects {
     pub const HEARTBEAT_TABLE: &str = "outbox_cdc_heartbeat";
     /// Applied migrations, per outbox table.
     pub const HISTORY_TABLE: &str = "outbox_cdc_schema_history";
+    /// The backlog a cutover hands to the relay, in order.
+    pub const HANDOVER_TABLE: &str = "outbox_cdc_handover";
+    /// Where a cutover's hand-over stands, per outbox table.
+    pub const HANDOVER_STATE_TABLE: &str = "outbox_cdc_handover_state";
 }
 
 /// PostgreSQL types used by the outbox table.

@@ -18,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
 use crate::db::{self, DbError};
+use crate::exclusivity::{self, ExclusivityError};
+use crate::handover::{self, State};
 use crate::lsn::Lsn;
 use crate::mapper;
 use crate::marker::Marker;
@@ -40,8 +42,14 @@ pub enum RelayError {
     Kafka(#[from] PublishError),
     #[error(transparent)]
     Replication(#[from] ReplicationError),
+    #[error(transparent)]
+    Exclusivity(#[from] ExclusivityError),
     #[error("ROW_MARKING_FAILED: cannot record FAILED rows: {0}")]
     Marking(tokio_postgres::Error),
+    #[error("HANDOVER_INCOMPLETE: a cutover stopped before it listed the backlog; run `outbox-cdc cutover --to cdc` again")]
+    HandoverIncomplete,
+    #[error("HANDOVER_FAILED: {0}")]
+    Handover(tokio_postgres::Error),
 }
 
 impl RelayError {
@@ -51,7 +59,10 @@ impl RelayError {
             RelayError::Db(e) => e.code(),
             RelayError::Kafka(e) => e.code(),
             RelayError::Replication(e) => e.code(),
+            RelayError::Exclusivity(e) => e.code(),
             RelayError::Marking(_) => "ROW_MARKING_FAILED",
+            RelayError::HandoverIncomplete => "HANDOVER_INCOMPLETE",
+            RelayError::Handover(_) => "HANDOVER_FAILED",
         }
     }
 }
@@ -109,6 +120,15 @@ impl Relay {
         .await
         .map_err(|e| PublishError::Produce(e.to_string()))??;
         let sql = db::connect(&cfg, env).await?;
+        exclusivity::startup_check(&sql, &cfg).await?;
+        if matches!(
+            handover::state(&sql, &cfg)
+                .await
+                .map_err(RelayError::Handover)?,
+            Some((State::Preparing, _))
+        ) {
+            return Err(RelayError::HandoverIncomplete);
+        }
         let connect = ConnectOptions::from_config(&cfg, env)?;
         let spec = SlotSpec {
             slot: cfg.postgres.slot.clone(),
@@ -144,9 +164,41 @@ impl Relay {
         Ok((conn, state.confirmed_flush))
     }
 
+    /// Opens the slot, or, while another relay streams from it, waits as a
+    /// standby and takes over when it is free. `None` when shut down.
+    async fn open_or_stand_by(
+        &self,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<(ReplicationConnection, Lsn)>, RelayError> {
+        let mut announced = false;
+        loop {
+            match self.open().await {
+                Ok(opened) => {
+                    if announced {
+                        tracing::info!(slot = %self.spec.slot, "the slot is free: taking over");
+                    }
+                    return Ok(Some(opened));
+                }
+                Err(ReplicationError::SlotInUse { slot, pid }) => {
+                    if !announced {
+                        tracing::info!(%slot, %pid, "standby: another relay streams from the slot; waiting to take over");
+                        announced = true;
+                    }
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(None),
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// Streams until `shutdown`, restarting sessions after transient failures.
     pub async fn run(&mut self, shutdown: CancellationToken) -> Result<(), RelayError> {
-        let (first, start) = self.open().await?;
+        let Some((first, start)) = self.open_or_stand_by(&shutdown).await? else {
+            return Ok(());
+        };
         let (feedback, _) = Feedback::new(start);
         let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
         let mut conn = Some((first, start));
@@ -154,7 +206,12 @@ impl Relay {
             let began = Instant::now();
             let opened = match conn.take() {
                 Some(c) => Ok(c),
-                None => self.open().await,
+                None => match self.open_or_stand_by(&shutdown).await {
+                    Ok(Some(c)) => Ok(c),
+                    Ok(None) => return Ok(()),
+                    Err(RelayError::Replication(e)) => Err(e),
+                    Err(e) => return Err(e),
+                },
             };
             let outcome = match opened {
                 Ok((c, slot_position)) => {
@@ -216,9 +273,16 @@ impl Relay {
             published: Vec::new(),
             restart: None,
         };
-        let end = session
-            .pump(&mut reports, &mut events, feedback, shutdown, &reader)
-            .await;
+        // The backlog of a cutover goes first, while this session holds the slot.
+        let end = match session.publish_handover(&mut reports, shutdown).await {
+            Ok(None) => {
+                session
+                    .pump(&mut reports, &mut events, feedback, shutdown, &reader)
+                    .await
+            }
+            Ok(Some(end)) => Ok(end),
+            Err(e) => Err(e),
+        };
         let published = std::mem::take(&mut session.published);
         if session.restart.is_some() || end.is_err() {
             session.publisher.purge();
@@ -334,6 +398,85 @@ impl Session<'_> {
                 );
             }
         }
+    }
+
+    /// Publishes a READY hand-over list in order, records every outcome, and
+    /// marks it DONE. `Some(end)` ends the session (restart or shutdown).
+    async fn publish_handover(
+        &mut self,
+        reports: &mut mpsc::UnboundedReceiver<Delivery>,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<SessionEnd>, RelayError> {
+        let cfg = &self.relay.cfg;
+        let sql = &self.relay.sql;
+        if !matches!(
+            handover::state(sql, cfg)
+                .await
+                .map_err(RelayError::Handover)?,
+            Some((State::Ready, _))
+        ) {
+            return Ok(None);
+        }
+        let tx = self.watermark.begin();
+        let mut after = 0i64;
+        let mut handed = 0u64;
+        loop {
+            let chunk = handover::read_chunk(sql, cfg, after, 1000)
+                .await
+                .map_err(RelayError::Handover)?;
+            let Some((last, _)) = chunk.last() else { break };
+            after = *last;
+            for (_, row) in &chunk {
+                self.watermark.add(tx);
+                // No commit time is known for the backlog: its creation time stands in.
+                let created = match row.get(&crate::outbox::CREATED_AT) {
+                    crate::replication::rows::Value::Timestamp(t) => *t,
+                    _ => Timestamp::Micros(0),
+                };
+                match mapper::map(row, &cfg.outbox.topic_prefix, created) {
+                    Ok(record) => self.produce(tx, &record, reports).await,
+                    Err(refusal) => self.failures.push(Failure {
+                        tx,
+                        id: row.message_id().unwrap_or(Uuid([0; 16])),
+                        code: refusal.code,
+                        detail: refusal.detail,
+                    }),
+                }
+                handed += 1;
+                if let Some(reason) = self.restart.take() {
+                    return Ok(Some(SessionEnd::Restart(reason)));
+                }
+            }
+        }
+        // Wait for every report of the hand-over.
+        while self.in_flight > 0 {
+            tokio::select! {
+                Some(d) = reports.recv() => self.on_delivery(d),
+                _ = shutdown.cancelled() => return Ok(Some(SessionEnd::Stopped)),
+            }
+            if let Some(reason) = self.restart.take() {
+                return Ok(Some(SessionEnd::Restart(reason)));
+            }
+        }
+        self.record_failures().await?;
+        let published = std::mem::take(&mut self.published);
+        for chunk in published.chunks(5000) {
+            self.relay
+                .marker
+                .published(sql, chunk)
+                .await
+                .map_err(RelayError::Handover)?;
+        }
+        handover::set_state(sql, cfg, State::Done, handed as i64, None)
+            .await
+            .map_err(RelayError::Handover)?;
+        handover::clear_list(sql, cfg)
+            .await
+            .map_err(RelayError::Handover)?;
+        // The pseudo-transaction of the hand-over never commits in the slot.
+        self.watermark = Watermark::new();
+        tracing::info!(rows = handed, "published the cutover's backlog; streaming");
+        Ok(None)
     }
 
     fn on_delivery(&mut self, d: Delivery) {

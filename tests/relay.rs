@@ -29,6 +29,7 @@ async fn migrated(services: &common::Services, label: &str, prefix: &str) -> com
     migrate::migrate(&mut db.client, &cfg, Scope::All)
         .await
         .unwrap();
+    db.declare_cdc().await;
     db
 }
 
@@ -621,7 +622,8 @@ async fn bad_configuration_ends_start_up_without_touching_the_slot() {
     db.client
         .batch_execute(&format!(
             "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN PASSWORD 'pw';
-             GRANT SELECT, UPDATE ON public.messaging_outbox TO {role};"
+             GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role};
+             GRANT UPDATE ON public.messaging_outbox TO {role};"
         ))
         .await
         .unwrap();

@@ -113,6 +113,7 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     migrate::migrate(&mut db.client, &cfg, Scope::All)
         .await
         .unwrap();
+    db.declare_cdc().await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
     let mut relay = RelayProcess::spawn(&config);

@@ -112,6 +112,18 @@ impl Services {
 }
 
 impl TestDb {
+    /// Declares the outbox CHANGE_DATA_CAPTURE (what a cutover does first).
+    pub async fn declare_cdc(&self) {
+        self.client
+            .execute(
+                "INSERT INTO public.outbox_relay_mode (outbox_table, mode) VALUES ('public.messaging_outbox', 'CHANGE_DATA_CAPTURE')
+                 ON CONFLICT (outbox_table) DO UPDATE SET mode = EXCLUDED.mode",
+                &[],
+            )
+            .await
+            .unwrap();
+    }
+
     /// A relay configuration pointing at this database.
     pub fn config(&self, topic_prefix: &str) -> Config {
         let (host, port, user, _) = &self.services_pg;
@@ -561,6 +573,7 @@ bootstrap_servers = "{kafka}"
 
 [relay]
 drain_timeout_secs = 20
+create_slot = true
 {extra}
 "#,
             host = s.pg_host,

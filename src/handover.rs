@@ -1,0 +1,202 @@
+//! The backlog a cutover hands to the relay: the list of rows committed
+//! before the slot's starting point and not yet PUBLISHED or FAILED, in
+//! order. The cutover writes it; the relay publishes it before it streams.
+
+use bytes::Bytes;
+use tokio_postgres::Client;
+
+use crate::config::Config;
+use crate::lsn::Lsn;
+use crate::outbox::{self, objects, Status};
+use crate::replication::pgoutput::{Relation, RelationColumn, TupleValue};
+use crate::replication::rows::{OutboxRow, Relations};
+
+/// Where a hand-over stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// The slot may exist but the list is incomplete: re-run the cutover.
+    Preparing,
+    /// The relay publishes the list before it streams.
+    Ready,
+    Done,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Preparing => "PREPARING",
+            State::Ready => "READY",
+            State::Done => "DONE",
+        }
+    }
+    fn parse(s: &str) -> Option<State> {
+        [State::Preparing, State::Ready, State::Done]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
+fn state_table(cfg: &Config) -> String {
+    format!("{}.{}", cfg.outbox.schema, objects::HANDOVER_STATE_TABLE)
+}
+
+fn list_table(cfg: &Config) -> String {
+    format!("{}.{}", cfg.outbox.schema, objects::HANDOVER_TABLE)
+}
+
+/// The hand-over state of this outbox and the slot it belongs to.
+pub async fn state(
+    client: &Client,
+    cfg: &Config,
+) -> Result<Option<(State, String)>, tokio_postgres::Error> {
+    let row = client
+        .query_opt(
+            &format!(
+                "SELECT state, slot FROM {} WHERE outbox_table = $1",
+                state_table(cfg)
+            ),
+            &[&cfg.qualified_table()],
+        )
+        .await?;
+    Ok(row.and_then(|r| State::parse(r.get::<_, &str>(0)).map(|s| (s, r.get(1)))))
+}
+
+pub async fn set_state(
+    client: &Client,
+    cfg: &Config,
+    state: State,
+    rows: i64,
+    consistent_point: Option<Lsn>,
+) -> Result<(), tokio_postgres::Error> {
+    let point = consistent_point.map(|l| l.to_string());
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {} (outbox_table, slot, state, rows_listed, consistent_point, changed_at)
+                 VALUES ($1, $2, $3, $4, $5::text::pg_lsn, now())
+                 ON CONFLICT (outbox_table) DO UPDATE SET slot = EXCLUDED.slot, state = EXCLUDED.state,
+                     rows_listed = EXCLUDED.rows_listed,
+                     consistent_point = COALESCE(EXCLUDED.consistent_point, {0}.consistent_point),
+                     changed_at = now()",
+                state_table(cfg)
+            ),
+            &[&cfg.qualified_table(), &cfg.postgres.slot, &state.as_str(), &rows, &point],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn clear_list(client: &Client, cfg: &Config) -> Result<u64, tokio_postgres::Error> {
+    client
+        .execute(
+            &format!("DELETE FROM {} WHERE outbox_table = $1", list_table(cfg)),
+            &[&cfg.qualified_table()],
+        )
+        .await
+}
+
+/// The SQL that selects the backlog: rows not yet PUBLISHED or FAILED, oldest
+/// first (commit order is not recorded; creation time orders each key).
+pub fn backlog_query(cfg: &Config) -> String {
+    format!(
+        "SELECT {id}::text FROM {table} WHERE {status} NOT IN ('{published}', '{failed}') ORDER BY {created}, {id}",
+        id = outbox::MESSAGE_ID.name,
+        table = cfg.qualified_table(),
+        status = outbox::STATUS.name,
+        published = Status::Published.as_str(),
+        failed = Status::Failed.as_str(),
+        created = outbox::CREATED_AT.name,
+    )
+}
+
+/// Writes the list (in chunks) in the given order.
+pub async fn write_list(
+    client: &Client,
+    cfg: &Config,
+    ids: &[String],
+) -> Result<(), tokio_postgres::Error> {
+    for (chunk_index, chunk) in ids.chunks(10_000).enumerate() {
+        let offset = (chunk_index * 10_000) as i64;
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO {} (outbox_table, seq, message_id)
+                     SELECT $1, $2 + t.ord, t.id::uuid FROM unnest($3::text[]) WITH ORDINALITY AS t(id, ord)",
+                    list_table(cfg)
+                ),
+                &[&cfg.qualified_table(), &offset, &chunk],
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// Reads the unpublished rows of the list after `after_seq`, decoded like
+/// streamed rows. Returns `(seq, row)` pairs.
+pub async fn read_chunk(
+    client: &Client,
+    cfg: &Config,
+    after_seq: i64,
+    limit: i64,
+) -> Result<Vec<(i64, OutboxRow)>, tokio_postgres::Error> {
+    // The same text forms pgoutput sends.
+    client
+        .batch_execute("SET DateStyle = ISO; SET TimeZone = 'UTC'; SET bytea_output = 'hex'")
+        .await?;
+    let columns = outbox::COLUMNS
+        .iter()
+        .map(|c| format!("o.{}::text", c.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = client
+        .query(
+            &format!(
+                "SELECT h.seq, {columns} FROM {list} h JOIN {table} o ON o.{id} = h.message_id
+                 WHERE h.outbox_table = $1 AND h.seq > $2 AND o.{status} NOT IN ('{published}', '{failed}')
+                 ORDER BY h.seq LIMIT $3",
+                list = list_table(cfg),
+                table = cfg.qualified_table(),
+                id = outbox::MESSAGE_ID.name,
+                status = outbox::STATUS.name,
+                published = Status::Published.as_str(),
+                failed = Status::Failed.as_str(),
+            ),
+            &[&cfg.qualified_table(), &after_seq, &limit],
+        )
+        .await?;
+    let relations = definition_relations(cfg);
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let seq: i64 = r.get(0);
+            let tuple: Vec<TupleValue> = (1..=outbox::COLUMNS.len())
+                .map(|i| match r.get::<_, Option<String>>(i) {
+                    Some(text) => TupleValue::Text(Bytes::from(text)),
+                    None => TupleValue::Null,
+                })
+                .collect();
+            relations.decode(0, &tuple).map(|row| (seq, row))
+        })
+        .collect())
+}
+
+/// A relation shaped exactly like the definition, for rows read with SQL.
+fn definition_relations(cfg: &Config) -> Relations {
+    let mut relations = Relations::new(&cfg.outbox.schema, &cfg.outbox.table);
+    relations.learn(&Relation {
+        oid: 0,
+        namespace: cfg.outbox.schema.clone(),
+        name: cfg.outbox.table.clone(),
+        replica_identity: b'd',
+        columns: outbox::COLUMNS
+            .iter()
+            .map(|c| RelationColumn {
+                key: false,
+                name: c.name.to_string(),
+                type_oid: 0,
+                type_modifier: -1,
+            })
+            .collect(),
+    });
+    relations
+}
