@@ -118,24 +118,18 @@ pub async fn live_leases(client: &Client, cfg: &Config) -> Result<i64, Exclusivi
     Ok(row.get(0))
 }
 
-/// Claims made after the outbox was declared CDC: only possible when the
-/// fence was bypassed (trigger disabled, or a relay connected as owner with
-/// triggers off), and proof that a polling relay is still running.
-async fn claims_since(client: &Client, cfg: &Config, since: &str) -> Result<i64, ExclusivityError> {
+/// Whether the fence trigger is installed and enabled. With it, no claim can
+/// have happened since the outbox was declared CDC; without it, a polling
+/// relay between two polls holds no lease and would go unnoticed.
+async fn fence_enabled(client: &Client, cfg: &Config) -> Result<bool, ExclusivityError> {
     let row = client
-        .query_one(
-            &format!(
-                "SELECT count(*) FROM {table} WHERE {status} = '{in_flight}' AND {lease} > $1::text::timestamptz",
-                table = cfg.qualified_table(),
-                status = outbox::STATUS.name,
-                in_flight = Status::InFlight.as_str(),
-                lease = outbox::LEASE_EXPIRES_AT.name,
-            ),
-            &[&since],
+        .query_opt(
+            "SELECT tgenabled::text FROM pg_trigger WHERE tgrelid = $1::text::regclass AND tgname = 'outbox_cdc_fence'",
+            &[&cfg.qualified_table()],
         )
         .await
-        .map_err(query("counting recent claims"))?;
-    Ok(row.get(0))
+        .map_err(query("reading the fence trigger"))?;
+    Ok(row.is_some_and(|r| r.get::<_, &str>(0) != "D"))
 }
 
 /// A slot's state: `None` when it does not exist.
@@ -189,14 +183,11 @@ pub async fn startup_check(client: &Client, cfg: &Config) -> Result<(), Exclusiv
             "{live} rows of {table} hold a live polling lease: a polling relay is still publishing; stop it"
         )));
     }
-    if let Some(since) = &declared.changed_at {
-        let recent = claims_since(client, cfg, since).await?;
-        if recent > 0 {
-            return Err(ExclusivityError::Duplicate(format!(
-                "{recent} rows of {table} were claimed by a polling relay after the outbox was declared \
-                 CHANGE_DATA_CAPTURE: the fence was bypassed and that relay may still run; stop it"
-            )));
-        }
+    if !fence_enabled(client, cfg).await? {
+        return Err(ExclusivityError::Duplicate(format!(
+            "the fence trigger outbox_cdc_fence on {table} is missing or disabled: a polling relay could still \
+             claim rows; run `outbox-cdc migrate --cdc-only` or ENABLE TRIGGER outbox_cdc_fence"
+        )));
     }
     if let Some(activity) = slot_activity(client, &cfg.debezium.slot).await? {
         if activity.active {

@@ -1,7 +1,7 @@
 //! Row bookkeeping over an ordinary SQL connection: FAILED rows (which gate
-//! settlement) and PUBLISHED rows (best effort, in batches). Both updates are
-//! guarded by the row's current status, so a row another actor changed is
-//! never overwritten.
+//! settlement) and PUBLISHED rows (in batches). Both updates are guarded by
+//! the row's current status, so a row another actor changed is never
+//! overwritten.
 
 use tokio_postgres::Client;
 
@@ -9,30 +9,64 @@ use crate::config::Config;
 use crate::outbox::{self, Status};
 use crate::value::Uuid;
 
+/// Which rows an update may touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Streamed rows: only while still PENDING as inserted.
+    Pending,
+    /// Rows a cutover handed over: any status but PUBLISHED or FAILED
+    /// (AMBIGUOUS, EXHAUSTED, IN_FLIGHT with an expired lease), taking the
+    /// polling-era lease off.
+    HandedOver,
+}
+
 pub struct Marker {
-    failed_sql: String,
-    published_sql: String,
+    failed: [String; 2],
+    published: [String; 2],
+}
+
+fn index(guard: Guard) -> usize {
+    match guard {
+        Guard::Pending => 0,
+        Guard::HandedOver => 1,
+    }
 }
 
 impl Marker {
     pub fn new(cfg: &Config) -> Marker {
-        let table = format!("{}.{}", cfg.outbox.schema, cfg.outbox.table);
-        let (id, status) = (outbox::MESSAGE_ID.name, outbox::STATUS.name);
-        Marker {
-            failed_sql: format!(
-                "UPDATE {table} SET {status} = '{failed}', {code} = $2 \
-                 WHERE {id} = ANY($1::text[]::uuid[]) AND {status} = '{pending}'",
+        let table = cfg.qualified_table();
+        let id = outbox::MESSAGE_ID.name;
+        let status = outbox::STATUS.name;
+        let lease = outbox::LEASE_EXPIRES_AT.name;
+        let pending = format!("{status} = '{}'", Status::Pending.as_str());
+        let handed_over = format!(
+            "{status} NOT IN ('{}', '{}') AND ({lease} IS NULL OR {lease} <= now())",
+            Status::Published.as_str(),
+            Status::Failed.as_str()
+        );
+        let release = format!(
+            "{lease} = NULL, {owner} = NULL, {next} = NULL",
+            owner = outbox::LEASE_OWNER.name,
+            next = outbox::NEXT_ATTEMPT_AT.name
+        );
+        let failed = |guard: &str, extra: &str| {
+            format!(
+                "UPDATE {table} SET {status} = '{failed}', {code} = $2{extra} WHERE {id} = ANY($1::text[]::uuid[]) AND {guard}",
                 failed = Status::Failed.as_str(),
                 code = outbox::LAST_FAILURE_CODE.name,
-                pending = Status::Pending.as_str(),
-            ),
-            published_sql: format!(
-                "UPDATE {table} SET {status} = '{published}', {at} = now() \
-                 WHERE {id} = ANY($1::text[]::uuid[]) AND {status} = '{pending}'",
+            )
+        };
+        let published = |guard: &str, extra: &str| {
+            format!(
+                "UPDATE {table} SET {status} = '{published}', {at} = now(){extra} WHERE {id} = ANY($1::text[]::uuid[]) AND {guard}",
                 published = Status::Published.as_str(),
                 at = outbox::PUBLISHED_AT.name,
-                pending = Status::Pending.as_str(),
-            ),
+            )
+        };
+        let release = format!(", {release}");
+        Marker {
+            failed: [failed(&pending, ""), failed(&handed_over, &release)],
+            published: [published(&pending, ""), published(&handed_over, &release)],
         }
     }
 
@@ -42,9 +76,12 @@ impl Marker {
         client: &Client,
         ids: &[Uuid],
         code: &str,
+        guard: Guard,
     ) -> Result<u64, tokio_postgres::Error> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        client.execute(&self.failed_sql, &[&ids, &code]).await
+        client
+            .execute(&self.failed[index(guard)], &[&ids, &code])
+            .await
     }
 
     /// Marks rows PUBLISHED; returns how many rows changed.
@@ -52,8 +89,9 @@ impl Marker {
         &self,
         client: &Client,
         ids: &[Uuid],
+        guard: Guard,
     ) -> Result<u64, tokio_postgres::Error> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        client.execute(&self.published_sql, &[&ids]).await
+        client.execute(&self.published[index(guard)], &[&ids]).await
     }
 }

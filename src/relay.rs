@@ -22,7 +22,7 @@ use crate::exclusivity::{self, ExclusivityError};
 use crate::handover::{self, State};
 use crate::lsn::Lsn;
 use crate::mapper;
-use crate::marker::Marker;
+use crate::marker::{Guard, Marker};
 use crate::publisher::{self, Delivery, Outcome, PublishError, Publisher, Ticket};
 use crate::replication::connection::{ConnectOptions, ReplicationConnection};
 use crate::replication::reader::{self, Event, Feedback, ReaderOptions, ReaderStats};
@@ -305,7 +305,11 @@ impl Relay {
             return;
         }
         for chunk in ids.chunks(5000) {
-            if let Err(e) = self.marker.published(&self.sql, chunk).await {
+            if let Err(e) = self
+                .marker
+                .published(&self.sql, chunk, Guard::Pending)
+                .await
+            {
                 // Bookkeeping only: the messages are in Kafka and the slot is right.
                 tracing::warn!(error = %e, rows = chunk.len(), "could not mark rows PUBLISHED");
             }
@@ -368,7 +372,7 @@ impl Session<'_> {
                     return Ok(SessionEnd::Stopped);
                 }
             }
-            self.record_failures().await?;
+            self.record_failures(Guard::Pending).await?;
             if let Some(lsn) = self.watermark.advance() {
                 feedback.settle(lsn);
                 self.relay.stats.settled.store(lsn.0, Ordering::Relaxed);
@@ -458,12 +462,12 @@ impl Session<'_> {
                 return Ok(Some(SessionEnd::Restart(reason)));
             }
         }
-        self.record_failures().await?;
+        self.record_failures(Guard::HandedOver).await?;
         let published = std::mem::take(&mut self.published);
         for chunk in published.chunks(5000) {
             self.relay
                 .marker
-                .published(sql, chunk)
+                .published(sql, chunk, Guard::HandedOver)
                 .await
                 .map_err(RelayError::Handover)?;
         }
@@ -588,7 +592,7 @@ impl Session<'_> {
 
     /// Records rejected and refused rows as FAILED, then lets their
     /// transactions settle. Nothing is dropped silently.
-    async fn record_failures(&mut self) -> Result<(), RelayError> {
+    async fn record_failures(&mut self, guard: Guard) -> Result<(), RelayError> {
         if self.failures.is_empty() {
             return Ok(());
         }
@@ -601,7 +605,7 @@ impl Session<'_> {
         for (code, ids) in by_code {
             self.relay
                 .marker
-                .failed(&self.relay.sql, &ids, code)
+                .failed(&self.relay.sql, &ids, code, guard)
                 .await
                 .map_err(RelayError::Marking)?;
         }

@@ -1,0 +1,673 @@
+//! One relay per outbox: start-up refusals, the cutover with its backlog
+//! hand-over under load, a standby taking over, and the `check` report.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::kafka::{self, Consumed};
+use common::relay::{self as relay, RelayProcess};
+use common::replication as rep;
+use outbox_cdc::config::Config;
+use outbox_cdc::migrate::{self, Scope};
+use outbox_cdc::replication::connection::ReplicationConnection;
+use tokio_postgres::Client;
+
+fn unique_prefix(label: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000;
+    format!("t{}{label}{nanos}.", std::process::id())
+}
+
+async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
+    let mut db = services.fresh_db(label).await;
+    let cfg = db.config(prefix);
+    migrate::migrate(&mut db.client, &cfg, Scope::All)
+        .await
+        .unwrap();
+    db
+}
+
+fn outbox_cdc(args: &[&str], config: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
+async fn slot_state(client: &Client, slot: &str) -> Option<String> {
+    client
+        .query_opt(
+            "SELECT confirmed_flush_lsn::text || ' ' || active::text FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .unwrap()
+        .map(|r| r.get(0))
+}
+
+async fn insert_rows(client: &Client, n: i32, tag: &str) {
+    client
+        .execute(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
+             SELECT gen_random_uuid(), 'ex', 'T', 1, 'x', convert_to($2 || g, 'UTF8'), 'k' || (g % 7) FROM generate_series(1, $1) g",
+            &[&n, &tag],
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn run_refuses_beside_another_relay_and_leaves_the_slot_untouched() {
+    let services = require_services!();
+    let prefix = unique_prefix("refuse");
+    let db = migrated(&services, "refuse", &prefix).await;
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    // The slot exists (as after a cutover) so "untouched" can be checked.
+    db.client
+        .execute(
+            "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&slot],
+        )
+        .await
+        .unwrap();
+    insert_rows(&db.client, 10, "r").await;
+    let before = slot_state(&db.client, &slot).await;
+    let refuse = |expected: &'static [&'static str]| {
+        let config = config.clone();
+        let client = &db.client;
+        let slot = slot.clone();
+        let before = before.clone();
+        async move {
+            let out = outbox_cdc(&["run"], &config);
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(!out.status.success(), "run must refuse: {stderr}");
+            assert!(
+                expected.iter().any(|c| stderr.contains(c)),
+                "expected one of {expected:?}: {stderr}"
+            );
+            assert_eq!(
+                slot_state(client, &slot).await,
+                before,
+                "the slot was touched"
+            );
+            stderr
+        }
+    };
+
+    // Undeclared.
+    let stderr = refuse(&["NO_OUTBOX_RELAY", "DUPLICATE_OUTBOX_RELAY"]).await;
+    assert!(
+        stderr.contains("cutover --to cdc"),
+        "says what to do: {stderr}"
+    );
+    // Declared POLLING.
+    db.client
+        .execute("INSERT INTO public.outbox_relay_mode (outbox_table, mode) VALUES ('public.messaging_outbox', 'POLLING')", &[])
+        .await
+        .unwrap();
+    refuse(&["DUPLICATE_OUTBOX_RELAY"]).await;
+    // CDC, but a polling relay holds a live lease (claimed before the switch).
+    db.client
+        .batch_execute(
+            "UPDATE public.messaging_outbox SET status = 'IN_FLIGHT', lease_owner = 'poller', lease_expires_at = now() + interval '1 hour'
+              WHERE message_id = (SELECT message_id FROM public.messaging_outbox LIMIT 1);
+             UPDATE public.outbox_relay_mode SET mode = 'CHANGE_DATA_CAPTURE';",
+        )
+        .await
+        .unwrap();
+    let stderr = refuse(&["DUPLICATE_OUTBOX_RELAY"]).await;
+    assert!(stderr.contains("live polling lease"), "{stderr}");
+    // The lease ends; but with the fence disabled a polling relay between two
+    // polls (holding no lease) could still claim rows.
+    db.client
+        .batch_execute(
+            "UPDATE public.messaging_outbox SET status = 'PENDING', lease_owner = NULL, lease_expires_at = NULL;
+             ALTER TABLE public.messaging_outbox DISABLE TRIGGER outbox_cdc_fence;",
+        )
+        .await
+        .unwrap();
+    let stderr = refuse(&["DUPLICATE_OUTBOX_RELAY"]).await;
+    assert!(stderr.contains("fence"), "{stderr}");
+    db.client
+        .batch_execute("ALTER TABLE public.messaging_outbox ENABLE TRIGGER outbox_cdc_fence")
+        .await
+        .unwrap();
+
+    // Debezium's slot for the same outbox is active.
+    let cfg = Config::load(&config, &common::env).unwrap();
+    let dbz_slot = cfg.debezium.slot.clone();
+    db.client
+        .execute(
+            "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&dbz_slot],
+        )
+        .await
+        .unwrap();
+    let mut holder = ReplicationConnection::connect(&rep::options(&services, &db.name))
+        .await
+        .unwrap();
+    holder
+        .start_replication(
+            &format!("START_REPLICATION SLOT \"{dbz_slot}\" LOGICAL 0/0 (\"proto_version\" '1', \"publication_names\" '\"outbox_cdc_publication\"')"),
+            &dbz_slot,
+        )
+        .await
+        .unwrap();
+    let stderr = refuse(&["DUPLICATE_OUTBOX_RELAY"]).await;
+    assert!(stderr.contains("Debezium"), "{stderr}");
+    drop(holder);
+    rep::drop_slot(&db.client, &dbz_slot).await;
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
+
+/// The platform's claim statement, with a configurable lease.
+fn claim_sql(owner: &str, lease_secs: i32, limit: i32) -> String {
+    format!(
+        "UPDATE public.messaging_outbox o
+            SET status = 'IN_FLIGHT', lease_expires_at = now() + interval '{lease_secs} seconds',
+                lease_owner = '{owner}', lease_token = o.lease_token + 1
+          WHERE o.message_id IN (
+                SELECT message_id FROM public.messaging_outbox
+                 WHERE status IN ('PENDING', 'AMBIGUOUS', 'IN_FLIGHT')
+                   AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+                   AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+                   AND attempts < 10
+                 ORDER BY created_at LIMIT {limit} FOR UPDATE SKIP LOCKED)
+          RETURNING o.message_id::text, o.lease_token"
+    )
+}
+
+/// Rows with a per-key sequence assigned under the key's row lock, and a
+/// creation time taken after the lock: both follow commit order per key.
+async fn insert_keyed(client: &Client, keys: i32, n: i32) {
+    for i in 0..n {
+        let key = format!("key-{}", i % keys);
+        client
+            .execute(
+                "WITH s AS (UPDATE public.key_seq SET n = n + 1 WHERE k = $1 RETURNING n)
+                 INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version,
+                     content_type, payload, partition_key, correlation_id, created_at)
+                 SELECT gen_random_uuid(), 'cut', 'T', 1, 'x', convert_to(s.n::text, 'UTF8'), $1, s.n::text, clock_timestamp() FROM s",
+                &[&key],
+            )
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn cutover_under_load_hands_the_backlog_over_without_loss_or_double_publication() {
+    let services = require_services!();
+    let prefix = unique_prefix("cut");
+    let db = migrated(&services, "cutover", &prefix).await;
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    // The cutover creates the slot: the relay must not.
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("create_slot = true", "create_slot = false");
+    std::fs::write(&config, text).unwrap();
+    db.client
+        .batch_execute(
+            "CREATE TABLE public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
+             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, 49) g;
+             CREATE TABLE public.polling_published (message_id uuid PRIMARY KEY);
+             INSERT INTO public.outbox_relay_mode (outbox_table, mode) VALUES ('public.messaging_outbox', 'POLLING');",
+        )
+        .await
+        .unwrap();
+    // 10 000 unpublished rows; some AMBIGUOUS; some under live leases of a
+    // polling relay that then dies (its leases expire on their own).
+    insert_keyed(&db.client, 50, 10_000).await;
+    db.client
+        .batch_execute(
+            "UPDATE public.messaging_outbox SET status = 'AMBIGUOUS', attempts = 1, last_failure_code = 'TIMEOUT'
+              WHERE message_id IN (SELECT message_id FROM public.messaging_outbox ORDER BY random() LIMIT 500)",
+        )
+        .await
+        .unwrap();
+    let crashed = db
+        .client
+        .query(&claim_sql("crashed-poller", 4, 200), &[])
+        .await
+        .unwrap();
+    assert_eq!(crashed.len(), 200);
+
+    // A live polling relay publishes (records to polling_published) until fenced.
+    let poller = {
+        let client = services.connect(&db.name).await;
+        tokio::spawn(async move {
+            let mut published = 0;
+            loop {
+                let claimed = match client.query(&claim_sql("live-poller", 30, 25), &[]).await {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        let db = e.as_db_error().expect("a database error");
+                        assert!(
+                            db.message().contains("OUTBOX_CLAIM_FENCED"),
+                            "{}",
+                            db.message()
+                        );
+                        return published;
+                    }
+                };
+                for r in &claimed {
+                    let id: String = r.get(0);
+                    let token: i64 = r.get(1);
+                    client
+                        .execute(
+                            "INSERT INTO public.polling_published VALUES ($1::text::uuid)",
+                            &[&id],
+                        )
+                        .await
+                        .unwrap();
+                    // The fenced mark of the platform's relay.
+                    client
+                        .execute(
+                            "UPDATE public.messaging_outbox SET status = 'PUBLISHED', published_at = now(), lease_owner = NULL,
+                                    lease_expires_at = NULL WHERE message_id = $1::text::uuid AND status = 'IN_FLIGHT'
+                                    AND lease_owner = 'live-poller' AND lease_token = $2",
+                            &[&id, &token],
+                        )
+                        .await
+                        .unwrap();
+                    published += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    // Inserts continue throughout.
+    let writer = {
+        let client = services.connect(&db.name).await;
+        tokio::spawn(async move {
+            insert_keyed(&client, 50, 3000).await;
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let out = tokio::task::spawn_blocking({
+        let config = config.clone();
+        move || {
+            outbox_cdc(
+                &["cutover", "--to", "cdc", "--lease-wait-secs", "60"],
+                &config,
+            )
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "cutover failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("waiting for"),
+        "the cutover waited for live leases: {stdout}"
+    );
+    let polled = poller.await.unwrap();
+    assert!(
+        polled > 0,
+        "the polling relay published something before the switch"
+    );
+
+    let mut relay = RelayProcess::spawn(&config);
+    writer.await.unwrap();
+    let total: i64 = db
+        .client
+        .query_one("SELECT count(*) FROM public.messaging_outbox", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(total, 13_000);
+    let by_poller: HashSet<String> = db
+        .client
+        .query("SELECT message_id::text FROM public.polling_published", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let topic = format!("{prefix}cut");
+    let expected_cdc = total as usize - by_poller.len();
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        expected_cdc,
+        Duration::from_secs(90),
+    );
+    let ids = kafka::by_id(&records);
+    assert_eq!(
+        ids.len(),
+        expected_cdc,
+        "every row the polling relay did not publish is in Kafka"
+    );
+    let both: Vec<&String> = ids.keys().filter(|id| by_poller.contains(*id)).collect();
+    assert!(
+        both.is_empty(),
+        "{} rows published by both relays",
+        both.len()
+    );
+
+    // Per key, CDC first deliveries follow the key's sequence (skipping what polling published).
+    let mut sorted: Vec<&Consumed> = records.iter().collect();
+    sorted.sort_by_key(|r| (r.partition, r.offset));
+    let mut seen = HashSet::new();
+    let mut per_key: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
+    for r in sorted {
+        if seen.insert(r.id()) {
+            let n = std::str::from_utf8(r.header("msg.correlation-id").unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            per_key.entry(r.key.clone().unwrap()).or_default().push(n);
+        }
+    }
+    for (key, ns) in per_key {
+        assert!(
+            ns.windows(2).all(|w| w[0] < w[1]),
+            "{}: {ns:?}",
+            String::from_utf8_lossy(&key)
+        );
+    }
+    // Every row is accounted for: PUBLISHED by one relay or the other.
+    let mut pending = -1i64;
+    for _ in 0..100 {
+        pending = db
+            .client
+            .query_one(
+                "SELECT count(*) FROM public.messaging_outbox WHERE status <> 'PUBLISHED'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if pending == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(pending, 0);
+    let state: String = db
+        .client
+        .query_one("SELECT state FROM public.outbox_cdc_handover_state", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "DONE");
+
+    relay.signal("TERM");
+    assert!(relay.wait(Duration::from_secs(30)).unwrap().success());
+    // Back to polling: refused while the relay runs is covered by the code; now it is stopped.
+    let out = outbox_cdc(&["cutover", "--to", "polling"], &config);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        slot_state(&db.client, &slot).await,
+        None,
+        "the relay's slot is dropped"
+    );
+    let mode: String = db
+        .client
+        .query_one("SELECT mode FROM public.outbox_relay_mode", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(mode, "POLLING");
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn cutover_dry_run_changes_nothing_and_polling_is_refused_while_the_relay_runs() {
+    let services = require_services!();
+    let prefix = unique_prefix("dry");
+    let db = migrated(&services, "dryrun", &prefix).await;
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    insert_rows(&db.client, 5, "d").await;
+    let out = outbox_cdc(&["cutover", "--to", "cdc", "--dry-run"], &config);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("dry run") && stdout.contains("5 rows not yet PUBLISHED"),
+        "{stdout}"
+    );
+    let modes: i64 = db
+        .client
+        .query_one("SELECT count(*) FROM public.outbox_relay_mode", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(modes, 0);
+    assert_eq!(slot_state(&db.client, &slot).await, None);
+
+    let out = outbox_cdc(&["cutover", "--to", "cdc"], &config);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = outbox_cdc(&["cutover", "--to", "cdc"], &config);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already cut over"));
+    let relay = RelayProcess::spawn(&config);
+    for _ in 0..100 {
+        if slot_state(&db.client, &slot)
+            .await
+            .is_some_and(|s| s.ends_with("true"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = outbox_cdc(&["cutover", "--to", "polling"], &config);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CDC_RELAY_RUNNING"));
+    drop(relay);
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn a_standby_takes_over_when_the_active_relay_is_killed() {
+    let services = require_services!();
+    let prefix = unique_prefix("standby");
+    let db = migrated(&services, "standby", &prefix).await;
+    db.declare_cdc().await;
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let mut active = RelayProcess::spawn(&config);
+    for _ in 0..100 {
+        if slot_state(&db.client, &slot)
+            .await
+            .is_some_and(|s| s.ends_with("true"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let standby = RelayProcess::spawn(&config);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        standby.log_text().contains("standby"),
+        "{}",
+        standby.log_text()
+    );
+    insert_rows(&db.client, 3000, "a").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    active.signal("KILL");
+    active.wait(Duration::from_secs(10)).unwrap();
+    insert_rows(&db.client, 3000, "b").await;
+    let topic = format!("{prefix}ex");
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        usize::MAX,
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        kafka::by_id(&records).len(),
+        6000,
+        "zero loss across the takeover"
+    );
+    assert!(
+        standby.log_text().contains("taking over"),
+        "{}",
+        standby.log_text()
+    );
+    drop(standby);
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
+
+async fn codes(cfg: &Config) -> (bool, Vec<&'static str>) {
+    let report = outbox_cdc::check::run(cfg, &common::env).await;
+    (report.ok, report.codes())
+}
+
+#[tokio::test]
+async fn check_reports_each_misconfiguration_with_its_code() {
+    let services = require_services!();
+    let prefix = unique_prefix("chk");
+    let db = migrated(&services, "check", &prefix).await;
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let cfg = Config::load(&config, &common::env).unwrap();
+
+    // Undeclared, no slot.
+    let (ok, c) = codes(&cfg).await;
+    assert!(!ok);
+    assert!(
+        c.contains(&"NO_OUTBOX_RELAY") && c.contains(&"SLOT_MISSING"),
+        "{c:?}"
+    );
+    // The test cluster keeps unlimited slot WAL: a warning, not an error.
+    assert!(c.contains(&"UNLIMITED_SLOT_WAL"), "{c:?}");
+
+    // Healthy: declared CDC and the relay streaming.
+    db.declare_cdc().await;
+    let relay = RelayProcess::spawn(&config);
+    for _ in 0..100 {
+        if slot_state(&db.client, &slot)
+            .await
+            .is_some_and(|s| s.ends_with("true"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = outbox_cdc(&["check"], &config);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = outbox_cdc(&["check", "--format", "json"], &config);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["ok"], true);
+    assert!(json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["check"] == "relay_mode" && f["level"] == "ok"));
+    drop(relay);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // CDC but nothing streams.
+    let (_, c) = codes(&cfg).await;
+    assert!(c.contains(&"NO_OUTBOX_RELAY"), "{c:?}");
+    let out = outbox_cdc(&["check"], &config);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NO_OUTBOX_RELAY"));
+
+    let each = [
+        ("ALTER PUBLICATION outbox_cdc_publication SET (publish = 'insert, update')", "PUBLICATION_NOT_INSERT_ONLY", "ALTER PUBLICATION outbox_cdc_publication SET (publish = 'insert')"),
+        ("ALTER PUBLICATION outbox_cdc_publication DROP TABLE public.messaging_outbox", "PUBLICATION_MISSING_TABLE", "ALTER PUBLICATION outbox_cdc_publication ADD TABLE public.messaging_outbox"),
+        ("ALTER PUBLICATION outbox_cdc_publication RENAME TO elsewhere", "PUBLICATION_MISSING", "ALTER PUBLICATION elsewhere RENAME TO outbox_cdc_publication"),
+        ("ALTER TABLE public.messaging_outbox DISABLE TRIGGER outbox_cdc_routing_key", "ROUTING_KEY_TRIGGER_MISSING", "ALTER TABLE public.messaging_outbox ENABLE TRIGGER outbox_cdc_routing_key"),
+        ("ALTER TABLE public.messaging_outbox RENAME CONSTRAINT ck_outbox_tenant TO other_name", "CONSTRAINT_MISSING", "ALTER TABLE public.messaging_outbox RENAME CONSTRAINT other_name TO ck_outbox_tenant"),
+        ("UPDATE public.outbox_relay_mode SET mode = 'POLLING'", "DUPLICATE_OUTBOX_RELAY", "UPDATE public.outbox_relay_mode SET mode = 'CHANGE_DATA_CAPTURE'"),
+        (
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, status, lease_expires_at)
+             VALUES (gen_random_uuid(), 'x', 'T', 1, 'x', '', 'IN_FLIGHT', now() + interval '1 hour')",
+            "DUPLICATE_OUTBOX_RELAY",
+            "DELETE FROM public.messaging_outbox",
+        ),
+    ];
+    for (break_it, code, mend_it) in each {
+        db.client.batch_execute(break_it).await.unwrap();
+        let (ok, c) = codes(&cfg).await;
+        assert!(!ok && c.contains(&code), "{code}: {c:?}");
+        db.client.batch_execute(mend_it).await.unwrap();
+    }
+    // A constraint left NOT VALID is a warning.
+    db.client
+        .batch_execute(
+            "ALTER TABLE public.messaging_outbox DROP CONSTRAINT ck_outbox_tenant;
+             ALTER TABLE public.messaging_outbox ADD CONSTRAINT ck_outbox_tenant CHECK (tenant IS NULL OR tenant ~ '^[a-z0-9][a-z0-9._-]{0,63}$') NOT VALID;",
+        )
+        .await
+        .unwrap();
+    let (_, c) = codes(&cfg).await;
+    assert!(c.contains(&"CONSTRAINT_NOT_VALIDATED"), "{c:?}");
+
+    // A generated routing_key (the platform's old column).
+    db.client
+        .batch_execute(
+            "ALTER TABLE public.messaging_outbox DISABLE TRIGGER outbox_cdc_routing_key;
+             ALTER TABLE public.messaging_outbox DROP CONSTRAINT ck_outbox_routing_key;
+             ALTER TABLE public.messaging_outbox DROP COLUMN routing_key;
+             ALTER TABLE public.messaging_outbox ADD COLUMN routing_key text GENERATED ALWAYS AS (COALESCE(partition_key, message_id::text)) STORED;",
+        )
+        .await
+        .unwrap();
+    let (_, c) = codes(&cfg).await;
+    assert!(c.contains(&"ROUTING_KEY_GENERATED"), "{c:?}");
+
+    // Kafka unreachable.
+    let mut unreachable = cfg.clone();
+    unreachable.kafka.bootstrap_servers = "127.0.0.1:1".into();
+    let (_, c) = codes(&unreachable).await;
+    assert!(c.contains(&"KAFKA_UNREACHABLE"), "{c:?}");
+
+    // A user without the REPLICATION attribute.
+    let role = format!("relay_chk_{}", std::process::id());
+    db.client
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN PASSWORD 'pw';
+             GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role};"
+        ))
+        .await
+        .unwrap();
+    let mut unprivileged = cfg.clone();
+    unprivileged.postgres.user = role.clone();
+    let env = |name: &str| (name == "OUTBOX_TEST_PG_PASSWORD").then(|| "pw".to_string());
+    let report = outbox_cdc::check::run(&unprivileged, &env).await;
+    assert!(
+        report.codes().contains(&"NO_REPLICATION_PRIVILEGE"),
+        "{:?}",
+        report.codes()
+    );
+    db.client
+        .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role};"))
+        .await
+        .unwrap();
+
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
