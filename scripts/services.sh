@@ -9,7 +9,8 @@
 #   scripts/services.sh status    say what runs
 #   scripts/services.sh env       print the exports the tests and tools read
 #   scripts/services.sh reset     stop both and remove their state
-#   scripts/services.sh stop-kafka|start-kafka   one service, for fault tests
+#   scripts/services.sh stop-kafka|start-kafka|stop-postgres|start-postgres
+#                                 one service, for fault tests
 #
 # Every command is idempotent. Ports and paths can be moved with the variables
 # below; state lives outside the work tree so several clones do not mix.
@@ -25,6 +26,9 @@ PG_PASSWORD=${OUTBOX_TEST_PG_PASSWORD:-outbox-cdc-test}
 STATE=${OUTBOX_TEST_STATE_DIR:-${TMPDIR:-/tmp}/outbox-cdc-services-$(id -u)-$PG_PORT}
 JVM_CACHE=${OUTBOX_TEST_JVM_CACHE:-$repo/.cache/jvm}
 PG_BIN=${OUTBOX_TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
+# Misconfigured variants, for the tests of `outbox-cdc check`.
+PG_WAL_LEVEL=${OUTBOX_TEST_PG_WAL_LEVEL:-logical}
+KAFKA_AUTO_CREATE=${OUTBOX_TEST_KAFKA_AUTO_CREATE:-true}
 
 log() { printf '[services] %s\n' "$*" >&2; }
 die() { printf '[services] error: %s\n' "$*" >&2; exit 1; }
@@ -109,7 +113,7 @@ start_pg() {
 listen_addresses = '127.0.0.1'
 port = $PG_PORT
 unix_socket_directories = '$STATE/pg-socket'
-wal_level = logical
+wal_level = $PG_WAL_LEVEL
 max_replication_slots = 32
 max_wal_senders = 32
 max_connections = 200
@@ -174,7 +178,7 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$STATE/kafka-logs
 num.partitions=6
-auto.create.topics.enable=true
+auto.create.topics.enable=$KAFKA_AUTO_CREATE
 offsets.topic.replication.factor=1
 offsets.topic.num.partitions=6
 transaction.state.log.replication.factor=1
@@ -262,6 +266,8 @@ case "${1:-}" in
   reset) stop_kafka; stop_pg; rm -rf "$STATE"; log "removed $STATE" ;;
   # For fault tests: one service at a time.
   stop-kafka) stop_kafka ;;
-  start-kafka) start_kafka ;;
-  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka" >&2; exit 2 ;;
+  start-kafka) install_jvm_profile kafka; start_kafka ;;
+  stop-postgres) stop_pg ;;
+  start-postgres) install_pg; start_pg ;;
+  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres" >&2; exit 2 ;;
 esac

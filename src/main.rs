@@ -38,17 +38,31 @@ enum ReportFormat {
     Json,
 }
 
+/// `--config FILE`, shared by every command.
+#[derive(clap::Args)]
+struct ConfigArg {
+    /// The configuration file.
+    #[arg(
+        long = "config",
+        short = 'c',
+        env = "OUTBOX_CDC_CONFIG",
+        default_value = "outbox-cdc.toml"
+    )]
+    path: PathBuf,
+}
+
+impl ConfigArg {
+    fn load(&self) -> Result<Config, ConfigError> {
+        Config::load(&self.path, &env)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Write the Debezium PostgreSQL connector configuration (Debezium 3.6.1.Final).
     ConnectorConfig {
-        #[arg(
-            long,
-            short,
-            env = "OUTBOX_CDC_CONFIG",
-            default_value = "outbox-cdc.toml"
-        )]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
         #[arg(long, value_enum, default_value_t = Format::Properties)]
         format: Format,
         /// Write here instead of standard output.
@@ -57,23 +71,13 @@ enum Command {
     },
     /// Stream outbox INSERTs from the slot to Kafka until SIGTERM or SIGINT.
     Run {
-        #[arg(
-            long,
-            short,
-            env = "OUTBOX_CDC_CONFIG",
-            default_value = "outbox-cdc.toml"
-        )]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Switch the outbox between the polling relay and this one, handing the backlog over.
     Cutover {
-        #[arg(
-            long,
-            short,
-            env = "OUTBOX_CDC_CONFIG",
-            default_value = "outbox-cdc.toml"
-        )]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
         /// `cdc`: fence polling claims, create the slot, hand the backlog to `run`;
         /// `polling`: give the outbox back (the CDC relay must be stopped).
         #[arg(long, value_enum)]
@@ -90,25 +94,15 @@ enum Command {
     },
     /// Preflight and health report; exit 1 when anything is wrong.
     Check {
-        #[arg(
-            long,
-            short,
-            env = "OUTBOX_CDC_CONFIG",
-            default_value = "outbox-cdc.toml"
-        )]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
         #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
         format: ReportFormat,
     },
     /// Print the records of a topic with their key and headers (for people).
     Tail {
-        #[arg(
-            long,
-            short,
-            env = "OUTBOX_CDC_CONFIG",
-            default_value = "outbox-cdc.toml"
-        )]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
         /// The topic, or a destination (the configured topic prefix is added).
         topic: String,
         /// Start at the beginning instead of the end.
@@ -123,13 +117,8 @@ enum Command {
     },
     /// Create the outbox table and the CDC objects; applies each migration once.
     Migrate {
-        #[arg(
-            long,
-            short,
-            env = "OUTBOX_CDC_CONFIG",
-            default_value = "outbox-cdc.toml"
-        )]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
         /// Only the CDC objects, for an outbox table an application already created.
         #[arg(long)]
         cdc_only: bool,
@@ -249,7 +238,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             lease_wait_secs,
             reason,
         } => {
-            let cfg = Config::load(&config, &env)?;
+            let cfg = config.load()?;
             let opts = outbox_cdc::cutover::CutoverOptions {
                 target: to,
                 dry_run,
@@ -263,7 +252,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             })
         }
         Command::Check { config, format } => {
-            let cfg = Config::load(&config, &env)?;
+            let cfg = config.load()?;
             let report = runtime()?.block_on(outbox_cdc::check::run(&cfg, &env));
             match format {
                 ReportFormat::Human => print!("{}", report.render_human()),
@@ -279,10 +268,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
         }
         Command::Run { config } => {
-            let cfg = Config::load(&config, &env)?;
+            let cfg = config.load()?;
             runtime()?.block_on(async {
                 let shutdown = shutdown_on_signals();
-                let mut relay = Relay::prepare(cfg, &env).await?;
+                let mut relay = Relay::prepare(cfg, std::sync::Arc::new(env)).await?;
                 relay.run(shutdown).await?;
                 Ok(())
             })
@@ -294,7 +283,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             max,
             idle_timeout_secs,
         } => {
-            let cfg = Config::load(&config, &env)?;
+            let cfg = config.load()?;
             let opts = tail::TailOptions {
                 topic,
                 from_beginning,
@@ -310,7 +299,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             format,
             out,
         } => {
-            let cfg = Config::load(&config, &env)?;
+            let cfg = config.load()?;
             let text = connector_config::render(&cfg, format);
             match out {
                 Some(path) => std::fs::write(&path, text)
@@ -324,7 +313,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             cdc_only,
             print,
         } => {
-            let cfg = Config::load(&config, &env)?;
+            let cfg = config.load()?;
             let scope = if cdc_only { Scope::CdcOnly } else { Scope::All };
             if print {
                 print!("{}", migrate::print(&cfg, scope)?);

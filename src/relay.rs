@@ -26,6 +26,7 @@ use crate::marker::{Guard, Marker};
 use crate::publisher::{self, Delivery, Outcome, PublishError, Publisher, Ticket};
 use crate::replication::connection::{ConnectOptions, ReplicationConnection};
 use crate::replication::reader::{self, Event, Feedback, ReaderOptions, ReaderStats};
+use crate::replication::rows::{OutboxRow, Value};
 use crate::replication::setup::{self, SlotSpec};
 use crate::replication::supervisor::Backoff;
 use crate::replication::ReplicationError;
@@ -100,18 +101,30 @@ pub struct Relay {
     spec: SlotSpec,
     reader_opts: ReaderOptions,
     marker: Marker,
+    /// Marking and hand-over; reconnected when a restart finds it closed.
     sql: Client,
+    env: Env,
     pub stats: Arc<RelayStats>,
+}
+
+/// Where secrets come from (the process environment in production).
+pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// A database error on the bookkeeping connection: a lost connection is
+/// worth a restart, a refusal by the server (permissions, schema) is not.
+fn bookkeeping_is_transient(e: &tokio_postgres::Error) -> bool {
+    e.code().is_none()
+        || e.code().is_some_and(|c| {
+            let c = c.code();
+            c.starts_with("08") || c.starts_with("57P") || c.starts_with("53")
+        })
 }
 
 impl Relay {
     /// Validates both sides before anything touches the slot: Kafka answers,
     /// SQL and replication log-ins work, the publication is right.
-    pub async fn prepare(
-        cfg: Config,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Relay, RelayError> {
-        let kafka = publisher::client_config(&cfg, env)?;
+    pub async fn prepare(cfg: Config, env: Env) -> Result<Relay, RelayError> {
+        let kafka = publisher::client_config(&cfg, &*env)?;
         let (probe, _) = Publisher::new(&kafka)?;
         let servers = cfg.kafka.bootstrap_servers.clone();
         tokio::task::spawn_blocking(move || {
@@ -119,7 +132,7 @@ impl Relay {
         })
         .await
         .map_err(|e| PublishError::Produce(e.to_string()))??;
-        let sql = db::connect(&cfg, env).await?;
+        let sql = db::connect(&cfg, &*env).await?;
         exclusivity::startup_check(&sql, &cfg).await?;
         if matches!(
             handover::state(&sql, &cfg)
@@ -129,7 +142,7 @@ impl Relay {
         ) {
             return Err(RelayError::HandoverIncomplete);
         }
-        let connect = ConnectOptions::from_config(&cfg, env)?;
+        let connect = ConnectOptions::from_config(&cfg, &*env)?;
         let spec = SlotSpec {
             slot: cfg.postgres.slot.clone(),
             publication: cfg.postgres.publication.clone(),
@@ -148,8 +161,19 @@ impl Relay {
             reader_opts,
             marker,
             sql,
+            env,
             stats: Arc::new(RelayStats::default()),
         })
+    }
+
+    /// A new bookkeeping connection when the old one was lost (e.g. the
+    /// server restarted).
+    async fn reconnect_sql(&mut self) -> Result<(), RelayError> {
+        if self.sql.is_closed() {
+            self.sql = db::connect(&self.cfg, &*self.env).await?;
+            tracing::info!("reconnected the bookkeeping connection");
+        }
+        Ok(())
     }
 
     async fn open(&self) -> Result<(ReplicationConnection, Lsn), ReplicationError> {
@@ -214,12 +238,26 @@ impl Relay {
                 },
             };
             let outcome = match opened {
-                Ok((c, slot_position)) => {
-                    let start = slot_position.max(feedback.settled());
-                    self.session(c, start, &feedback, &shutdown).await
-                }
+                Ok((c, slot_position)) => match self.reconnect_sql().await {
+                    Ok(()) => {
+                        let start = slot_position.max(feedback.settled());
+                        self.session(c, start, &feedback, &shutdown).await
+                    }
+                    Err(e) => Err(e),
+                },
                 Err(e) if e.is_transient() => Ok(SessionEnd::Restart(e.to_string())),
                 Err(e) => Err(e.into()),
+            };
+            let outcome = match outcome {
+                Err(RelayError::Marking(e) | RelayError::Handover(e))
+                    if bookkeeping_is_transient(&e) =>
+                {
+                    Ok(SessionEnd::Restart(format!("bookkeeping connection: {e}")))
+                }
+                Err(RelayError::Db(DbError::Connect { source, .. })) => Ok(SessionEnd::Restart(
+                    format!("bookkeeping connection: {source}"),
+                )),
+                other => other,
             };
             match outcome? {
                 SessionEnd::Stopped => {
@@ -434,18 +472,10 @@ impl Session<'_> {
                 self.watermark.add(tx);
                 // No commit time is known for the backlog: its creation time stands in.
                 let created = match row.get(&crate::outbox::CREATED_AT) {
-                    crate::replication::rows::Value::Timestamp(t) => *t,
+                    Value::Timestamp(t) => *t,
                     _ => Timestamp::Micros(0),
                 };
-                match mapper::map(row, &cfg.outbox.topic_prefix, created) {
-                    Ok(record) => self.produce(tx, &record, reports).await,
-                    Err(refusal) => self.failures.push(Failure {
-                        tx,
-                        id: row.message_id().unwrap_or(Uuid([0; 16])),
-                        code: refusal.code,
-                        detail: refusal.detail,
-                    }),
-                }
+                self.map_and_produce(tx, row, created, reports).await;
                 handed += 1;
                 if let Some(reason) = self.restart.take() {
                     return Ok(Some(SessionEnd::Restart(reason)));
@@ -518,18 +548,9 @@ impl Session<'_> {
                     self.restart = Some("rows outside a transaction".into());
                     return;
                 };
-                let prefix = &self.relay.cfg.outbox.topic_prefix;
                 for row in &rows {
                     self.watermark.add(tx);
-                    match mapper::map(row, prefix, commit_time) {
-                        Ok(record) => self.produce(tx, &record, reports).await,
-                        Err(refusal) => self.failures.push(Failure {
-                            tx,
-                            id: row.message_id().unwrap_or(Uuid([0; 16])),
-                            code: refusal.code,
-                            detail: refusal.detail,
-                        }),
-                    }
+                    self.map_and_produce(tx, row, commit_time, reports).await;
                     if self.restart.is_some() {
                         return;
                     }
@@ -540,6 +561,26 @@ impl Session<'_> {
                     self.watermark.commit(tx, end_lsn);
                 }
             }
+        }
+    }
+
+    /// Maps a row and enqueues its record, or queues the refusal to be
+    /// recorded as FAILED.
+    async fn map_and_produce(
+        &mut self,
+        tx: u64,
+        row: &OutboxRow,
+        timestamp: Timestamp,
+        reports: &mut mpsc::UnboundedReceiver<Delivery>,
+    ) {
+        match mapper::map(row, &self.relay.cfg.outbox.topic_prefix, timestamp) {
+            Ok(record) => self.produce(tx, &record, reports).await,
+            Err(refusal) => self.failures.push(Failure {
+                tx,
+                id: row.message_id().unwrap_or(Uuid([0; 16])),
+                code: refusal.code,
+                detail: refusal.detail,
+            }),
         }
     }
 

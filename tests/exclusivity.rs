@@ -6,33 +6,14 @@ mod common;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use common::kafka::{self, Consumed};
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
 use outbox_cdc::config::Config;
-use outbox_cdc::migrate::{self, Scope};
 use outbox_cdc::replication::connection::ReplicationConnection;
 use tokio_postgres::Client;
-
-fn unique_prefix(label: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    format!("t{}{label}{nanos}.", std::process::id())
-}
-
-async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
-    let mut db = services.fresh_db(label).await;
-    let cfg = db.config(prefix);
-    migrate::migrate(&mut db.client, &cfg, Scope::All)
-        .await
-        .unwrap();
-    db
-}
 
 fn outbox_cdc(args: &[&str], config: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
@@ -68,8 +49,8 @@ async fn insert_rows(client: &Client, n: i32, tag: &str) {
 #[tokio::test]
 async fn run_refuses_beside_another_relay_and_leaves_the_slot_untouched() {
     let services = require_services!();
-    let prefix = unique_prefix("refuse");
-    let db = migrated(&services, "refuse", &prefix).await;
+    let prefix = common::unique_prefix("refuse");
+    let db = common::migrated_db(&services, "refuse", &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
     // The slot exists (as after a cutover) so "untouched" can be checked.
@@ -209,8 +190,8 @@ async fn insert_keyed(client: &Client, keys: i32, n: i32) {
 #[tokio::test]
 async fn cutover_under_load_hands_the_backlog_over_without_loss_or_double_publication() {
     let services = require_services!();
-    let prefix = unique_prefix("cut");
-    let db = migrated(&services, "cutover", &prefix).await;
+    let prefix = common::unique_prefix("cut");
+    let db = common::migrated_db(&services, "cutover", &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
     // The cutover creates the slot: the relay must not.
@@ -436,8 +417,8 @@ async fn cutover_under_load_hands_the_backlog_over_without_loss_or_double_public
 #[tokio::test]
 async fn cutover_dry_run_changes_nothing_and_polling_is_refused_while_the_relay_runs() {
     let services = require_services!();
-    let prefix = unique_prefix("dry");
-    let db = migrated(&services, "dryrun", &prefix).await;
+    let prefix = common::unique_prefix("dry");
+    let db = common::migrated_db(&services, "dryrun", &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
     insert_rows(&db.client, 5, "d").await;
@@ -486,8 +467,8 @@ async fn cutover_dry_run_changes_nothing_and_polling_is_refused_while_the_relay_
 #[tokio::test]
 async fn a_standby_takes_over_when_the_active_relay_is_killed() {
     let services = require_services!();
-    let prefix = unique_prefix("standby");
-    let db = migrated(&services, "standby", &prefix).await;
+    let prefix = common::unique_prefix("standby");
+    let db = common::migrated_db(&services, "standby", &prefix).await;
     db.declare_cdc().await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
@@ -514,11 +495,11 @@ async fn a_standby_takes_over_when_the_active_relay_is_killed() {
     active.wait(Duration::from_secs(10)).unwrap();
     insert_rows(&db.client, 3000, "b").await;
     let topic = format!("{prefix}ex");
-    let records = kafka::consume(
+    let records = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&topic],
-        usize::MAX,
-        Duration::from_secs(20),
+        6000,
+        Duration::from_secs(30),
     );
     assert_eq!(
         kafka::by_id(&records).len(),
@@ -543,8 +524,8 @@ async fn codes(cfg: &Config) -> (bool, Vec<&'static str>) {
 #[tokio::test]
 async fn check_reports_each_misconfiguration_with_its_code() {
     let services = require_services!();
-    let prefix = unique_prefix("chk");
-    let db = migrated(&services, "check", &prefix).await;
+    let prefix = common::unique_prefix("chk");
+    let db = common::migrated_db(&services, "check", &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
     let cfg = Config::load(&config, &common::env).unwrap();
@@ -670,4 +651,99 @@ async fn check_reports_each_misconfiguration_with_its_code() {
 
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
+}
+
+/// A second, deliberately misconfigured PostgreSQL (wal_level=replica) and
+/// Kafka (no topic auto-creation) on their own ports, stopped on drop.
+struct MisconfiguredServices {
+    envs: Vec<(&'static str, String)>,
+    state: std::path::PathBuf,
+}
+
+impl MisconfiguredServices {
+    const PG_PORT: u16 = 54339;
+    const KAFKA_PORT: u16 = 39192;
+
+    fn start() -> MisconfiguredServices {
+        let state =
+            std::env::temp_dir().join(format!("outbox-cdc-misconfigured-{}", std::process::id()));
+        let envs = vec![
+            ("OUTBOX_TEST_STATE_DIR", state.display().to_string()),
+            ("OUTBOX_TEST_PG_PORT", Self::PG_PORT.to_string()),
+            ("OUTBOX_TEST_KAFKA_PORT", Self::KAFKA_PORT.to_string()),
+            (
+                "OUTBOX_TEST_KAFKA_CONTROLLER_PORT",
+                (Self::KAFKA_PORT + 1).to_string(),
+            ),
+            ("OUTBOX_TEST_PG_WAL_LEVEL", "replica".to_string()),
+            ("OUTBOX_TEST_KAFKA_AUTO_CREATE", "false".to_string()),
+        ];
+        let s = MisconfiguredServices { envs, state };
+        s.script("start-postgres");
+        s.script("start-kafka");
+        s
+    }
+
+    fn script(&self, arg: &str) {
+        let script = std::env::var("OUTBOX_TEST_SERVICES")
+            .expect("OUTBOX_TEST_SERVICES from scripts/services.sh env");
+        let mut cmd = Command::new("bash");
+        cmd.arg(script).arg(arg);
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+        assert!(
+            out.status.success(),
+            "services.sh {arg}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for MisconfiguredServices {
+    fn drop(&mut self) {
+        self.script("stop");
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+#[tokio::test]
+async fn check_reports_wal_level_and_topics_that_cannot_be_created() {
+    let services = require_services!();
+    let bad = tokio::task::spawn_blocking(MisconfiguredServices::start)
+        .await
+        .unwrap();
+    let other = common::Services {
+        pg_port: MisconfiguredServices::PG_PORT,
+        kafka_bootstrap: format!("127.0.0.1:{}", MisconfiguredServices::KAFKA_PORT),
+        ..services
+    };
+    let db = common::migrated_db(&other, "misconf", "bad.").await;
+    db.declare_cdc().await;
+    db.client
+        .batch_execute(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
+             VALUES (gen_random_uuid(), 'nowhere', 'T', 1, 'x', '')",
+        )
+        .await
+        .unwrap();
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&other, &db.name, "bad.", &slot, "");
+    let cfg = Config::load(&config, &common::env).unwrap();
+    let report = outbox_cdc::check::run(&cfg, &common::env).await;
+    let c = report.codes();
+    assert!(!report.ok);
+    assert!(c.contains(&"PG_WAL_LEVEL_NOT_LOGICAL"), "{c:?}");
+    assert!(c.contains(&"TOPIC_MISSING"), "{c:?}");
+    let missing = report
+        .findings
+        .iter()
+        .find(|f| f.code == Some("TOPIC_MISSING"))
+        .unwrap();
+    assert!(missing.detail.contains("bad.nowhere"), "{}", missing.detail);
+    drop(db);
+    tokio::task::spawn_blocking(move || drop(bad))
+        .await
+        .unwrap();
 }

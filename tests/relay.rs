@@ -11,24 +11,10 @@ use common::kafka::{self, java_partition, Consumed};
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
 use outbox_cdc::lsn::Lsn;
-use outbox_cdc::migrate::{self, Scope};
 use tokio_postgres::Client;
 
-fn unique_prefix(label: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    format!("t{}{label}{nanos}.", std::process::id())
-}
-
 async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
-    let mut db = services.fresh_db(label).await;
-    let cfg = db.config(prefix);
-    migrate::migrate(&mut db.client, &cfg, Scope::All)
-        .await
-        .unwrap();
+    let db = common::migrated_db(services, label, prefix).await;
     db.declare_cdc().await;
     db
 }
@@ -65,7 +51,7 @@ fn h(name: &str, value: Option<&str>) -> (String, Option<Vec<u8>>) {
 #[tokio::test]
 async fn every_committed_insert_appears_in_kafka_as_the_contract_says() {
     let services = require_services!();
-    let prefix = unique_prefix("rec");
+    let prefix = common::unique_prefix("rec");
     let db = migrated(&services, "records", &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
@@ -296,7 +282,7 @@ fn first_delivery_order(records: &[Consumed]) -> BTreeMap<String, Vec<u64>> {
 #[tokio::test]
 async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
     let services = require_services!();
-    let prefix = unique_prefix("ord");
+    let prefix = common::unique_prefix("ord");
     let db = migrated(&services, "order", &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
@@ -335,7 +321,7 @@ async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
 #[tokio::test]
 async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
     let services = require_services!();
-    let prefix = unique_prefix("kill");
+    let prefix = common::unique_prefix("kill");
     let db = migrated(&services, "crash", &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
@@ -363,11 +349,11 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
     }
     writer.await.unwrap();
     let topic = format!("{prefix}keyed");
-    let records = kafka::consume(
+    let records = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&topic],
-        usize::MAX,
-        Duration::from_secs(20),
+        TOTAL,
+        Duration::from_secs(60),
     );
     relay.signal("TERM");
     assert!(relay
@@ -412,7 +398,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
 #[tokio::test]
 async fn rejected_and_refused_rows_become_failed_and_the_stream_goes_on() {
     let services = require_services!();
-    let prefix = unique_prefix("fail");
+    let prefix = common::unique_prefix("fail");
     let db = migrated(&services, "failed", &prefix).await;
     // An old table whose reserved-name constraint is missing.
     db.client
@@ -517,7 +503,7 @@ async fn rejected_and_refused_rows_become_failed_and_the_stream_goes_on() {
 #[tokio::test]
 async fn after_sigterm_the_slot_covers_everything_acknowledged() {
     let services = require_services!();
-    let prefix = unique_prefix("term");
+    let prefix = common::unique_prefix("term");
     let db = migrated(&services, "term", &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
@@ -570,7 +556,7 @@ async fn after_sigterm_the_slot_covers_everything_acknowledged() {
 #[tokio::test]
 async fn bad_configuration_ends_start_up_without_touching_the_slot() {
     let services = require_services!();
-    let prefix = unique_prefix("bad");
+    let prefix = common::unique_prefix("bad");
     let db = migrated(&services, "badcfg", &prefix).await;
     let slot_exists = |slot: String| {
         let client = &db.client;

@@ -26,45 +26,6 @@ fn services_script(arg: &str) {
     assert!(status.success(), "services.sh {arg}");
 }
 
-fn restart_postgres() {
-    let bin = std::env::var("OUTBOX_TEST_PG_BIN").unwrap();
-    let data = std::env::var("OUTBOX_TEST_PG_DATA").unwrap();
-    let log = format!("{data}/server.log");
-    let pg_ctl = format!("{bin}/pg_ctl");
-    let args = [
-        "-D",
-        data.as_str(),
-        "-l",
-        log.as_str(),
-        "-m",
-        "fast",
-        "-w",
-        "-t",
-        "120",
-        "restart",
-    ];
-    let is_root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout == b"0\n")
-        .unwrap_or(false);
-    let mut cmd = if is_root {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--", pg_ctl.as_str()]);
-        c
-    } else {
-        Command::new(&pg_ctl)
-    };
-    let status = cmd
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "pg_ctl restart");
-}
-
 async fn insert_batch(services: &common::Services, db: &str, from: i32, count: i32) {
     // A fresh connection each time: the server may have restarted.
     for attempt in 0..100 {
@@ -126,7 +87,7 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     let topic = format!("{prefix}faults");
 
     insert_batch(&services, &db.name, 1, 2000).await;
-    let first = kafka::consume(
+    let first = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&topic],
         2000,
@@ -141,11 +102,11 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     tokio::time::sleep(Duration::from_secs(15)).await;
     services_script("start-kafka");
     insert_batch(&services, &db.name, 6001, 2000).await;
-    let records = kafka::consume(
+    let records = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&topic],
-        usize::MAX,
-        Duration::from_secs(45),
+        8000,
+        Duration::from_secs(60),
     );
     let ids = kafka::by_id(&records);
     assert_eq!(
@@ -163,14 +124,14 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     // PostgreSQL restarts mid-stream.
     drop(db.client);
     insert_batch(&services, &db.name, 8001, 2000).await;
-    restart_postgres();
+    common::restart_postgres();
     insert_batch(&services, &db.name, 10001, 2000).await;
     db.client = services.connect(&db.name).await;
-    let records = kafka::consume(
+    let records = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&topic],
-        usize::MAX,
-        Duration::from_secs(45),
+        12000,
+        Duration::from_secs(90),
     );
     let ids = kafka::by_id(&records);
     assert_eq!(

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,50 +15,6 @@ use outbox_cdc::replication::reader::{Event, Feedback, ReaderOptions, ReaderStat
 use outbox_cdc::replication::supervisor::{self, SupervisedEvent};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-fn restart_postgres() {
-    let bin = std::env::var("OUTBOX_TEST_PG_BIN").expect("OUTBOX_TEST_PG_BIN");
-    let data = std::env::var("OUTBOX_TEST_PG_DATA").expect("OUTBOX_TEST_PG_DATA");
-    let pg_ctl = format!("{bin}/pg_ctl");
-    let log = format!("{data}/server.log");
-    // With its own log file and no inherited stdio: a server started from a
-    // test must not hold the test runner's output pipe open.
-    let args = [
-        "-D",
-        data.as_str(),
-        "-l",
-        log.as_str(),
-        "-m",
-        "fast",
-        "-w",
-        "-t",
-        "60",
-        "restart",
-    ];
-    let is_root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout == b"0\n")
-        .unwrap_or(false);
-    let status = if is_root {
-        Command::new("runuser")
-            .args(["-u", "postgres", "--", pg_ctl.as_str()])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-    } else {
-        Command::new(&pg_ctl)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-    }
-    .expect("pg_ctl");
-    assert!(status.success(), "pg_ctl restart failed");
-}
 
 /// Next outbox transaction's (row ids, end LSN), noting restarts on the way.
 async fn next_tx(
@@ -145,7 +100,7 @@ async fn the_reader_recovers_from_a_postgres_restart_without_loss_or_settled_dup
     assert_eq!(ids, vec!["00000000-0000-4000-8000-0000000000b2"]);
 
     drop(db.client);
-    restart_postgres();
+    common::restart_postgres();
     db.client = services.connect(&db.name).await;
 
     insert("00000000-0000-4000-8000-0000000000c3").await;

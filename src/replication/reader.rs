@@ -255,8 +255,8 @@ pub async fn stream(
                         let data = Bytes::copy_from_slice(body.data());
                         handle_copy_data(&mut conn, &mut st, opts, data, &mut pending, &stats).await?;
                     }
-                    Message::CopyDone => {
-                        return Err(ReplicationError::ConnectionLost("server ended the stream (CopyDone)".into()))
+                    Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
+                        return Err(ReplicationError::ConnectionLost("the server ended the stream".into()))
                     }
                     Message::ErrorResponse(body) => {
                         let (code, message) = error_fields(&body);

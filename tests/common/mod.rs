@@ -167,6 +167,68 @@ pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// A topic prefix no other test (or earlier run) uses.
+pub fn unique_prefix(label: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000;
+    format!("t{}{label}{nanos}.", std::process::id())
+}
+
+/// A fresh database with every migration applied.
+pub async fn migrated_db(services: &Services, label: &str, topic_prefix: &str) -> TestDb {
+    let mut db = services.fresh_db(label).await;
+    let cfg = db.config(topic_prefix);
+    outbox_cdc::migrate::migrate(&mut db.client, &cfg, outbox_cdc::migrate::Scope::All)
+        .await
+        .unwrap();
+    db
+}
+
+/// Restarts the test PostgreSQL (fast shutdown). The server gets its own log
+/// file and no inherited stdio, so it cannot hold the test runner's pipes.
+pub fn restart_postgres() {
+    use std::process::{Command, Stdio};
+    let bin = std::env::var("OUTBOX_TEST_PG_BIN").expect("OUTBOX_TEST_PG_BIN");
+    let data = std::env::var("OUTBOX_TEST_PG_DATA").expect("OUTBOX_TEST_PG_DATA");
+    let log = format!("{data}/server.log");
+    let pg_ctl = format!("{bin}/pg_ctl");
+    let args = [
+        "-D",
+        data.as_str(),
+        "-l",
+        log.as_str(),
+        "-m",
+        "fast",
+        "-w",
+        "-t",
+        "120",
+        "restart",
+    ];
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false);
+    let mut cmd = if is_root {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", pg_ctl.as_str()]);
+        c
+    } else {
+        Command::new(&pg_ctl)
+    };
+    let status = cmd
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("pg_ctl");
+    assert!(status.success(), "pg_ctl restart failed");
+}
+
 pub mod replication {
     //! Starting a reader against a test database.
     use std::sync::Arc;
@@ -524,6 +586,60 @@ pub mod kafka {
                     .unwrap_or_default(),
                 timestamp: m.timestamp().to_millis(),
             });
+        }
+        out
+    }
+
+    /// Reads `topics` from the beginning until `distinct` message ids arrived
+    /// (duplicates included in the result) or `idle` passed without a record.
+    pub fn consume_ids(
+        bootstrap: &str,
+        topics: &[&str],
+        distinct: usize,
+        idle: Duration,
+    ) -> Vec<Consumed> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", "outbox-cdc-tests")
+            .set("enable.auto.commit", "false")
+            .set("fetch.max.bytes", "104857600")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for topic in topics {
+            for p in 0..partitions(bootstrap, topic) {
+                tpl.add_partition_offset(topic, p, Offset::Beginning)
+                    .unwrap();
+            }
+        }
+        consumer.assign(&tpl).unwrap();
+        let mut out: Vec<Consumed> = Vec::new();
+        let mut ids = std::collections::HashSet::new();
+        let mut last = Instant::now();
+        while ids.len() < distinct && last.elapsed() < idle {
+            let Some(result) = consumer.poll(Duration::from_millis(200)) else {
+                continue;
+            };
+            let m = result.unwrap();
+            last = Instant::now();
+            let c = Consumed {
+                topic: m.topic().to_string(),
+                partition: m.partition(),
+                offset: m.offset(),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().map(<[u8]>::to_vec),
+                headers: m
+                    .headers()
+                    .map(|h| {
+                        h.iter()
+                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                timestamp: m.timestamp().to_millis(),
+            };
+            ids.insert(c.id());
+            out.push(c);
         }
         out
     }
