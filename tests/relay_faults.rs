@@ -77,6 +77,13 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     db.declare_cdc().await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    // Deliveries time out quickly while Kafka is away, so the outage is seen.
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "\"message.timeout.ms\" = \"60000\"",
+        "\"message.timeout.ms\" = \"10000\"",
+    );
+    assert!(text.contains("\"10000\""));
+    std::fs::write(&config, text).unwrap();
     let mut relay = RelayProcess::spawn(&config);
     for _ in 0..300 {
         if rep::confirmed_flush(&db.client, &slot).await.0 > 0 {

@@ -685,7 +685,7 @@ topic_prefix = "{topic_prefix}"
 bootstrap_servers = "{kafka}"
 
 [kafka.properties]
-"message.timeout.ms" = "10000"
+"message.timeout.ms" = "60000"
 
 [relay]
 drain_timeout_secs = 20
