@@ -465,3 +465,130 @@ async fn debezium_and_the_relay_emit_the_same_records() {
     rep::drop_slot(&db.client, &dbz_cfg.debezium.slot).await;
     db.drop(&services).await;
 }
+
+/// The polling platform's table, with routing_key GENERATED ALWAYS ... STORED.
+const LEGACY: &str = "
+CREATE TABLE public.messaging_outbox (
+    message_id uuid PRIMARY KEY, destination text NOT NULL, message_type text NOT NULL,
+    message_version integer NOT NULL, content_type text NOT NULL, payload bytea NOT NULL,
+    headers jsonb NOT NULL DEFAULT '{}', status text NOT NULL DEFAULT 'PENDING',
+    attempts integer NOT NULL DEFAULT 0, created_at timestamptz NOT NULL DEFAULT now(),
+    published_at timestamptz, lease_expires_at timestamptz, lease_owner text,
+    lease_token bigint NOT NULL DEFAULT 0, next_attempt_at timestamptz, last_failure_code text,
+    producer text, occurred_at timestamptz, correlation_id text, causation_id text, tenant text,
+    partition_key text, ordering_key text, traceparent text, tracestate text, baggage text,
+    schema_subject text, schema_uri text);
+ALTER TABLE public.messaging_outbox
+    ADD COLUMN routing_key TEXT GENERATED ALWAYS AS (COALESCE(partition_key, message_id::TEXT)) STORED;
+CREATE TABLE public.outbox_cdc_heartbeat (id bigserial PRIMARY KEY, connector text NOT NULL, beat_at timestamptz NOT NULL DEFAULT now());
+CREATE PUBLICATION outbox_cdc_publication FOR TABLE public.messaging_outbox, public.outbox_cdc_heartbeat WITH (publish = 'insert');
+";
+
+/// Waits for the connector's task to fail, or for `count` records on `topic`.
+async fn outcome(cfg: &Config, bootstrap: &str, topic: &str) -> Result<Vec<Consumed>, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, text) = http(
+            "GET",
+            &format!("/connectors/{}/status", cfg.debezium.connector_name),
+            None,
+        );
+        let status: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        if let Some(failed) = status["tasks"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["state"] == "FAILED"))
+        {
+            return Err(failed["trace"].as_str().unwrap_or_default().to_string());
+        }
+        if kafka::topic_exists(bootstrap, topic) {
+            let records = kafka::consume_ids(bootstrap, &[topic], 1, Duration::from_secs(2));
+            if !records.is_empty() {
+                return Ok(records);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            Instant::now() < deadline,
+            "neither a record nor a failed task: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration() {
+    let services = require_services!();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000;
+    let prefix = format!("trap{nanos}.");
+    let mut db = services.fresh_db("trap").await;
+    db.client.batch_execute(LEGACY).await.unwrap();
+
+    // Before: pgoutput on PostgreSQL 15 does not carry the generated column,
+    // so the Event Router cannot find its key field.
+    let before = test_config(&services, &db.name, &prefix, "before");
+    start_debezium(&before, &db.client).await;
+    db.client
+        .batch_execute(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
+             VALUES ('00000000-0000-4000-8000-0000000000f1', 'orders', 'T', 1, 'x', '\\x01', 'customer-1')",
+        )
+        .await
+        .unwrap();
+    let topic = format!("{prefix}orders");
+    match outcome(&before, &services.kafka_bootstrap, &topic).await {
+        Err(trace) => {
+            let cause = trace
+                .lines()
+                .filter(|l| l.contains("routing_key"))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            assert!(
+                !cause.is_empty(),
+                "the failure names the missing field: {trace}"
+            );
+            eprintln!("Debezium on the generated column failed as expected: {cause}");
+        }
+        Ok(records) => assert!(
+            records
+                .iter()
+                .all(|r| r.key.as_deref() != Some(&b"customer-1"[..])),
+            "a generated routing_key cannot reach Debezium"
+        ),
+    }
+    stop_debezium(&before);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    rep::drop_slot(&db.client, &before.debezium.slot).await;
+
+    // The CDC migration converts the column in place; Debezium now keys on it.
+    let cfg = db.config(&prefix);
+    outbox_cdc::migrate::migrate(&mut db.client, &cfg, outbox_cdc::migrate::Scope::CdcOnly)
+        .await
+        .unwrap();
+    let after = test_config(&services, &db.name, &prefix, "after");
+    start_debezium(&after, &db.client).await;
+    db.client
+        .batch_execute(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
+             VALUES ('00000000-0000-4000-8000-0000000000f2', 'orders', 'T', 1, 'x', '\\x02', 'customer-2')",
+        )
+        .await
+        .unwrap();
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        10,
+        Duration::from_secs(20),
+    );
+    let converted = records
+        .iter()
+        .find(|r| r.id() == "00000000-0000-4000-8000-0000000000f2")
+        .expect("Debezium published the row after the migration");
+    assert_eq!(converted.key.as_deref(), Some(&b"customer-2"[..]));
+    stop_debezium(&after);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    rep::drop_slot(&db.client, &after.debezium.slot).await;
+    db.drop(&services).await;
+}

@@ -514,6 +514,22 @@ pub mod kafka {
         }
     }
 
+    /// Whether a topic exists now (no waiting).
+    pub fn topic_exists(bootstrap: &str, topic: &str) -> bool {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .unwrap();
+        consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .map(|md| {
+                md.topics()
+                    .iter()
+                    .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+            })
+            .unwrap_or(false)
+    }
+
     /// Partition counts of topics (waiting for them to exist).
     pub fn partitions(bootstrap: &str, topic: &str) -> i32 {
         let consumer: BaseConsumer = ClientConfig::new()
