@@ -24,7 +24,12 @@ use crate::replication::ReplicationError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Target {
+    /// This relay: `outbox-cdc run` publishes the backlog, then streams.
     Cdc,
+    /// Debezium with the generated configuration: the slot created is
+    /// `debezium.slot`; `outbox-cdc run --handover-only` publishes the
+    /// backlog (the same records), then the connector streams from the slot.
+    Debezium,
     Polling,
 }
 
@@ -84,6 +89,15 @@ pub async fn cutover(
     opts: &CutoverOptions,
     out: &mut (dyn Write + Send),
 ) -> Result<(), CutoverError> {
+    // To Debezium: the same hand-over, on Debezium's slot.
+    let mut for_debezium;
+    let cfg = if opts.target == Target::Debezium {
+        for_debezium = cfg.clone();
+        for_debezium.postgres.slot = cfg.debezium.slot.clone();
+        &for_debezium
+    } else {
+        cfg
+    };
     let client = db::connect(cfg, env).await?;
     let table = cfg.qualified_table();
     let declared = exclusivity::declared_mode(&client, cfg).await?;
@@ -137,6 +151,15 @@ pub async fn cutover(
                     .execute("SELECT pg_drop_replication_slot($1)", &[&cfg.postgres.slot])
                     .await?;
             }
+            // Debezium's slot (stopped, as checked above) would retain WAL too.
+            if exclusivity::slot_activity(&client, &cfg.debezium.slot)
+                .await?
+                .is_some()
+            {
+                client
+                    .execute("SELECT pg_drop_replication_slot($1)", &[&cfg.debezium.slot])
+                    .await?;
+            }
             handover::clear_list(&client, cfg).await?;
             client
                 .execute(
@@ -155,7 +178,7 @@ pub async fn cutover(
             )?;
             Ok(())
         }
-        Target::Cdc => {
+        Target::Cdc | Target::Debezium => {
             let already = declared.mode == Some(RelayMode::ChangeDataCapture)
                 && slot.is_some()
                 && matches!(state, Some((State::Ready | State::Done, _)));
@@ -282,9 +305,14 @@ async fn cut_over_to_cdc(
         Some(consistent),
     )
     .await?;
+    let next = if opts.target == Target::Debezium {
+        "`outbox-cdc run --handover-only` publishes them; then start the Debezium connector, which streams from this slot"
+    } else {
+        "`outbox-cdc run` publishes them, then streams"
+    };
     writeln!(
         out,
-        "created slot {} at {consistent}; handed over {} rows committed before it: `outbox-cdc run` publishes them, then streams",
+        "created slot {} at {consistent}; handed over {} rows committed before it: {next}",
         cfg.postgres.slot,
         ids.len()
     )?;

@@ -73,6 +73,10 @@ enum Command {
     Run {
         #[command(flatten)]
         config: ConfigArg,
+        /// Only publish the backlog a cutover handed over, then exit (for a
+        /// cutover to Debezium).
+        #[arg(long)]
+        handover_only: bool,
     },
     /// Switch the outbox between the polling relay and this one, handing the backlog over.
     Cutover {
@@ -267,12 +271,19 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 Err(CliError::Unhealthy(report.codes().join(", ")))
             }
         }
-        Command::Run { config } => {
+        Command::Run {
+            config,
+            handover_only,
+        } => {
             let cfg = config.load()?;
             runtime()?.block_on(async {
                 let shutdown = shutdown_on_signals();
                 let mut relay = Relay::prepare(cfg, std::sync::Arc::new(env)).await?;
-                relay.run(shutdown).await?;
+                if handover_only {
+                    relay.handover_only(shutdown).await?;
+                } else {
+                    relay.run(shutdown).await?;
+                }
                 Ok(())
             })
         }

@@ -218,6 +218,31 @@ impl Relay {
         }
     }
 
+    /// Publishes a READY hand-over list and returns, without streaming: the
+    /// backlog of a cutover to Debezium, which streams from its own slot.
+    pub async fn handover_only(&mut self, shutdown: CancellationToken) -> Result<(), RelayError> {
+        let (publisher, mut reports) = Publisher::new(&self.kafka)?;
+        let mut session = Session {
+            relay: self,
+            publisher,
+            watermark: Watermark::new(),
+            current: None,
+            in_flight: 0,
+            in_flight_bytes: 0,
+            failures: Vec::new(),
+            published: Vec::new(),
+            restart: None,
+        };
+        match session.publish_handover(&mut reports, &shutdown).await? {
+            None => Ok(()),
+            Some(SessionEnd::Stopped) => Ok(()),
+            Some(SessionEnd::Restart(reason)) => Err(PublishError::Produce(format!(
+                "the hand-over stopped ({reason}); run it again: rows already published are skipped"
+            ))
+            .into()),
+        }
+    }
+
     /// Streams until `shutdown`, restarting sessions after transient failures.
     pub async fn run(&mut self, shutdown: CancellationToken) -> Result<(), RelayError> {
         let Some((first, start)) = self.open_or_stand_by(&shutdown).await? else {

@@ -64,7 +64,12 @@ fn http(method: &str, path: &str, body: Option<&str>) -> (u16, String) {
 }
 
 fn test_config(services: &common::Services, db: &str, outbox_prefix: &str, label: &str) -> Config {
-    let text = format!(
+    let text = config_text(services, db, outbox_prefix, label);
+    Config::parse(&text, std::path::Path::new("test.toml"), &common::env).unwrap()
+}
+
+fn config_text(services: &common::Services, db: &str, outbox_prefix: &str, label: &str) -> String {
+    format!(
         r#"[postgres]
 host = "{host}"
 port = {port}
@@ -90,8 +95,7 @@ heartbeat_interval_ms = 1000
         port = services.pg_port,
         user = services.pg_user,
         kafka = services.kafka_bootstrap
-    );
-    Config::parse(&text, std::path::Path::new("test.toml"), &common::env).unwrap()
+    )
 }
 
 /// Keys of the generated configuration that Connect's validation does not
@@ -590,5 +594,116 @@ async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration
     stop_debezium(&after);
     tokio::time::sleep(Duration::from_secs(2)).await;
     rep::drop_slot(&db.client, &after.debezium.slot).await;
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn the_documented_cutover_from_polling_to_debezium_loses_nothing() {
+    let services = require_services!();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 1_000_000_000;
+    let prefix = format!("todbz{nanos}.");
+    let db = common::migrated_db(&services, "todbz", &prefix).await;
+    db.client
+        .batch_execute(
+            "CREATE TABLE public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
+             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, 19) g;
+             INSERT INTO public.outbox_relay_mode (outbox_table, mode) VALUES ('public.messaging_outbox', 'POLLING');",
+        )
+        .await
+        .unwrap();
+    let insert = "WITH s AS (UPDATE public.key_seq SET n = n + 1 WHERE k = $1 RETURNING n)
+         INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type,
+             payload, partition_key, correlation_id, created_at)
+         SELECT gen_random_uuid(), 'moved', 'T', 1, 'x', convert_to(s.n::text, 'UTF8'), $1, s.n::text, clock_timestamp() FROM s";
+    for i in 0..1500 {
+        db.client
+            .execute(insert, &[&format!("key-{}", i % 20)])
+            .await
+            .unwrap();
+    }
+    db.client
+        .batch_execute(
+            "UPDATE public.messaging_outbox SET status = 'AMBIGUOUS' WHERE random() < 0.2",
+        )
+        .await
+        .unwrap();
+    let writer = {
+        let client = services.connect(&db.name).await;
+        tokio::spawn(async move {
+            for i in 0..500 {
+                client
+                    .execute(insert, &[&format!("key-{}", i % 20)])
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let dir = std::env::temp_dir().join(format!("outbox-cdc-todbz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("outbox-cdc.toml");
+    std::fs::write(&file, config_text(&services, &db.name, &prefix, "todbz")).unwrap();
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+            .args(args)
+            .arg("--config")
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+
+    // 1. Fence the polling relay, create Debezium's slot, list the backlog.
+    let out = cli(&["cutover", "--to", "debezium"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 2. Publish the backlog (the same records Debezium makes).
+    let out = cli(&["run", "--handover-only"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 3. Deploy the generated connector configuration; it streams from the slot.
+    let cfg = Config::load(&file, &common::env).unwrap();
+    start_debezium(&cfg, &db.client).await;
+    writer.await.unwrap();
+
+    let topic = format!("{prefix}moved");
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        2000,
+        Duration::from_secs(60),
+    );
+    let ids = kafka::by_id(&records);
+    assert_eq!(ids.len(), 2000, "every row, from the backlog or the stream");
+    let mut sorted: Vec<&Consumed> = records.iter().collect();
+    sorted.sort_by_key(|r| (r.partition, r.offset));
+    let mut seen = BTreeSet::new();
+    let mut per_key: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
+    for r in sorted {
+        if seen.insert(r.id()) {
+            let n = std::str::from_utf8(r.header("msg.correlation-id").unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            per_key.entry(r.key.clone().unwrap()).or_default().push(n);
+        }
+    }
+    for (key, ns) in per_key {
+        let expected: Vec<u64> = (1..=ns.len() as u64).collect();
+        assert_eq!(ns, expected, "{}", String::from_utf8_lossy(&key));
+    }
+    stop_debezium(&cfg);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    rep::drop_slot(&db.client, &cfg.debezium.slot).await;
+    std::fs::remove_dir_all(dir).unwrap();
     db.drop(&services).await;
 }
