@@ -6,6 +6,11 @@
 # message is acknowledged by Kafka. Not a test: it asserts nothing.
 #
 #   scripts/bench-relay.sh [ROWS] [PAYLOAD] [ROWS_PER_TRANSACTION]
+#
+# BENCH_KAFKA_PROPERTIES adds librdkafka properties and BENCH_RELAY_SETTINGS
+# [relay] settings (TOML lines), e.g.
+#   BENCH_KAFKA_PROPERTIES='"linger.ms" = "50"' scripts/bench-relay.sh
+#   BENCH_RELAY_SETTINGS='mark_published = false' scripts/bench-relay.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rows=${1:-200000}
@@ -41,9 +46,17 @@ topic_prefix = "$prefix"
 
 [kafka]
 bootstrap_servers = "$OUTBOX_TEST_KAFKA_BOOTSTRAP"
+
+[kafka.properties]
+${BENCH_KAFKA_PROPERTIES:-}
+
+[relay]
+create_slot = true
+${BENCH_RELAY_SETTINGS:-}
 TOML
 "$bin" migrate --config "$dir/relay.toml" 2>/dev/null
 q -d "$db" -c "SELECT pg_create_logical_replication_slot('$slot', 'pgoutput')" >/dev/null
+q -d "$db" -c "INSERT INTO outbox_relay_mode (outbox_table, mode) VALUES ('public.messaging_outbox', 'CHANGE_DATA_CAPTURE')" >/dev/null
 
 echo "writing $rows rows of $payload bytes in transactions of $per_tx rows" >&2
 start=$(date +%s.%N)

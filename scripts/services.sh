@@ -158,13 +158,28 @@ stop_pg() {
   fi
 }
 
-kafka_pid() {
+# The live pid recorded in $STATE/<name>.pid, or failure.
+pid_of() {
   local pid
-  [ -f "$STATE/kafka.pid" ] || return 1
-  pid=$(cat "$STATE/kafka.pid")
+  [ -f "$STATE/$1.pid" ] || return 1
+  pid=$(cat "$STATE/$1.pid")
   kill -0 "$pid" 2>/dev/null || return 1
   echo "$pid"
 }
+
+# SIGTERM, up to 30 s to exit, then SIGKILL.
+stop_process() {
+  local name=$1 label=$2 pid
+  if pid=$(pid_of "$name"); then
+    log "stopping $label"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then log "$label ignored SIGTERM; killing it"; kill -9 "$pid" 2>/dev/null || true; fi
+  fi
+  rm -f "$STATE/$name.pid"
+}
+
+kafka_pid() { pid_of kafka; }
 
 start_kafka() {
   if kafka_pid >/dev/null; then log "Kafka already running on 127.0.0.1:$KAFKA_PORT"; return; fi
@@ -230,24 +245,9 @@ EOF
   done
 }
 
-stop_kafka() {
-  local pid
-  if pid=$(kafka_pid); then
-    log "stopping Kafka"
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    if kill -0 "$pid" 2>/dev/null; then log "Kafka ignored SIGTERM; killing it"; kill -9 "$pid" 2>/dev/null || true; fi
-  fi
-  rm -f "$STATE/kafka.pid"
-}
+stop_kafka() { stop_process kafka Kafka; }
 
-connect_pid() {
-  local pid
-  [ -f "$STATE/connect.pid" ] || return 1
-  pid=$(cat "$STATE/connect.pid")
-  kill -0 "$pid" 2>/dev/null || return 1
-  echo "$pid"
-}
+connect_pid() { pid_of connect; }
 
 # A single Kafka Connect worker (distributed mode, so the REST API is the one
 # teams deploy against) with Debezium's PostgreSQL connector on its plugin path.
@@ -302,16 +302,7 @@ CONF
   done
 }
 
-stop_connect() {
-  local pid
-  if pid=$(connect_pid); then
-    log "stopping Kafka Connect"
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
-  fi
-  rm -f "$STATE/connect.pid"
-}
+stop_connect() { stop_process connect "Kafka Connect"; }
 
 print_env() {
   cat <<EOF

@@ -113,7 +113,7 @@ const CONSTRAINTS: [&str; 7] = [
     "ck_outbox_schema_uri_subject",
 ];
 
-pub async fn run(cfg: &Config, env: &dyn Fn(&str) -> Option<String>) -> Report {
+pub async fn run(cfg: &Config, env: &(dyn Fn(&str) -> Option<String> + Sync)) -> Report {
     let mut r = Report::default();
     let mut destinations = Vec::new();
     match db::connect(cfg, env).await {
@@ -439,7 +439,7 @@ async fn database(
 
 async fn kafka(
     cfg: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
     destinations: &[String],
     r: &mut Report,
 ) {

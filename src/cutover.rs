@@ -85,7 +85,7 @@ async fn count(client: &Client, sql: &str) -> Result<i64, tokio_postgres::Error>
 
 pub async fn cutover(
     cfg: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
     opts: &CutoverOptions,
     out: &mut (dyn Write + Send),
 ) -> Result<(), CutoverError> {
@@ -211,7 +211,7 @@ pub async fn cutover(
 
 async fn cut_over_to_cdc(
     cfg: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
     opts: &CutoverOptions,
     client: &Client,
     leftover_slot: bool,

@@ -52,7 +52,7 @@ impl DbError {
 /// on its own task.
 pub async fn connect(
     cfg: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<Client, DbError> {
     let pg = &cfg.postgres;
     let mut pc = tokio_postgres::Config::new();

@@ -191,7 +191,7 @@ const DEFAULTS: [(&str, &str); 4] = [
 
 pub fn client_config(
     cfg: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<ClientConfig, PublishError> {
     let mut cc = ClientConfig::new();
     cc.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);

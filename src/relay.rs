@@ -100,11 +100,54 @@ pub struct Relay {
     connect: ConnectOptions,
     spec: SlotSpec,
     reader_opts: ReaderOptions,
-    marker: Marker,
-    /// Marking and hand-over; reconnected when a restart finds it closed.
+    marker: Arc<Marker>,
+    /// FAILED rows and hand-over; reconnected when a restart finds it closed.
     sql: Client,
     env: Env,
+    /// PUBLISHED marks go to their own task and connection, so bookkeeping
+    /// never holds up publication.
+    published_marks: Option<PublishedMarks>,
     pub stats: Arc<RelayStats>,
+}
+
+/// The background task that marks rows PUBLISHED.
+struct PublishedMarks {
+    batches: mpsc::Sender<Vec<Uuid>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PublishedMarks {
+    fn start(cfg: Config, env: Env, marker: Arc<Marker>) -> PublishedMarks {
+        let (batches, mut rx) = mpsc::channel::<Vec<Uuid>>(64);
+        let task = tokio::spawn(async move {
+            let mut client: Option<Client> = None;
+            while let Some(ids) = rx.recv().await {
+                if client.as_ref().is_none_or(Client::is_closed) {
+                    client = db::connect(&cfg, &*env).await.ok();
+                }
+                let Some(c) = &client else {
+                    tracing::warn!(
+                        rows = ids.len(),
+                        "could not mark rows PUBLISHED: no database connection"
+                    );
+                    continue;
+                };
+                for chunk in ids.chunks(5000) {
+                    if let Err(e) = marker.published(c, chunk, Guard::Pending).await {
+                        // Bookkeeping only: the messages are in Kafka and the slot is right.
+                        tracing::warn!(error = %e, rows = chunk.len(), "could not mark rows PUBLISHED");
+                    }
+                }
+            }
+        });
+        PublishedMarks { batches, task }
+    }
+
+    /// Waits until every queued mark is written.
+    async fn finish(self) {
+        drop(self.batches);
+        let _ = self.task.await;
+    }
 }
 
 /// Where secrets come from (the process environment in production).
@@ -152,7 +195,11 @@ impl Relay {
         };
         let reader_opts =
             ReaderOptions::new(&spec.slot, &spec.publication, &spec.schema, &spec.table);
-        let marker = Marker::new(&cfg);
+        let marker = Arc::new(Marker::new(&cfg));
+        let published_marks = cfg
+            .relay
+            .mark_published
+            .then(|| PublishedMarks::start(cfg.clone(), env.clone(), marker.clone()));
         Ok(Relay {
             cfg,
             kafka,
@@ -162,6 +209,7 @@ impl Relay {
             marker,
             sql,
             env,
+            published_marks,
             stats: Arc::new(RelayStats::default()),
         })
     }
@@ -286,6 +334,7 @@ impl Relay {
             };
             match outcome? {
                 SessionEnd::Stopped => {
+                    self.finish_marks().await;
                     tracing::info!(settled = %feedback.settled(), "relay stopped");
                     return Ok(());
                 }
@@ -353,7 +402,7 @@ impl Relay {
         drop(session);
         reader_cancel.cancel();
         let reader_result = reader.await;
-        self.mark_published(&published).await;
+        self.mark_published(published).await;
         let end = end?;
         match reader_result {
             Ok(Ok(_)) | Ok(Err(ReplicationError::ConsumerGone(_))) => Ok(end),
@@ -363,19 +412,23 @@ impl Relay {
         }
     }
 
-    async fn mark_published(&self, ids: &[Uuid]) {
-        if ids.is_empty() || !self.cfg.relay.mark_published {
+    /// Queues rows to be marked PUBLISHED (waits only when the marking task
+    /// is far behind).
+    async fn mark_published(&self, ids: Vec<Uuid>) {
+        if ids.is_empty() {
             return;
         }
-        for chunk in ids.chunks(5000) {
-            if let Err(e) = self
-                .marker
-                .published(&self.sql, chunk, Guard::Pending)
-                .await
-            {
-                // Bookkeeping only: the messages are in Kafka and the slot is right.
-                tracing::warn!(error = %e, rows = chunk.len(), "could not mark rows PUBLISHED");
+        if let Some(marks) = &self.published_marks {
+            if marks.batches.send(ids).await.is_err() {
+                tracing::warn!("the PUBLISHED marking task stopped");
             }
+        }
+    }
+
+    /// Writes the PUBLISHED marks still queued (on stop).
+    async fn finish_marks(&mut self) {
+        if let Some(marks) = self.published_marks.take() {
+            marks.finish().await;
         }
     }
 }
@@ -445,7 +498,7 @@ impl Session<'_> {
             {
                 last_mark = Instant::now();
                 let batch = std::mem::take(&mut self.published);
-                self.relay.mark_published(&batch).await;
+                self.relay.mark_published(batch).await;
             }
             if let Some(reason) = self.restart.take() {
                 return Ok(SessionEnd::Restart(reason));

@@ -42,7 +42,7 @@ fn show(bytes: &[u8]) -> String {
 
 pub fn tail(
     cfg: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
     opts: &TailOptions,
     out: &mut impl Write,
 ) -> Result<(), TailError> {

@@ -39,7 +39,7 @@ pub struct ConnectOptions {
 impl ConnectOptions {
     pub fn from_config(
         cfg: &Config,
-        env: &dyn Fn(&str) -> Option<String>,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
     ) -> Result<ConnectOptions, ConfigError> {
         let pg = &cfg.postgres;
         Ok(ConnectOptions {
