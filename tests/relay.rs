@@ -241,8 +241,9 @@ async fn write_keyed(
                     tx.execute(
                         "WITH s AS (UPDATE public.key_seq SET n = n + 1 WHERE k = $1 RETURNING n)
                          INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version,
-                             content_type, payload, partition_key, correlation_id)
-                         SELECT gen_random_uuid(), 'keyed', 'K', 1, 'text/plain', convert_to(s.n::text, 'UTF8'), $1, s.n::text FROM s",
+                             content_type, payload, partition_key, correlation_id, causation_id)
+                         SELECT gen_random_uuid(), 'keyed', 'K', 1, 'text/plain', convert_to(s.n::text, 'UTF8'), $1, s.n::text,
+                                pg_current_wal_insert_lsn()::text FROM s",
                         &[&key],
                     )
                     .await
@@ -341,13 +342,26 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
     // Deterministic but irregular kill times.
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64;
     let mut kills = 0;
+    let mut windows: Vec<(Lsn, Lsn)> = Vec::new();
     while kills < 12 {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         tokio::time::sleep(Duration::from_millis(300 + seed % 1700)).await;
+        // What the slot had confirmed, and how far WAL went, at the kill.
+        let row = db
+            .client
+            .query_one(
+                "SELECT confirmed_flush_lsn::text, pg_current_wal_lsn()::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&slot],
+            )
+            .await
+            .unwrap();
         relay.signal("KILL");
         relay.wait(Duration::from_secs(10)).expect("killed");
+        let confirmed: Lsn = row.get::<_, String>(0).parse().unwrap();
+        let reached: Lsn = row.get::<_, String>(1).parse().unwrap();
+        windows.push((confirmed, reached));
         kills += 1;
         relay = RelayProcess::spawn(&config);
     }
@@ -390,11 +404,27 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
             "first deliveries of {key} are in commit order"
         );
     }
-    // Duplicates carry the same bytes as the first delivery.
+    // Duplicates carry the same bytes as the first delivery, and only rows
+    // the slot had not confirmed at some kill come twice: each duplicated
+    // row was written after what the slot confirmed before that kill (its
+    // insert position, taken inside its small transaction, is at most a few
+    // kilobytes before its commit) and before the kill.
+    const SLACK: u64 = 64 * 1024;
     for copies in ids.values().filter(|c| c.len() > 1) {
         assert!(copies
             .iter()
             .all(|c| c.value == copies[0].value && c.headers == copies[0].headers));
+        let written: Lsn = std::str::from_utf8(copies[0].header("msg.causation-id").unwrap())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            windows
+                .iter()
+                .any(|(confirmed, reached)| written.0 + SLACK >= confirmed.0 && written <= *reached),
+            "message {} (written at {written}) was settled at every kill but came twice; windows {windows:?}",
+            copies[0].id()
+        );
     }
     finish(&services, db, &slot, relay).await;
 }
