@@ -121,7 +121,14 @@ async fn records_round_trip_with_java_placement_null_headers_and_empty_values() 
         let Some(result) = consumer.poll(Duration::from_millis(500)) else {
             continue;
         };
-        let m = result.unwrap();
+        // Transient client errors come through poll; the client recovers.
+        let m = match result {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("consumer: {e}");
+                continue;
+            }
+        };
         let key = String::from_utf8(m.key().unwrap().to_vec()).unwrap();
         let headers = m.headers().expect("headers");
         let names: Vec<(String, Option<Vec<u8>>)> = headers

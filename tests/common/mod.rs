@@ -584,7 +584,13 @@ pub mod kafka {
             let Some(result) = consumer.poll(Duration::from_millis(200)) else {
                 continue;
             };
-            let m = result.unwrap();
+            let m = match result {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("consumer: {e}");
+                    continue;
+                }
+            };
             last = Instant::now();
             out.push(Consumed {
                 topic: m.topic().to_string(),
@@ -636,7 +642,15 @@ pub mod kafka {
             let Some(result) = consumer.poll(Duration::from_millis(200)) else {
                 continue;
             };
-            let m = result.unwrap();
+            // Transient client errors (a broker connection dropped on a
+            // loaded machine) come through poll too; the client recovers.
+            let m = match result {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("consumer: {e}");
+                    continue;
+                }
+            };
             last = Instant::now();
             let c = Consumed {
                 topic: m.topic().to_string(),
