@@ -183,7 +183,7 @@ pub fn owned_settings() -> [(&'static str, &'static str); 4] {
 
 /// Defaults the operator may override through `kafka.properties`.
 const DEFAULTS: [(&str, &str); 4] = [
-    ("message.timeout.ms", "30000"),
+    ("message.timeout.ms", "120000"),
     ("linger.ms", "5"),
     ("batch.num.messages", "10000"),
     ("queue.buffering.max.kbytes", "1048576"),

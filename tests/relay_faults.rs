@@ -79,7 +79,7 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
     // Deliveries time out quickly while Kafka is away, so the outage is seen.
     let text = std::fs::read_to_string(&config).unwrap().replace(
-        "\"message.timeout.ms\" = \"60000\"",
+        "\"message.timeout.ms\" = \"120000\"",
         "\"message.timeout.ms\" = \"10000\"",
     );
     assert!(text.contains("\"10000\""));

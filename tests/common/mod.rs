@@ -715,7 +715,7 @@ topic_prefix = "{topic_prefix}"
 bootstrap_servers = "{kafka}"
 
 [kafka.properties]
-"message.timeout.ms" = "60000"
+"message.timeout.ms" = "120000"
 
 [relay]
 drain_timeout_secs = 20
