@@ -563,53 +563,7 @@ pub mod kafka {
         count: usize,
         idle: Duration,
     ) -> Vec<Consumed> {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .set("group.id", "outbox-cdc-tests")
-            .set("enable.auto.commit", "false")
-            .set("fetch.max.bytes", "104857600")
-            .create()
-            .unwrap();
-        let mut tpl = TopicPartitionList::new();
-        for topic in topics {
-            for p in 0..partitions(bootstrap, topic) {
-                tpl.add_partition_offset(topic, p, Offset::Beginning)
-                    .unwrap();
-            }
-        }
-        consumer.assign(&tpl).unwrap();
-        let mut out = Vec::new();
-        let mut last = Instant::now();
-        while out.len() < count && last.elapsed() < idle {
-            let Some(result) = consumer.poll(Duration::from_millis(200)) else {
-                continue;
-            };
-            let m = match result {
-                Ok(m) => m,
-                Err(e) => {
-                    eprintln!("consumer: {e}");
-                    continue;
-                }
-            };
-            last = Instant::now();
-            out.push(Consumed {
-                topic: m.topic().to_string(),
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(<[u8]>::to_vec),
-                value: m.payload().map(<[u8]>::to_vec),
-                headers: m
-                    .headers()
-                    .map(|h| {
-                        h.iter()
-                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                timestamp: m.timestamp().to_millis(),
-            });
-        }
-        out
+        consume_until(bootstrap, topics, idle, |records, _| records >= count)
     }
 
     /// Reads `topics` from the beginning until `distinct` message ids arrived
@@ -619,6 +573,17 @@ pub mod kafka {
         topics: &[&str],
         distinct: usize,
         idle: Duration,
+    ) -> Vec<Consumed> {
+        consume_until(bootstrap, topics, idle, |_, ids| ids >= distinct)
+    }
+
+    /// Reads `topics` from the beginning until `done(records, distinct ids)`
+    /// or until `idle` passed without a record.
+    fn consume_until(
+        bootstrap: &str,
+        topics: &[&str],
+        idle: Duration,
+        done: impl Fn(usize, usize) -> bool,
     ) -> Vec<Consumed> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
@@ -638,7 +603,7 @@ pub mod kafka {
         let mut out: Vec<Consumed> = Vec::new();
         let mut ids = std::collections::HashSet::new();
         let mut last = Instant::now();
-        while ids.len() < distinct && last.elapsed() < idle {
+        while !done(out.len(), ids.len()) && last.elapsed() < idle {
             let Some(result) = consumer.poll(Duration::from_millis(200)) else {
                 continue;
             };
