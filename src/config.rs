@@ -320,10 +320,10 @@ fn default_drain_timeout() -> u64 {
     30
 }
 fn default_max_in_flight_messages() -> usize {
-    50_000
+    10_000
 }
 fn default_max_in_flight_bytes() -> usize {
-    256 << 20
+    64 << 20
 }
 fn default_host() -> String {
     "localhost".into()

@@ -221,16 +221,6 @@ pub async fn stream(
                 conn.close().await;
                 return Ok(confirmed);
             }
-            changed = settled_rx.changed() => {
-                if changed.is_err() {
-                    // The consumer dropped its Feedback; report and stop.
-                    send_status(&mut conn, &mut st, &stats, false).await?;
-                    let confirmed = st.last_sent_flush;
-                    conn.close().await;
-                    return Err(ReplicationError::ConsumerGone(confirmed));
-                }
-                st.settled = st.settled.max(*settled_rx.borrow_and_update());
-            }
             permit = events.reserve(), if !pending.is_empty() => {
                 let Ok(permit) = permit else {
                     let confirmed = st.last_sent_flush;
@@ -253,6 +243,10 @@ pub async fn stream(
                 match message {
                     Message::CopyData(body) => {
                         let data = Bytes::copy_from_slice(body.data());
+                        if data.first() == Some(&b'k') {
+                            // A keepalive may ask for a reply: report what is settled now.
+                            st.settled = st.settled.max(*settled_rx.borrow());
+                        }
                         handle_copy_data(&mut conn, &mut st, opts, data, &mut pending, &stats).await?;
                     }
                     Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
@@ -266,7 +260,17 @@ pub async fn stream(
                     _ => return Err(ReplicationError::Protocol("unexpected message while streaming".into())),
                 }
             }
+            // Settlement is read here rather than on every change: waking
+            // the reader per settled transaction costs more than it gains.
             _ = ticker.tick() => {
+                if settled_rx.has_changed().is_err() {
+                    // The consumer dropped its Feedback; report and stop.
+                    st.settled = st.settled.max(*settled_rx.borrow());
+                    send_status(&mut conn, &mut st, &stats, false).await?;
+                    let confirmed = st.last_sent_flush;
+                    conn.close().await;
+                    return Err(ReplicationError::ConsumerGone(confirmed));
+                }
                 st.settled = st.settled.max(*settled_rx.borrow());
                 let due = st.last_status.elapsed() >= opts.status_interval;
                 if due || st.flush() != st.last_sent_flush {

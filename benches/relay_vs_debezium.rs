@@ -1,0 +1,1323 @@
+//! outbox-cdc and Debezium side by side on the same local services, with the
+//! two raw baselines that bound what any relay can do on this machine.
+//!
+//!     scripts/bench.sh [--rows N] [--payload BYTES] [--rate MSG_PER_S] [--seconds S]
+//!
+//! Every figure of one run lands in `docs/benchmark.json` and the table in
+//! `docs/benchmark.md`. Time in Kafka is the broker's: the bench topics use
+//! `message.timestamp.type=LogAppendTime`, so "first to last record" and
+//! "commit to Kafka" are read off the records by a consumer, the same way for
+//! both relays. Not a test: it asserts nothing about time.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, Timestamp as KafkaTimestamp, TopicPartitionList};
+use serde_json::{json, Value as Json};
+use tokio::sync::mpsc;
+use tokio_postgres::{Client, NoTls};
+use tokio_util::sync::CancellationToken;
+
+use outbox_cdc::config::{Config, Secret, SslMode};
+use outbox_cdc::mapper::{self, Record};
+use outbox_cdc::outbox;
+use outbox_cdc::replication::connection::{ConnectOptions, ReplicationConnection};
+use outbox_cdc::replication::reader::{self, Event, Feedback, ReaderOptions, ReaderStats};
+use outbox_cdc::replication::rows::OutboxRow;
+use outbox_cdc::replication::setup::{self, SlotSpec};
+use outbox_cdc::{connector_config, publisher};
+
+const RELAY_BIN: &str = env!("CARGO_BIN_EXE_outbox-cdc");
+/// Every bench row goes to this destination, so each run has one topic.
+const DESTINATION: &str = "orders";
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// Debezium tuned for throughput as its documentation describes: larger
+/// batches and queue, a short poll interval, and the Connect producer given
+/// the relay's own producer settings (batching with linger, idempotent,
+/// acks=all, five requests in flight, no compression) through
+/// `producer.override.*`. Extra or changed keys: BENCH_DEBEZIUM_PROPERTIES
+/// as `key=value,key=value`.
+const DEBEZIUM_TUNING: [(&str, &str); 9] = [
+    ("max.batch.size", "8192"),
+    ("max.queue.size", "32768"),
+    ("poll.interval.ms", "50"),
+    ("producer.override.linger.ms", "5"),
+    ("producer.override.batch.size", "1000000"),
+    ("producer.override.compression.type", "none"),
+    ("producer.override.acks", "all"),
+    ("producer.override.enable.idempotence", "true"),
+    (
+        "producer.override.max.in.flight.requests.per.connection",
+        "5",
+    ),
+];
+
+#[derive(Debug, Clone)]
+struct Args {
+    rows: i64,
+    payload: i32,
+    tx_sizes: Vec<i64>,
+    rate: u32,
+    seconds: u32,
+    partitions: i32,
+    out: PathBuf,
+    /// Scenario groups to run (baselines, backlog, steady) and engines; for
+    /// profiling one part. The committed results come from a full run.
+    only: Vec<String>,
+    engines: Vec<Engine>,
+}
+
+impl Args {
+    fn parse() -> Result<Args> {
+        let mut a = Args {
+            rows: 200_000,
+            payload: 500,
+            tx_sizes: vec![1, 100],
+            rate: 2_000,
+            seconds: 30,
+            partitions: 6,
+            out: PathBuf::from("docs"),
+            only: vec!["baselines".into(), "backlog".into(), "steady".into()],
+            engines: vec![Engine::Relay, Engine::Debezium],
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().ok_or_else(|| anyhow!("{flag} needs a value"));
+            match flag.as_str() {
+                "--rows" => a.rows = value()?.parse()?,
+                "--payload" => a.payload = value()?.parse()?,
+                "--tx-sizes" => {
+                    a.tx_sizes = value()?
+                        .split(',')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()?
+                }
+                "--rate" => a.rate = value()?.parse()?,
+                "--seconds" => a.seconds = value()?.parse()?,
+                "--partitions" => a.partitions = value()?.parse()?,
+                "--out" => a.out = value()?.into(),
+                "--only" => a.only = value()?.split(',').map(str::to_string).collect(),
+                "--engines" => {
+                    a.engines = value()?
+                        .split(',')
+                        .map(|e| match e {
+                            "outbox-cdc" => Ok(Engine::Relay),
+                            "debezium" => Ok(Engine::Debezium),
+                            other => Err(anyhow!("unknown engine {other}")),
+                        })
+                        .collect::<Result<_>>()?
+                }
+                // cargo bench passes --bench to harness=false programs.
+                "--bench" => {}
+                other => bail!("unknown argument {other}"),
+            }
+        }
+        if a.rows < 2 || a.payload < 0 || a.rate == 0 || a.seconds == 0 || a.tx_sizes.is_empty() {
+            bail!("rows >= 2, payload >= 0, rate > 0, seconds > 0 and at least one tx size");
+        }
+        Ok(a)
+    }
+}
+
+/// The local services, from `scripts/services.sh env`.
+#[derive(Debug, Clone)]
+struct Services {
+    host: String,
+    port: u16,
+    user: String,
+    password: String,
+    kafka: String,
+    connect_url: String,
+    script: PathBuf,
+    state: PathBuf,
+}
+
+impl Services {
+    fn from_env() -> Result<Services> {
+        let var = |n: &str| {
+            std::env::var(n)
+                .with_context(|| format!("{n} is not set: eval \"$(scripts/services.sh env)\""))
+        };
+        Ok(Services {
+            host: var("OUTBOX_TEST_PG_HOST")?,
+            port: var("OUTBOX_TEST_PG_PORT")?.parse()?,
+            user: var("OUTBOX_TEST_PG_USER")?,
+            password: var("OUTBOX_TEST_PG_PASSWORD")?,
+            kafka: var("OUTBOX_TEST_KAFKA_BOOTSTRAP")?,
+            connect_url: var("OUTBOX_TEST_CONNECT_URL")?,
+            script: var("OUTBOX_TEST_SERVICES")?.into(),
+            state: var("OUTBOX_TEST_STATE_DIR")?.into(),
+        })
+    }
+
+    async fn connect(&self, db: &str) -> Result<Client> {
+        let url = format!(
+            "host={} port={} user={} password={} dbname={db}",
+            self.host, self.port, self.user, self.password
+        );
+        let (c, conn) = tokio_postgres::connect(&url, NoTls).await?;
+        tokio::spawn(conn);
+        Ok(c)
+    }
+
+    fn services(&self, command: &str) -> Result<()> {
+        let out = Command::new(&self.script).arg(command).output()?;
+        if !out.status.success() {
+            bail!(
+                "services.sh {command}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    fn connect_pid(&self) -> Result<u32> {
+        let text = std::fs::read_to_string(self.state.join("connect.pid"))?;
+        Ok(text.trim().parse()?)
+    }
+
+    /// Kafka Connect's REST API through curl: (status, body).
+    fn rest(&self, method: &str, path: &str, body: Option<&str>) -> Result<(u16, String)> {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "-X", method, "-H", "Content-Type: application/json"]);
+        cmd.args([
+            "-w",
+            "\n%{http_code}",
+            &format!("{}{path}", self.connect_url),
+        ]);
+        if let Some(b) = body {
+            cmd.args(["--data-binary", b]);
+        }
+        let out = cmd.output()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+        Ok((code.trim().parse().unwrap_or(0), body.to_string()))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Relay,
+    Debezium,
+}
+
+impl Engine {
+    fn tag(self) -> &'static str {
+        match self {
+            Engine::Relay => "outbox-cdc",
+            Engine::Debezium => "debezium",
+        }
+    }
+}
+
+/// One database with the outbox, its bench topic and configuration.
+struct Bench {
+    db: String,
+    topic: String,
+    config_path: PathBuf,
+    config: Config,
+    client: Client,
+}
+
+fn now_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
+async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) -> Result<Bench> {
+    let admin = s.connect("postgres").await?;
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active",
+            &[&name],
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    admin
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1",
+            &[&name],
+        )
+        .await?;
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await?;
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await?;
+    // Unique per run: Kafka Connect keeps a connector's offsets by name.
+    let run = format!(
+        "{name}_{}",
+        SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs()
+    );
+    let prefix = format!("{run}.");
+    let topic = format!("{prefix}{DESTINATION}");
+    let text = format!(
+        r#"[postgres]
+host = "{host}"
+port = {port}
+dbname = "{name}"
+user = "{user}"
+password = {{ env = "OUTBOX_TEST_PG_PASSWORD" }}
+sslmode = "disable"
+slot = "{name}_relay"
+
+[outbox]
+topic_prefix = "{prefix}"
+
+[kafka]
+bootstrap_servers = "{kafka}"
+
+[debezium]
+connector_name = "{run}"
+slot = "{name}_dbz"
+topic_prefix = "{run}"
+
+[kafka.properties]
+{kafka_properties}
+
+[relay]
+{relay_settings}
+"#,
+        host = s.host,
+        port = s.port,
+        user = s.user,
+        kafka = s.kafka,
+        kafka_properties = std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
+        relay_settings = std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
+    );
+    let dir = PathBuf::from(".cache/bench");
+    std::fs::create_dir_all(&dir)?;
+    let config_path = dir.join(format!("{name}.toml"));
+    std::fs::write(&config_path, &text)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let config = Config::parse(&text, &config_path, &env).map_err(|e| anyhow!("{e}"))?;
+    relay_command(&config_path, &["migrate"])?;
+    // The documented deployment: cutover declares the relay and creates its
+    // slot before any row is written.
+    let target = match engine {
+        Engine::Relay => "cdc",
+        Engine::Debezium => "debezium",
+    };
+    relay_command(&config_path, &["cutover", "--to", target])?;
+    create_topic(&s.kafka, &topic, a.partitions).await?;
+    let client = s.connect(name).await?;
+    Ok(Bench {
+        db: name.to_string(),
+        topic,
+        config_path,
+        config,
+        client,
+    })
+}
+
+fn relay_command(config: &Path, args: &[&str]) -> Result<()> {
+    let out = Command::new(RELAY_BIN)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "outbox-cdc {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+async fn drop_bench(s: &Services, b: Bench) -> Result<()> {
+    drop(b.client);
+    let admin = s.connect("postgres").await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let active: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE database = $1 AND active",
+                &[&b.db],
+            )
+            .await?
+            .get(0);
+        if active == 0 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    admin
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active",
+            &[&b.db],
+        )
+        .await?;
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", b.db))
+        .await?;
+    Ok(())
+}
+
+async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1))
+        .set("message.timestamp.type", "LogAppendTime");
+    for r in admin.create_topics([&t], &AdminOptions::new()).await? {
+        r.map_err(|(t, e)| anyhow!("creating topic {t}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The rows every scenario writes: one destination, 1 000 routing keys,
+/// the payload padded to the requested size.
+const INSERT_COLUMNS: &str =
+    "message_id, destination, message_type, message_version, content_type, payload, \
+     partition_key, tenant, traceparent, correlation_id";
+
+fn insert_values(g: &str, tag: &str, payload: i32) -> String {
+    format!(
+        "md5('{tag}' || {g})::uuid, '{DESTINATION}', 'OrderPlaced', 1, 'application/json', \
+         convert_to('{{\"n\":' || {g} || ',\"pad\":\"' || repeat('x', greatest({payload} - 20, 0)) || '\"}}', 'UTF8'), \
+         'customer-' || ({g} % 1000), 'acme', '{TRACEPARENT}', 'corr-' || {g}"
+    )
+}
+
+async fn write_backlog(c: &Client, rows: i64, payload: i32, per_tx: i64) -> Result<f64> {
+    let t = Instant::now();
+    let values = insert_values("g", "b", payload);
+    c.batch_execute(&format!(
+        "DO $$
+         DECLARE i bigint := 0;
+         BEGIN
+           WHILE i < {rows} LOOP
+             INSERT INTO messaging_outbox ({INSERT_COLUMNS})
+             SELECT {values} FROM generate_series(i + 1, least(i + {per_tx}, {rows})) g;
+             COMMIT;
+             i := i + {per_tx};
+           END LOOP;
+         END $$;"
+    ))
+    .await?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// What a consumer saw on a topic: for each message id, the broker's append
+/// time of its first copy.
+#[derive(Default)]
+struct Seen {
+    first: HashMap<String, i64>,
+    records: usize,
+    errors: usize,
+}
+
+struct Collector {
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Result<()>>,
+}
+
+impl Collector {
+    fn start(bootstrap: &str, topic: &str, partitions: i32) -> Result<Collector> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", format!("bench-{topic}"))
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "10")
+            .create()?;
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)?;
+        }
+        consumer.assign(&tpl)?;
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let (seen, stop) = (seen.clone(), stop.clone());
+            move || -> Result<()> {
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(msg) = consumer.poll(Duration::from_millis(100)) else {
+                        continue;
+                    };
+                    let mut seen = seen.lock().map_err(|_| anyhow!("poisoned"))?;
+                    let m = match msg {
+                        Ok(m) => m,
+                        Err(_) => {
+                            seen.errors += 1;
+                            continue;
+                        }
+                    };
+                    let KafkaTimestamp::LogAppendTime(at) = m.timestamp() else {
+                        bail!("the bench topic does not carry LogAppendTime");
+                    };
+                    let id = m
+                        .headers()
+                        .and_then(|h| h.iter().find(|h| h.key == outbox::ID_HEADER.name))
+                        .and_then(|h| h.value)
+                        .map(|v| String::from_utf8_lossy(v).to_string())
+                        .ok_or_else(|| anyhow!("a record without an id header"))?;
+                    seen.records += 1;
+                    seen.first.entry(id).or_insert(at);
+                }
+                Ok(())
+            }
+        });
+        Ok(Collector { seen, stop, thread })
+    }
+
+    fn distinct(&self) -> usize {
+        self.seen.lock().map(|s| s.first.len()).unwrap_or(0)
+    }
+
+    async fn wait_for(&self, n: usize, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while self.distinct() < n {
+            if Instant::now() > deadline || self.thread.is_finished() {
+                bail!(
+                    "{} of {n} messages reached Kafka within {timeout:?}",
+                    self.distinct()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Seen> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| anyhow!("consumer panicked"))??;
+        let seen = Arc::try_unwrap(self.seen).map_err(|_| anyhow!("consumer still shared"))?;
+        seen.into_inner().map_err(|_| anyhow!("poisoned"))
+    }
+}
+
+/// CPU seconds and peak resident memory of a process, from /proc.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    cpu_s: f64,
+    peak_rss_mib: f64,
+}
+
+fn usage(pid: u32) -> Result<Usage> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of stat (utime, stime) in USER_HZ (100 on Linux).
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let hwm_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    Ok(Usage {
+        cpu_s: (ticks(11) + ticks(12)) / 100.0,
+        peak_rss_mib: hwm_kib / 1024.0,
+    })
+}
+
+/// Busy and total jiffies of the whole machine, from /proc/stat.
+fn machine_cpu() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().sum();
+    // idle and iowait
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (total.saturating_sub(idle), total)
+}
+
+/// A relay under measurement.
+enum Running {
+    Relay { child: Child },
+    Debezium { pid: u32, name: String },
+}
+
+impl Running {
+    async fn start(s: &Services, engine: Engine, b: &Bench) -> Result<(Running, Usage)> {
+        match engine {
+            Engine::Relay => {
+                let log = File::create(b.config_path.with_extension("log"))?;
+                let child = Command::new(RELAY_BIN)
+                    .args(["run", "--config"])
+                    .arg(&b.config_path)
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()?;
+                Ok((Running::Relay { child }, Usage::default()))
+            }
+            Engine::Debezium => {
+                // A fresh worker, so its peak memory and CPU are this run's.
+                s.services("stop-connect")?;
+                s.services("start-connect")?;
+                let pid = s.connect_pid()?;
+                let before = usage(pid)?;
+                let mut config: serde_json::Map<String, Json> =
+                    connector_config::connector_properties(&b.config)
+                        .into_iter()
+                        .map(|(k, v)| (k, Json::String(v)))
+                        .collect();
+                for (k, v) in debezium_tuning() {
+                    config.insert(k, Json::String(v));
+                }
+                let name = b.config.debezium.connector_name.clone();
+                let body = json!({"name": name, "config": config}).to_string();
+                let (status, text) = s.rest("POST", "/connectors", Some(&body))?;
+                if status != 201 && status != 200 {
+                    bail!("creating the connector: {status} {text}");
+                }
+                Ok((Running::Debezium { pid, name }, before))
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        match self {
+            Running::Relay { child } => child.id(),
+            Running::Debezium { pid, .. } => *pid,
+        }
+    }
+
+    fn failed(&mut self, s: &Services) -> Option<String> {
+        match self {
+            Running::Relay { child } => match child.try_wait() {
+                Ok(Some(status)) => Some(format!("outbox-cdc exited: {status}")),
+                _ => None,
+            },
+            Running::Debezium { name, .. } => {
+                let (_, text) = s
+                    .rest("GET", &format!("/connectors/{name}/status"), None)
+                    .ok()?;
+                text.contains("\"FAILED\"").then_some(text)
+            }
+        }
+    }
+
+    fn stop(self, s: &Services) -> Result<()> {
+        match self {
+            Running::Relay { mut child } => {
+                Command::new("kill")
+                    .arg("-TERM")
+                    .arg(child.id().to_string())
+                    .status()?;
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while child.try_wait()?.is_none() {
+                    if Instant::now() > deadline {
+                        child.kill()?;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            Running::Debezium { name, .. } => {
+                s.rest("DELETE", &format!("/connectors/{name}"), None)?;
+                s.services("stop-connect")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn debezium_tuning() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = DEBEZIUM_TUNING
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for pair in std::env::var("BENCH_DEBEZIUM_PROPERTIES")
+        .unwrap_or_default()
+        .split(',')
+    {
+        if let Some((k, v)) = pair.split_once('=') {
+            out.retain(|(x, _)| x != k.trim());
+            out.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    out
+}
+
+async fn wait_until_seen(
+    c: &Collector,
+    n: usize,
+    run: &mut Running,
+    s: &Services,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match c.wait_for(n, Duration::from_secs(5)).await {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => {
+                if let Some(why) = run.failed(s) {
+                    bail!("{why}");
+                }
+            }
+        }
+    }
+}
+
+/// A backlog written while nothing reads the slot, then drained.
+async fn backlog(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Result<Json> {
+    let name = format!("bench_{}_tx{per_tx}", engine.tag().replace('-', "_"));
+    eprintln!(
+        "[bench] {}: backlog of {} rows in transactions of {per_tx}",
+        engine.tag(),
+        a.rows
+    );
+    let b = prepare(s, a, &name, engine).await?;
+    let load_s = write_backlog(&b.client, a.rows, a.payload, per_tx).await?;
+    let collector = Collector::start(&s.kafka, &b.topic, a.partitions)?;
+    let started = now_ms();
+    let (mut run, before) = Running::start(s, engine, &b).await?;
+    wait_until_seen(
+        &collector,
+        a.rows as usize,
+        &mut run,
+        s,
+        Duration::from_secs(1800),
+    )
+    .await?;
+    let after = usage(run.pid())?;
+    run.stop(s)?;
+    let seen = collector.finish()?;
+    drop_bench(s, b).await?;
+    let first = seen.first.values().min().copied().unwrap_or(0);
+    let last = seen.first.values().max().copied().unwrap_or(0);
+    let span_s = (last - first).max(1) as f64 / 1000.0;
+    let rate = (seen.first.len() - 1) as f64 / span_s;
+    eprintln!(
+        "[bench]   {rate:.0} msg/s over {span_s:.2} s; peak RSS {:.0} MiB",
+        after.peak_rss_mib
+    );
+    Ok(json!({
+        "scenario": format!("backlog_tx{per_tx}"),
+        "engine": engine.tag(),
+        "rows": a.rows,
+        "rows_per_transaction": per_tx,
+        "backlog_write_s": round(load_s, 2),
+        "first_record_after_start_s": round((first as f64 - started) / 1000.0, 2),
+        "first_to_last_s": round(span_s, 3),
+        "throughput_msg_s": round(rate, 0),
+        "records": seen.records,
+        "duplicates": seen.records - seen.first.len(),
+        "cpu_s": round(after.cpu_s - before.cpu_s, 2),
+        "peak_rss_mib": round(after.peak_rss_mib, 1),
+    }))
+}
+
+/// 1-row transactions at a fixed offered rate from several connections; each
+/// commit's wall-clock time is matched with its record's append time.
+async fn steady(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
+    let name = format!("bench_{}_steady", engine.tag().replace('-', "_"));
+    eprintln!(
+        "[bench] {}: steady stream of {} msg/s for {} s",
+        engine.tag(),
+        a.rate,
+        a.seconds
+    );
+    let b = prepare(s, a, &name, engine).await?;
+    let collector = Collector::start(&s.kafka, &b.topic, a.partitions)?;
+    let (mut run, _) = Running::start(s, engine, &b).await?;
+    // Warm-up: the relay streams before the measured load begins.
+    let warm = 100i64;
+    b.client
+        .batch_execute(&format!(
+            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) SELECT {} FROM generate_series(1, {warm}) g",
+            insert_values("g", "w", a.payload)
+        ))
+        .await?;
+    wait_until_seen(
+        &collector,
+        warm as usize,
+        &mut run,
+        s,
+        Duration::from_secs(300),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = usage(run.pid())?;
+    let t = Instant::now();
+    let cpu0 = machine_cpu();
+    let commits = generate(s, &b.db, a.rate, a.seconds, a.payload).await?;
+    let cpu1 = machine_cpu();
+    let offered_s = t.elapsed().as_secs_f64();
+    let busy = (cpu1.0 - cpu0.0) as f64 / (cpu1.1 - cpu0.1).max(1) as f64;
+    wait_until_seen(
+        &collector,
+        warm as usize + commits.len(),
+        &mut run,
+        s,
+        Duration::from_secs(300),
+    )
+    .await?;
+    let after = usage(run.pid())?;
+    run.stop(s)?;
+    let seen = collector.finish()?;
+    drop_bench(s, b).await?;
+    let mut lat: Vec<f64> = commits
+        .iter()
+        .filter_map(|(id, at)| seen.first.get(id).map(|k| *k as f64 - at))
+        .collect();
+    if lat.len() != commits.len() {
+        bail!(
+            "{} of {} committed messages were not seen",
+            commits.len() - lat.len(),
+            commits.len()
+        );
+    }
+    lat.sort_by(f64::total_cmp);
+    let pct = |p: f64| lat[((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1];
+    let (p50, p99, max) = (pct(0.50), pct(0.99), pct(1.0));
+    eprintln!(
+        "[bench]   p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms; machine CPU busy {:.0} %",
+        busy * 100.0
+    );
+    Ok(json!({
+        "scenario": "steady",
+        "engine": engine.tag(),
+        "messages": commits.len(),
+        "offered_msg_s": round(commits.len() as f64 / offered_s, 0),
+        "latency_ms": {"p50": round(p50, 1), "p99": round(p99, 1), "max": round(max, 1)},
+        "machine_cpu_busy_pct": round(busy * 100.0, 0),
+        "cpu_s": round(after.cpu_s - before.cpu_s, 2),
+        "peak_rss_mib": round(after.peak_rss_mib, 1),
+    }))
+}
+
+async fn generate(
+    s: &Services,
+    db: &str,
+    rate: u32,
+    seconds: u32,
+    payload: i32,
+) -> Result<Vec<(String, f64)>> {
+    let workers = 8u32;
+    let total = i64::from(rate) * i64::from(seconds);
+    let period = Duration::from_secs_f64(f64::from(workers) / f64::from(rate));
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let client = s.connect(db).await?;
+        let sql = format!(
+            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) VALUES ({}) RETURNING message_id::text",
+            insert_values("$1::bigint", "s", payload)
+        );
+        let stmt = client.prepare(&sql).await?;
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            let mut g = i64::from(w) + 1;
+            while g <= total {
+                tick.tick().await;
+                let row = client.query_one(&stmt, &[&g]).await?;
+                out.push((row.get::<_, String>(0), now_ms()));
+                g += i64::from(workers);
+            }
+            Ok::<_, tokio_postgres::Error>(out)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    Ok(all)
+}
+
+/// The raw slot read rate (our reader, no Kafka) over a backlog in
+/// transactions of 100; returns the rows mapped to records for the produce
+/// baseline.
+async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
+    eprintln!("[bench] baseline: slot read of {} rows", a.rows);
+    let name = "bench_baseline";
+    let b = prepare(s, a, name, Engine::Relay).await?;
+    let spec = SlotSpec {
+        slot: format!("{name}_read"),
+        publication: b.config.postgres.publication.clone(),
+        schema: "public".into(),
+        table: "messaging_outbox".into(),
+        create_if_missing: true,
+    };
+    let opts = ConnectOptions {
+        host: s.host.clone(),
+        port: s.port,
+        dbname: name.into(),
+        user: s.user.clone(),
+        password: Some(Secret::new(s.password.clone())),
+        sslmode: SslMode::Disable,
+        sslrootcert: None,
+        application_name: "outbox-cdc-bench".into(),
+        connect_timeout: Duration::from_secs(10),
+    };
+    let mut conn = ReplicationConnection::connect(&opts).await?;
+    let state = setup::prepare(&mut conn, &spec).await?;
+    write_backlog(&b.client, a.rows, a.payload, 100).await?;
+
+    let (feedback, settled) = Feedback::new(state.confirmed_flush);
+    let (tx, mut events) = mpsc::channel(64);
+    let cancel = CancellationToken::new();
+    let stats = Arc::new(ReaderStats::default());
+    let ropts = ReaderOptions::new(&spec.slot, &spec.publication, &spec.schema, &spec.table);
+    let start = Instant::now();
+    let handle = tokio::spawn({
+        let (cancel, stats) = (cancel.clone(), stats.clone());
+        async move {
+            reader::stream(
+                conn,
+                &ropts,
+                state.confirmed_flush,
+                tx,
+                settled,
+                cancel,
+                stats,
+            )
+            .await
+        }
+    });
+    let mut rows: Vec<(OutboxRow, usize)> = Vec::with_capacity(a.rows as usize);
+    let mut commit_times = Vec::new();
+    while (rows.len() as i64) < a.rows {
+        match events.recv().await {
+            Some(Event::Begin { commit_time, .. }) => commit_times.push(commit_time),
+            Some(Event::Rows(r)) => {
+                let tx = commit_times.len().saturating_sub(1);
+                rows.extend(r.into_iter().map(|row| (row, tx)));
+            }
+            Some(Event::Commit { end_lsn, .. }) => feedback.settle(end_lsn),
+            None => break,
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    cancel.cancel();
+    let _ = handle.await;
+    let prefix = &b.config.outbox.topic_prefix;
+    let mut records = Vec::with_capacity(rows.len());
+    for (row, tx) in &rows {
+        let at = *commit_times
+            .get(*tx)
+            .ok_or_else(|| anyhow!("a row outside a transaction"))?;
+        records.push(mapper::map(row, prefix, at).map_err(|e| anyhow!("{e:?}"))?);
+    }
+    drop_bench(s, b).await?;
+    let rate = rows.len() as f64 / secs;
+    eprintln!("[bench]   {rate:.0} rows/s");
+    Ok((
+        json!({"scenario": "baseline_slot_read", "engine": "reader only (no Kafka)", "rows": rows.len(),
+               "rows_per_transaction": 100, "seconds": round(secs, 3), "throughput_msg_s": round(rate, 0)}),
+        records,
+    ))
+}
+
+/// The raw produce rate: the same records produced by librdkafka with the
+/// relay's producer settings and no PostgreSQL, timed in Kafka like the rest.
+async fn raw_produce(s: &Services, a: &Args, records: Vec<Record>) -> Result<Json> {
+    eprintln!(
+        "[bench] baseline: producing {} records with no PostgreSQL",
+        records.len()
+    );
+    let prefix = format!(
+        "bench_produce-{}.",
+        SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs()
+    );
+    let topic = format!("{prefix}{DESTINATION}");
+    create_topic(&s.kafka, &topic, a.partitions).await?;
+    let collector = Collector::start(&s.kafka, &topic, a.partitions)?;
+    let text = format!("[postgres]\nhost = \"h\"\ndbname = \"d\"\nuser = \"u\"\n[outbox]\n[kafka]\nbootstrap_servers = \"{}\"\n", s.kafka);
+    let cfg =
+        Config::parse(&text, Path::new("bench.toml"), &|_| None).map_err(|e| anyhow!("{e}"))?;
+    let cc = publisher::client_config(&cfg, &|_| None).map_err(|e| anyhow!("{e}"))?;
+    let producer: BaseProducer = cc.create()?;
+    let n = records.len();
+    let start = Instant::now();
+    for r in &records {
+        let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
+        for (name, value) in &r.headers {
+            headers = headers.insert(Header {
+                key: name,
+                value: value.as_deref(),
+            });
+        }
+        let mut rec = BaseRecord::<[u8], [u8]>::to(&topic)
+            .key(&r.key)
+            .payload(&r.value)
+            .headers(headers);
+        if let Some(ts) = r.timestamp_ms {
+            rec = rec.timestamp(ts);
+        }
+        loop {
+            match producer.send(rec) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    rec = back;
+                    producer.poll(Duration::from_millis(5));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(120))?;
+    let wall = start.elapsed().as_secs_f64();
+    collector.wait_for(n, Duration::from_secs(300)).await?;
+    let seen = collector.finish()?;
+    let first = seen.first.values().min().copied().unwrap_or(0);
+    let last = seen.first.values().max().copied().unwrap_or(0);
+    let span_s = (last - first).max(1) as f64 / 1000.0;
+    let rate = (n - 1) as f64 / span_s;
+    eprintln!("[bench]   {rate:.0} msg/s");
+    Ok(
+        json!({"scenario": "baseline_produce", "engine": "librdkafka only (no PostgreSQL)", "rows": n,
+              "first_to_last_s": round(span_s, 3), "producer_wall_s": round(wall, 3), "throughput_msg_s": round(rate, 0)}),
+    )
+}
+
+fn round(v: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (v * f).round() / f
+}
+
+fn command_line(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .map(|o| {
+            let text = if o.stdout.is_empty() {
+                o.stderr
+            } else {
+                o.stdout
+            };
+            String::from_utf8_lossy(&text)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+async fn environment(s: &Services) -> Result<Json> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_default();
+    let pg = s.connect("postgres").await?;
+    let pg_version: String = pg.query_one("SHOW server_version", &[]).await?.get(0);
+    s.services("start-connect")?;
+    let (_, root) = s.rest("GET", "/", None)?;
+    let kafka: Json = serde_json::from_str(&root).unwrap_or_default();
+    let (_, plugins) = s.rest("GET", "/connector-plugins", None)?;
+    let plugins: Json = serde_json::from_str(&plugins).unwrap_or_default();
+    let debezium = plugins
+        .as_array()
+        .and_then(|p| {
+            p.iter().find(|p| {
+                p["class"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("PostgresConnector"))
+            })
+        })
+        .and_then(|p| p["version"].as_str())
+        .unwrap_or("?")
+        .to_string();
+    let worker = std::fs::read_to_string(s.state.join("connect.pid"))
+        .ok()
+        .and_then(|pid| std::fs::read(format!("/proc/{}/cmdline", pid.trim())).ok())
+        .map(|c| {
+            c.split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).to_string())
+                .filter(|a| a.starts_with("-X"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    s.services("stop-connect")?;
+    Ok(json!({
+        "machine": {
+            "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "memory_gib": round(mem_kib / 1024.0 / 1024.0, 1),
+            "cpu": model,
+            "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        },
+        "versions": {
+            "outbox-cdc": format!("{} ({})", env!("CARGO_PKG_VERSION"), command_line("git", &["describe", "--always", "--dirty"])),
+            "rustc": command_line("rustc", &["--version"]),
+            "postgresql": pg_version,
+            "kafka": kafka["version"],
+            "debezium": debezium,
+            "java": command_line("java", &["-version"]),
+        },
+        "connect_worker_jvm": worker,
+    }))
+}
+
+fn find<'a>(results: &'a [Json], scenario: &str, engine: &str) -> Option<&'a Json> {
+    results
+        .iter()
+        .find(|r| r["scenario"] == scenario && r["engine"] == engine)
+}
+
+fn ratios(a: &Args, results: &[Json]) -> Json {
+    let num = |r: Option<&Json>, path: &[&str]| -> Option<f64> {
+        let mut v = r?;
+        for p in path {
+            v = &v[*p];
+        }
+        v.as_f64()
+    };
+    let relay = Engine::Relay.tag();
+    let dbz = Engine::Debezium.tag();
+    let mut out = serde_json::Map::new();
+    for tx in &a.tx_sizes {
+        let sc = format!("backlog_tx{tx}");
+        let r = num(find(results, &sc, relay), &["throughput_msg_s"]);
+        let d = num(find(results, &sc, dbz), &["throughput_msg_s"]);
+        if let (Some(r), Some(d)) = (r, d) {
+            out.insert(
+                format!("throughput_vs_debezium_tx{tx}"),
+                json!(round(r / d, 2)),
+            );
+        }
+    }
+    let p99 = |e: &str| num(find(results, "steady", e), &["latency_ms", "p99"]);
+    if let (Some(r), Some(d)) = (p99(relay), p99(dbz)) {
+        out.insert("p99_vs_debezium".into(), json!(round(r / d, 3)));
+    }
+    let peak = |e: &str| {
+        results
+            .iter()
+            .filter(|r| r["engine"] == e)
+            .filter_map(|r| r["peak_rss_mib"].as_f64())
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    if let (Some(r), Some(d)) = (peak(relay), peak(dbz)) {
+        out.insert("peak_memory_vs_debezium".into(), json!(round(r / d, 3)));
+    }
+    let read = num(
+        find(results, "baseline_slot_read", "reader only (no Kafka)"),
+        &["throughput_msg_s"],
+    );
+    let produce = num(
+        find(
+            results,
+            "baseline_produce",
+            "librdkafka only (no PostgreSQL)",
+        ),
+        &["throughput_msg_s"],
+    );
+    let relay100 = num(find(results, "backlog_tx100", relay), &["throughput_msg_s"]);
+    if let (Some(r), Some(p), Some(x)) = (read, produce, relay100) {
+        out.insert(
+            "throughput_vs_lower_baseline_tx100".into(),
+            json!(round(x / r.min(p), 2)),
+        );
+    }
+    Json::Object(out)
+}
+
+fn markdown(report: &Json) -> String {
+    let mut md = String::new();
+    let env = &report["environment"];
+    let m = &env["machine"];
+    let v = &env["versions"];
+    let s = &report["settings"];
+    let _ = writeln!(md, "# Benchmark: outbox-cdc and Debezium on one machine\n");
+    let _ = writeln!(md, "Generated by `{}` on {}; every figure below comes from that one run \
+        (`docs/benchmark.json` holds them all). Reproduce with the same command on a fresh clone.\n",
+        report["command"].as_str().unwrap_or(""), report["date"].as_str().unwrap_or(""));
+    let _ = writeln!(
+        md,
+        "- Machine: {} cores, {} GiB, {}; Linux {}",
+        m["cores"],
+        m["memory_gib"],
+        m["cpu"].as_str().unwrap_or("?"),
+        m["kernel"].as_str().unwrap_or("?")
+    );
+    let _ = writeln!(
+        md,
+        "- Versions: outbox-cdc {}, {}, PostgreSQL {}, Kafka {}, Debezium {}, {}",
+        v["outbox-cdc"].as_str().unwrap_or("?"),
+        v["rustc"].as_str().unwrap_or("?"),
+        v["postgresql"].as_str().unwrap_or("?"),
+        v["kafka"].as_str().unwrap_or("?"),
+        v["debezium"].as_str().unwrap_or("?"),
+        v["java"].as_str().unwrap_or("?")
+    );
+    let _ = writeln!(md, "- Services: all on this machine (PostgreSQL, one Kafka broker, one Kafka Connect worker with JVM flags `{}`), \
+        started by `scripts/services.sh`. The Connect worker is restarted before each Debezium run and stopped otherwise.",
+        env["connect_worker_jvm"].as_str().unwrap_or(""));
+    let _ = writeln!(md, "- Load: {} rows of about {} bytes of payload per backlog; steady stream of {} msg/s for {} s in 1-row transactions; topic with {} partitions and `LogAppendTime`.",
+        s["rows"], s["payload_bytes"], s["rate_msg_s"], s["seconds"], s["partitions"]);
+    let tuning: Vec<String> = s["debezium_tuning"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| format!("`{k}={}`", v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        md,
+        "- Debezium tuning (on top of the generated configuration): {}.",
+        tuning.join(", ")
+    );
+    let _ = writeln!(md, "- outbox-cdc: defaults (`linger.ms=5`, `batch.num.messages=10000`, idempotent, `acks=all`), PUBLISHED marks on.\n");
+
+    let _ = writeln!(
+        md,
+        "## Throughput: backlog drained, first to last record in Kafka\n"
+    );
+    let _ = writeln!(md, "| scenario | relay | msg/s | first to last (s) | first record after start (s) | CPU (s) | peak RSS (MiB) |");
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|");
+    let results = report["results"].as_array().cloned().unwrap_or_default();
+    for r in results.iter().filter(|r| {
+        r["scenario"]
+            .as_str()
+            .is_some_and(|x| x.starts_with("backlog") || x.starts_with("baseline"))
+    }) {
+        let cell = |k: &str| {
+            if r[k].is_null() {
+                "–".to_string()
+            } else {
+                r[k].to_string()
+            }
+        };
+        let span = if r["first_to_last_s"].is_null() {
+            cell("seconds")
+        } else {
+            cell("first_to_last_s")
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r["scenario"].as_str().unwrap_or(""),
+            r["engine"].as_str().unwrap_or(""),
+            cell("throughput_msg_s"),
+            span,
+            cell("first_record_after_start_s"),
+            cell("cpu_s"),
+            cell("peak_rss_mib")
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n## Latency: commit to Kafka at a fixed offered load\n"
+    );
+    let _ = writeln!(
+        md,
+        "| relay | offered msg/s | p50 (ms) | p99 (ms) | max (ms) | CPU (s) | peak RSS (MiB) |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|");
+    for r in results.iter().filter(|r| r["scenario"] == "steady") {
+        let l = &r["latency_ms"];
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r["engine"].as_str().unwrap_or(""),
+            r["offered_msg_s"],
+            l["p50"],
+            l["p99"],
+            l["max"],
+            r["cpu_s"],
+            r["peak_rss_mib"]
+        );
+    }
+    let _ = writeln!(md, "\nLatency is the broker's append time of the record minus the time the writer's COMMIT returned \
+        (1 ms resolution: the broker stamps milliseconds). CPU is for the measured window of each scenario.\n");
+    let _ = writeln!(md, "## Against the goals\n");
+    let _ = writeln!(md, "| ratio | value | goal |");
+    let _ = writeln!(md, "|---|---:|---|");
+    if let Some(o) = report["ratios"].as_object() {
+        for (k, v) in o {
+            let goal = if k.starts_with("throughput_vs_debezium") {
+                "≥ 2"
+            } else if k.starts_with("p99") {
+                "≤ 0.2"
+            } else if k.starts_with("peak_memory") {
+                "≤ 0.1"
+            } else {
+                "≥ 0.8"
+            };
+            let _ = writeln!(md, "| {k} | {v} | {goal} |");
+        }
+    }
+    md
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let a = Args::parse()?;
+    let s = Services::from_env()?;
+    let environment = environment(&s).await?;
+    let mut results = Vec::new();
+    let runs = |group: &str| a.only.iter().any(|g| g == group);
+    if runs("baselines") {
+        let (read, records) = slot_read(&s, &a).await?;
+        results.push(read);
+        results.push(raw_produce(&s, &a, records).await?);
+    }
+    for engine in a.engines.clone() {
+        if runs("backlog") {
+            for tx in &a.tx_sizes {
+                results.push(backlog(&s, &a, engine, *tx).await?);
+            }
+        }
+        if runs("steady") {
+            results.push(steady(&s, &a, engine).await?);
+        }
+    }
+    let tuning: serde_json::Map<String, Json> = debezium_tuning()
+        .into_iter()
+        .map(|(k, v)| (k, Json::String(v)))
+        .collect();
+    let command = std::env::var("BENCH_COMMAND").unwrap_or_else(|_| "scripts/bench.sh".into());
+    let date = command_line("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]);
+    let report = json!({
+        "date": date,
+        "command": command,
+        "environment": environment,
+        "settings": {
+            "rows": a.rows, "payload_bytes": a.payload, "tx_sizes": a.tx_sizes, "rate_msg_s": a.rate,
+            "seconds": a.seconds, "partitions": a.partitions, "debezium_tuning": tuning,
+            "relay_settings": std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
+            "relay_kafka_properties": std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
+        },
+        "results": results,
+        "ratios": ratios(&a, &results),
+    });
+    std::fs::create_dir_all(&a.out)?;
+    let mut f = File::create(a.out.join("benchmark.json"))?;
+    writeln!(f, "{}", serde_json::to_string_pretty(&report)?)?;
+    std::fs::write(a.out.join("benchmark.md"), markdown(&report))?;
+    println!("{}", serde_json::to_string_pretty(&report["ratios"])?);
+    Ok(())
+}

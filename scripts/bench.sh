@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# outbox-cdc and Debezium side by side on the local services, with the raw
+# slot-read and raw-produce baselines, all in one run. Writes
+# docs/benchmark.json and docs/benchmark.md. Not a test: it asserts nothing.
+#
+#   scripts/bench.sh [--rows N] [--payload BYTES] [--tx-sizes 1,100]
+#                    [--rate MSG_PER_S] [--seconds S] [--partitions N] [--out DIR]
+#
+# Defaults: 200 000 rows of about 500 bytes, transactions of 1 and of 100
+# rows, a steady stream of 2 000 msg/s for 30 s, 6 partitions, results in
+# docs/. BENCH_DEBEZIUM_PROPERTIES=key=value,... changes Debezium's tuning;
+# BENCH_RELAY_SETTINGS and BENCH_KAFKA_PROPERTIES add TOML lines to the
+# relay's [relay] and [kafka.properties] tables, e.g.
+#   BENCH_RELAY_SETTINGS='max_in_flight_messages = 5000' scripts/bench.sh --only backlog
+# Settings other than the defaults are recorded in the results.
+# Services this script started are stopped at the end; the Kafka Connect
+# worker is started and stopped by the bench itself.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+was_running=$(scripts/services.sh status | grep -c ': running' || true)
+scripts/services.sh start >&2
+eval "$(scripts/services.sh env)"
+cleanup() {
+  if [ "$was_running" = 0 ]; then scripts/services.sh stop >&2; fi
+}
+trap cleanup EXIT
+# Relay, broker and worker share this machine; nothing else of ours runs.
+scripts/services.sh stop-connect >&2
+
+export BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
+cargo bench --bench relay_vs_debezium -- "$@"
