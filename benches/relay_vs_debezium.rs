@@ -41,6 +41,8 @@ use outbox_cdc::replication::rows::OutboxRow;
 use outbox_cdc::replication::setup::{self, SlotSpec};
 use outbox_cdc::{connector_config, publisher};
 
+const READ_BASELINE: &str = "reader only (no Kafka)";
+const PRODUCE_BASELINE: &str = "librdkafka only (no PostgreSQL)";
 const RELAY_BIN: &str = env!("CARGO_BIN_EXE_outbox-cdc");
 /// Every bench row goes to this destination, so each run has one topic.
 const DESTINATION: &str = "orders";
@@ -80,6 +82,8 @@ struct Args {
     /// profiling one part. The committed results come from a full run.
     only: Vec<String>,
     engines: Vec<Engine>,
+    /// Drains per backlog scenario; the table shows the median.
+    repeat: usize,
 }
 
 impl Args {
@@ -93,7 +97,8 @@ impl Args {
             partitions: 6,
             out: PathBuf::from("docs"),
             only: vec!["baselines".into(), "backlog".into(), "steady".into()],
-            engines: vec![Engine::Relay, Engine::Debezium],
+            engines: vec![Engine::Relay, Engine::RelayUnmarked, Engine::Debezium],
+            repeat: 3,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -111,12 +116,14 @@ impl Args {
                 "--seconds" => a.seconds = value()?.parse()?,
                 "--partitions" => a.partitions = value()?.parse()?,
                 "--out" => a.out = value()?.into(),
+                "--repeat" => a.repeat = value()?.parse()?,
                 "--only" => a.only = value()?.split(',').map(str::to_string).collect(),
                 "--engines" => {
                     a.engines = value()?
                         .split(',')
                         .map(|e| match e {
                             "outbox-cdc" => Ok(Engine::Relay),
+                            "outbox-cdc-unmarked" => Ok(Engine::RelayUnmarked),
                             "debezium" => Ok(Engine::Debezium),
                             other => Err(anyhow!("unknown engine {other}")),
                         })
@@ -127,7 +134,13 @@ impl Args {
                 other => bail!("unknown argument {other}"),
             }
         }
-        if a.rows < 2 || a.payload < 0 || a.rate == 0 || a.seconds == 0 || a.tx_sizes.is_empty() {
+        if a.repeat == 0
+            || a.rows < 2
+            || a.payload < 0
+            || a.rate == 0
+            || a.seconds == 0
+            || a.tx_sizes.is_empty()
+        {
             bail!("rows >= 2, payload >= 0, rate > 0, seconds > 0 and at least one tx size");
         }
         Ok(a)
@@ -213,6 +226,8 @@ impl Services {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Engine {
     Relay,
+    /// The relay without its PUBLISHED bookkeeping, to show what that costs.
+    RelayUnmarked,
     Debezium,
 }
 
@@ -220,6 +235,15 @@ impl Engine {
     fn tag(self) -> &'static str {
         match self {
             Engine::Relay => "outbox-cdc",
+            Engine::RelayUnmarked => "outbox-cdc (mark_published = false)",
+            Engine::Debezium => "debezium",
+        }
+    }
+
+    fn db_tag(self) -> &'static str {
+        match self {
+            Engine::Relay => "relay",
+            Engine::RelayUnmarked => "relay_unmarked",
             Engine::Debezium => "debezium",
         }
     }
@@ -269,6 +293,15 @@ async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) -> Result<B
     );
     let prefix = format!("{run}.");
     let topic = format!("{prefix}{DESTINATION}");
+    let relay_settings = format!(
+        "{}\n{}",
+        std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
+        if engine == Engine::RelayUnmarked {
+            "mark_published = false"
+        } else {
+            ""
+        }
+    );
     let text = format!(
         r#"[postgres]
 host = "{host}"
@@ -301,7 +334,7 @@ topic_prefix = "{run}"
         user = s.user,
         kafka = s.kafka,
         kafka_properties = std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
-        relay_settings = std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
+        relay_settings = relay_settings,
     );
     let dir = PathBuf::from(".cache/bench");
     std::fs::create_dir_all(&dir)?;
@@ -313,7 +346,7 @@ topic_prefix = "{run}"
     // The documented deployment: cutover declares the relay and creates its
     // slot before any row is written.
     let target = match engine {
-        Engine::Relay => "cdc",
+        Engine::Relay | Engine::RelayUnmarked => "cdc",
         Engine::Debezium => "debezium",
     };
     relay_command(&config_path, &["cutover", "--to", target])?;
@@ -551,6 +584,11 @@ fn machine_cpu() -> (u64, u64) {
     (total.saturating_sub(idle), total)
 }
 
+/// Busy CPU time of the whole machine between two readings, in µs.
+fn jiffies_us(from: (u64, u64), to: (u64, u64)) -> f64 {
+    to.0.saturating_sub(from.0) as f64 * 10_000.0
+}
+
 /// A relay under measurement.
 enum Running {
     Relay { child: Child },
@@ -560,7 +598,7 @@ enum Running {
 impl Running {
     async fn start(s: &Services, engine: Engine, b: &Bench) -> Result<(Running, Usage)> {
         match engine {
-            Engine::Relay => {
+            Engine::Relay | Engine::RelayUnmarked => {
                 let log = File::create(b.config_path.with_extension("log"))?;
                 let child = Command::new(RELAY_BIN)
                     .args(["run", "--config"])
@@ -679,19 +717,73 @@ async fn wait_until_seen(
     }
 }
 
-/// A backlog written while nothing reads the slot, then drained.
+/// A backlog written while nothing reads the slot, then drained; `repeat`
+/// times, each on a fresh database (and, for Debezium, a fresh worker).
 async fn backlog(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Result<Json> {
-    let name = format!("bench_{}_tx{per_tx}", engine.tag().replace('-', "_"));
-    eprintln!(
-        "[bench] {}: backlog of {} rows in transactions of {per_tx}",
-        engine.tag(),
-        a.rows
-    );
+    let mut runs = Vec::new();
+    for i in 0..a.repeat {
+        eprintln!(
+            "[bench] {}: backlog of {} rows in transactions of {per_tx} ({}/{})",
+            engine.tag(),
+            a.rows,
+            i + 1,
+            a.repeat
+        );
+        runs.push(backlog_once(s, a, engine, per_tx).await?);
+    }
+    Ok(summary(
+        json!({
+            "scenario": format!("backlog_tx{per_tx}"),
+            "engine": engine.tag(),
+            "rows": a.rows,
+            "rows_per_transaction": per_tx,
+        }),
+        runs,
+    ))
+}
+
+/// The medians of repeated runs (peak memory: the highest), with every run.
+fn summary(head: Json, runs: Vec<Json>) -> Json {
+    let mut out = head.as_object().cloned().unwrap_or_default();
+    let median = |key: &str| {
+        let mut v: Vec<f64> = runs.iter().filter_map(|r| r[key].as_f64()).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    for key in [
+        "throughput_msg_s",
+        "first_to_last_s",
+        "first_record_after_start_s",
+        "cpu_s",
+        "machine_cpu_us_per_msg",
+    ] {
+        if let Some(v) = median(key) {
+            out.insert(key.into(), json!(v));
+        }
+    }
+    let peak = runs
+        .iter()
+        .filter_map(|r| r["peak_rss_mib"].as_f64())
+        .reduce(f64::max);
+    if let Some(p) = peak {
+        out.insert("peak_rss_mib".into(), json!(p));
+    }
+    let dups: u64 = runs.iter().filter_map(|r| r["duplicates"].as_u64()).sum();
+    if runs.iter().any(|r| !r["duplicates"].is_null()) {
+        out.insert("duplicates".into(), json!(dups));
+    }
+    out.insert("runs".into(), Json::Array(runs));
+    Json::Object(out)
+}
+
+async fn backlog_once(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Result<Json> {
+    let name = format!("bench_{}_tx{per_tx}", engine.db_tag());
     let b = prepare(s, a, &name, engine).await?;
     let load_s = write_backlog(&b.client, a.rows, a.payload, per_tx).await?;
     let collector = Collector::start(&s.kafka, &b.topic, a.partitions)?;
     let started = now_ms();
     let (mut run, before) = Running::start(s, engine, &b).await?;
+    let cpu0 = machine_cpu();
     wait_until_seen(
         &collector,
         a.rows as usize,
@@ -700,6 +792,7 @@ async fn backlog(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Result<
         Duration::from_secs(1800),
     )
     .await?;
+    let cpu1 = machine_cpu();
     let after = usage(run.pid())?;
     run.stop(s)?;
     let seen = collector.finish()?;
@@ -713,10 +806,6 @@ async fn backlog(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Result<
         after.peak_rss_mib
     );
     Ok(json!({
-        "scenario": format!("backlog_tx{per_tx}"),
-        "engine": engine.tag(),
-        "rows": a.rows,
-        "rows_per_transaction": per_tx,
         "backlog_write_s": round(load_s, 2),
         "first_record_after_start_s": round((first as f64 - started) / 1000.0, 2),
         "first_to_last_s": round(span_s, 3),
@@ -724,6 +813,7 @@ async fn backlog(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Result<
         "records": seen.records,
         "duplicates": seen.records - seen.first.len(),
         "cpu_s": round(after.cpu_s - before.cpu_s, 2),
+        "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / seen.first.len() as f64, 1),
         "peak_rss_mib": round(after.peak_rss_mib, 1),
     }))
 }
@@ -731,7 +821,7 @@ async fn backlog(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Result<
 /// 1-row transactions at a fixed offered rate from several connections; each
 /// commit's wall-clock time is matched with its record's append time.
 async fn steady(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
-    let name = format!("bench_{}_steady", engine.tag().replace('-', "_"));
+    let name = format!("bench_{}_steady", engine.db_tag());
     eprintln!(
         "[bench] {}: steady stream of {} msg/s for {} s",
         engine.tag(),
@@ -881,6 +971,7 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
     let stats = Arc::new(ReaderStats::default());
     let ropts = ReaderOptions::new(&spec.slot, &spec.publication, &spec.schema, &spec.table);
     let start = Instant::now();
+    let cpu0 = machine_cpu();
     let handle = tokio::spawn({
         let (cancel, stats) = (cancel.clone(), stats.clone());
         async move {
@@ -910,6 +1001,7 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    let cpu1 = machine_cpu();
     cancel.cancel();
     let _ = handle.await;
     let prefix = &b.config.outbox.topic_prefix;
@@ -924,15 +1016,15 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
     let rate = rows.len() as f64 / secs;
     eprintln!("[bench]   {rate:.0} rows/s");
     Ok((
-        json!({"scenario": "baseline_slot_read", "engine": "reader only (no Kafka)", "rows": rows.len(),
-               "rows_per_transaction": 100, "seconds": round(secs, 3), "throughput_msg_s": round(rate, 0)}),
+        json!({"first_to_last_s": round(secs, 3), "throughput_msg_s": round(rate, 0),
+               "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / rows.len() as f64, 1)}),
         records,
     ))
 }
 
 /// The raw produce rate: the same records produced by librdkafka with the
 /// relay's producer settings and no PostgreSQL, timed in Kafka like the rest.
-async fn raw_produce(s: &Services, a: &Args, records: Vec<Record>) -> Result<Json> {
+async fn raw_produce(s: &Services, a: &Args, records: &[Record]) -> Result<Json> {
     eprintln!(
         "[bench] baseline: producing {} records with no PostgreSQL",
         records.len()
@@ -951,7 +1043,8 @@ async fn raw_produce(s: &Services, a: &Args, records: Vec<Record>) -> Result<Jso
     let producer: BaseProducer = cc.create()?;
     let n = records.len();
     let start = Instant::now();
-    for r in &records {
+    let cpu0 = machine_cpu();
+    for r in records {
         let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
         for (name, value) in &r.headers {
             headers = headers.insert(Header {
@@ -980,6 +1073,7 @@ async fn raw_produce(s: &Services, a: &Args, records: Vec<Record>) -> Result<Jso
     producer.flush(Duration::from_secs(120))?;
     let wall = start.elapsed().as_secs_f64();
     collector.wait_for(n, Duration::from_secs(300)).await?;
+    let cpu1 = machine_cpu();
     let seen = collector.finish()?;
     let first = seen.first.values().min().copied().unwrap_or(0);
     let last = seen.first.values().max().copied().unwrap_or(0);
@@ -987,8 +1081,8 @@ async fn raw_produce(s: &Services, a: &Args, records: Vec<Record>) -> Result<Jso
     let rate = (n - 1) as f64 / span_s;
     eprintln!("[bench]   {rate:.0} msg/s");
     Ok(
-        json!({"scenario": "baseline_produce", "engine": "librdkafka only (no PostgreSQL)", "rows": n,
-              "first_to_last_s": round(span_s, 3), "producer_wall_s": round(wall, 3), "throughput_msg_s": round(rate, 0)}),
+        json!({"first_to_last_s": round(span_s, 3), "producer_wall_s": round(wall, 3), "throughput_msg_s": round(rate, 0),
+               "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / n as f64, 1)}),
     )
 }
 
@@ -1123,15 +1217,11 @@ fn ratios(a: &Args, results: &[Json]) -> Json {
         out.insert("peak_memory_vs_debezium".into(), json!(round(r / d, 3)));
     }
     let read = num(
-        find(results, "baseline_slot_read", "reader only (no Kafka)"),
+        find(results, "baseline_slot_read", READ_BASELINE),
         &["throughput_msg_s"],
     );
     let produce = num(
-        find(
-            results,
-            "baseline_produce",
-            "librdkafka only (no PostgreSQL)",
-        ),
+        find(results, "baseline_produce", PRODUCE_BASELINE),
         &["throughput_msg_s"],
     );
     let relay100 = num(find(results, "backlog_tx100", relay), &["throughput_msg_s"]);
@@ -1139,6 +1229,27 @@ fn ratios(a: &Args, results: &[Json]) -> Json {
         out.insert(
             "throughput_vs_lower_baseline_tx100".into(),
             json!(round(x / r.min(p), 2)),
+        );
+    }
+    // Each baseline leaves the other half of the work undone: a relay must
+    // spend both their CPU per message on the same cores. This bound says
+    // what the machine can do when both halves share it perfectly.
+    let cpu = |scenario: &str, engine: &str| {
+        num(find(results, scenario, engine), &["machine_cpu_us_per_msg"])
+    };
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get() as f64)
+        .unwrap_or(1.0);
+    if let (Some(r), Some(p), Some(x)) = (
+        cpu("baseline_slot_read", READ_BASELINE),
+        cpu("baseline_produce", PRODUCE_BASELINE),
+        relay100,
+    ) {
+        let bound = cores * 1e6 / (r + p);
+        out.insert("shared_cpu_bound_msg_s".into(), json!(round(bound, 0)));
+        out.insert(
+            "throughput_vs_shared_cpu_bound_tx100".into(),
+            json!(round(x / bound, 2)),
         );
     }
     Json::Object(out)
@@ -1196,35 +1307,33 @@ fn markdown(report: &Json) -> String {
         md,
         "## Throughput: backlog drained, first to last record in Kafka\n"
     );
-    let _ = writeln!(md, "| scenario | relay | msg/s | first to last (s) | first record after start (s) | CPU (s) | peak RSS (MiB) |");
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "Median of {} drains per row (each on a fresh database; every run is in the JSON). \
+        CPU is the relay process's (for Debezium, the Connect worker's) from its start to the last record; \
+        machine CPU is the busy time of the whole machine (database, broker, relay, bench consumer) per message.\n",
+        s["repeat"]);
+    let _ = writeln!(md, "| scenario | relay | msg/s | first to last (s) | first record after start (s) | CPU (s) | machine CPU (µs/msg) | peak RSS (MiB) |");
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|");
     let results = report["results"].as_array().cloned().unwrap_or_default();
     for r in results.iter().filter(|r| {
         r["scenario"]
             .as_str()
             .is_some_and(|x| x.starts_with("backlog") || x.starts_with("baseline"))
     }) {
-        let cell = |k: &str| {
-            if r[k].is_null() {
-                "–".to_string()
-            } else {
-                r[k].to_string()
-            }
-        };
-        let span = if r["first_to_last_s"].is_null() {
-            cell("seconds")
-        } else {
-            cell("first_to_last_s")
+        let cell = |k: &str| match r[k].as_f64() {
+            None => "–".to_string(),
+            Some(f) if f.fract() == 0.0 => format!("{}", f as i64),
+            Some(f) => format!("{f}"),
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             r["scenario"].as_str().unwrap_or(""),
             r["engine"].as_str().unwrap_or(""),
             cell("throughput_msg_s"),
-            span,
+            cell("first_to_last_s"),
             cell("first_record_after_start_s"),
             cell("cpu_s"),
+            cell("machine_cpu_us_per_msg"),
             cell("peak_rss_mib")
         );
     }
@@ -1234,20 +1343,21 @@ fn markdown(report: &Json) -> String {
     );
     let _ = writeln!(
         md,
-        "| relay | offered msg/s | p50 (ms) | p99 (ms) | max (ms) | CPU (s) | peak RSS (MiB) |"
+        "| relay | offered msg/s | p50 (ms) | p99 (ms) | max (ms) | CPU (s) | machine busy | peak RSS (MiB) |"
     );
-    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in results.iter().filter(|r| r["scenario"] == "steady") {
         let l = &r["latency_ms"];
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} % | {} |",
             r["engine"].as_str().unwrap_or(""),
             r["offered_msg_s"],
             l["p50"],
             l["p99"],
             l["max"],
             r["cpu_s"],
+            r["machine_cpu_busy_pct"],
             r["peak_rss_mib"]
         );
     }
@@ -1264,8 +1374,10 @@ fn markdown(report: &Json) -> String {
                 "≤ 0.2"
             } else if k.starts_with("peak_memory") {
                 "≤ 0.1"
-            } else {
+            } else if k.starts_with("throughput_vs_lower_baseline") {
                 "≥ 0.8"
+            } else {
+                "(context)"
             };
             let _ = writeln!(md, "| {k} | {v} | {goal} |");
         }
@@ -1281,9 +1393,21 @@ async fn main() -> Result<()> {
     let mut results = Vec::new();
     let runs = |group: &str| a.only.iter().any(|g| g == group);
     if runs("baselines") {
-        let (read, records) = slot_read(&s, &a).await?;
-        results.push(read);
-        results.push(raw_produce(&s, &a, records).await?);
+        let (mut reads, mut produces, mut records) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..a.repeat {
+            let (read, r) = slot_read(&s, &a).await?;
+            reads.push(read);
+            records = r;
+        }
+        for _ in 0..a.repeat {
+            produces.push(raw_produce(&s, &a, &records).await?);
+        }
+        let head = |scenario: &str, engine: &str| json!({"scenario": scenario, "engine": engine, "rows": records.len(), "rows_per_transaction": 100});
+        results.push(summary(head("baseline_slot_read", READ_BASELINE), reads));
+        results.push(summary(
+            head("baseline_produce", PRODUCE_BASELINE),
+            produces,
+        ));
     }
     for engine in a.engines.clone() {
         if runs("backlog") {
@@ -1307,7 +1431,7 @@ async fn main() -> Result<()> {
         "environment": environment,
         "settings": {
             "rows": a.rows, "payload_bytes": a.payload, "tx_sizes": a.tx_sizes, "rate_msg_s": a.rate,
-            "seconds": a.seconds, "partitions": a.partitions, "debezium_tuning": tuning,
+            "seconds": a.seconds, "partitions": a.partitions, "repeat": a.repeat, "debezium_tuning": tuning,
             "relay_settings": std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
             "relay_kafka_properties": std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
         },
