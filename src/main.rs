@@ -12,7 +12,7 @@ use outbox_cdc::migrate::{self, MigrateError, Scope};
 use outbox_cdc::relay::{Relay, RelayError};
 use outbox_cdc::tail;
 
-/// A quarter of the relay's own CPU went to glibc malloc and free (one
+/// About a quarter of the relay's own CPU went to glibc malloc and free (one
 /// record is a score of small allocations), measured with `perf` under
 /// `scripts/bench.sh`.
 #[global_allocator]
