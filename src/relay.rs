@@ -270,17 +270,7 @@ impl Relay {
     /// backlog of a cutover to Debezium, which streams from its own slot.
     pub async fn handover_only(&mut self, shutdown: CancellationToken) -> Result<(), RelayError> {
         let (publisher, mut reports) = Publisher::new(&self.kafka)?;
-        let mut session = Session {
-            relay: self,
-            publisher,
-            watermark: Watermark::new(),
-            current: None,
-            in_flight: 0,
-            in_flight_bytes: 0,
-            failures: Vec::new(),
-            published: Vec::new(),
-            restart: None,
-        };
+        let mut session = Session::new(self, publisher);
         match session.publish_handover(&mut reports, &shutdown).await? {
             None => Ok(()),
             Some(SessionEnd::Stopped) => Ok(()),
@@ -374,17 +364,7 @@ impl Relay {
             let settled = feedback.subscribe();
             async move { reader::stream(conn, &opts, start, event_tx, settled, cancel, stats).await }
         });
-        let mut session = Session {
-            relay: self,
-            publisher,
-            watermark: Watermark::new(),
-            current: None,
-            in_flight: 0,
-            in_flight_bytes: 0,
-            failures: Vec::new(),
-            published: Vec::new(),
-            restart: None,
-        };
+        let mut session = Session::new(self, publisher);
         // The backlog of a cutover goes first, while this session holds the slot.
         let end = match session.publish_handover(&mut reports, shutdown).await {
             Ok(None) => {
@@ -446,7 +426,21 @@ struct Session<'a> {
     restart: Option<String>,
 }
 
-impl Session<'_> {
+impl<'r> Session<'r> {
+    fn new(relay: &'r Relay, publisher: Publisher) -> Session<'r> {
+        Session {
+            relay,
+            publisher,
+            watermark: Watermark::new(),
+            current: None,
+            in_flight: 0,
+            in_flight_bytes: 0,
+            failures: Vec::new(),
+            published: Vec::new(),
+            restart: None,
+        }
+    }
+
     async fn pump(
         &mut self,
         reports: &mut mpsc::UnboundedReceiver<Delivery>,

@@ -69,32 +69,21 @@ fn test_config(services: &common::Services, db: &str, outbox_prefix: &str, label
 }
 
 fn config_text(services: &common::Services, db: &str, outbox_prefix: &str, label: &str) -> String {
+    let head = common::config_head(
+        (&services.pg_host, services.pg_port, &services.pg_user),
+        db,
+        Some(&format!("{db}_relay")),
+        outbox_prefix,
+        &services.kafka_bootstrap,
+    );
     format!(
-        r#"[postgres]
-host = "{host}"
-port = {port}
-dbname = "{db}"
-user = "{user}"
-password = {{ env = "OUTBOX_TEST_PG_PASSWORD" }}
-sslmode = "disable"
-slot = "{db}_relay"
-
-[outbox]
-topic_prefix = "{outbox_prefix}"
-
-[kafka]
-bootstrap_servers = "{kafka}"
-
+        r#"{head}
 [debezium]
 connector_name = "{db}-{label}"
 slot = "{db}_dbz"
 topic_prefix = "{db}-{label}"
 heartbeat_interval_ms = 1000
-"#,
-        host = services.pg_host,
-        port = services.pg_port,
-        user = services.pg_user,
-        kafka = services.kafka_bootstrap
+"#
     )
 }
 
@@ -368,12 +357,7 @@ fn describe(c: &Comparable) -> String {
 #[tokio::test]
 async fn debezium_and_the_relay_emit_the_same_records() {
     let services = require_services!();
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    let (dbz_prefix, relay_prefix) = (format!("dbz{nanos}."), format!("rel{nanos}."));
+    let (dbz_prefix, relay_prefix) = (common::unique_prefix("dbz"), common::unique_prefix("rel"));
     let db = common::migrated_db(&services, "parity", &relay_prefix).await;
     db.declare_cdc().await;
     let dbz_cfg = test_config(&services, &db.name, &dbz_prefix, "parity");
@@ -521,12 +505,7 @@ async fn outcome(cfg: &Config, bootstrap: &str, topic: &str) -> Result<Vec<Consu
 #[tokio::test]
 async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration() {
     let services = require_services!();
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    let prefix = format!("trap{nanos}.");
+    let prefix = common::unique_prefix("trap");
     let mut db = services.fresh_db("trap").await;
     db.client.batch_execute(LEGACY).await.unwrap();
 
@@ -600,12 +579,7 @@ async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration
 #[tokio::test]
 async fn the_documented_cutover_from_polling_to_debezium_loses_nothing() {
     let services = require_services!();
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    let prefix = format!("todbz{nanos}.");
+    let prefix = common::unique_prefix("todbz");
     let db = common::migrated_db(&services, "todbz", &prefix).await;
     db.client
         .batch_execute(
@@ -684,22 +658,9 @@ async fn the_documented_cutover_from_polling_to_debezium_loses_nothing() {
     );
     let ids = kafka::by_id(&records);
     assert_eq!(ids.len(), 2000, "every row, from the backlog or the stream");
-    let mut sorted: Vec<&Consumed> = records.iter().collect();
-    sorted.sort_by_key(|r| (r.partition, r.offset));
-    let mut seen = BTreeSet::new();
-    let mut per_key: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
-    for r in sorted {
-        if seen.insert(r.id()) {
-            let n = std::str::from_utf8(r.header("msg.correlation-id").unwrap())
-                .unwrap()
-                .parse()
-                .unwrap();
-            per_key.entry(r.key.clone().unwrap()).or_default().push(n);
-        }
-    }
-    for (key, ns) in per_key {
+    for (key, ns) in kafka::first_delivery_order(&records) {
         let expected: Vec<u64> = (1..=ns.len() as u64).collect();
-        assert_eq!(ns, expected, "{}", String::from_utf8_lossy(&key));
+        assert_eq!(ns, expected, "{key}");
     }
     stop_debezium(&cfg);
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -3,12 +3,12 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::kafka::{self, Consumed};
+use common::kafka;
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
 use outbox_cdc::config::Config;
@@ -51,8 +51,7 @@ async fn run_refuses_beside_another_relay_and_leaves_the_slot_untouched() {
     let services = require_services!();
     let prefix = common::unique_prefix("refuse");
     let db = common::migrated_db(&services, "refuse", &prefix).await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     // The slot exists (as after a cutover) so "untouched" can be checked.
     db.client
         .execute(
@@ -152,23 +151,6 @@ async fn run_refuses_beside_another_relay_and_leaves_the_slot_untouched() {
     db.drop(&services).await;
 }
 
-/// The platform's claim statement, with a configurable lease.
-fn claim_sql(owner: &str, lease_secs: i32, limit: i32) -> String {
-    format!(
-        "UPDATE public.messaging_outbox o
-            SET status = 'IN_FLIGHT', lease_expires_at = now() + interval '{lease_secs} seconds',
-                lease_owner = '{owner}', lease_token = o.lease_token + 1
-          WHERE o.message_id IN (
-                SELECT message_id FROM public.messaging_outbox
-                 WHERE status IN ('PENDING', 'AMBIGUOUS', 'IN_FLIGHT')
-                   AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-                   AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-                   AND attempts < 10
-                 ORDER BY created_at LIMIT {limit} FOR UPDATE SKIP LOCKED)
-          RETURNING o.message_id::text, o.lease_token"
-    )
-}
-
 /// Rows with a per-key sequence assigned under the key's row lock, and a
 /// creation time taken after the lock: both follow commit order per key.
 async fn insert_keyed(client: &Client, keys: i32, n: i32) {
@@ -192,8 +174,7 @@ async fn cutover_under_load_hands_the_backlog_over_without_loss_or_double_public
     let services = require_services!();
     let prefix = common::unique_prefix("cut");
     let db = common::migrated_db(&services, "cutover", &prefix).await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     // The cutover creates the slot: the relay must not.
     let text = std::fs::read_to_string(&config)
         .unwrap()
@@ -220,7 +201,7 @@ async fn cutover_under_load_hands_the_backlog_over_without_loss_or_double_public
         .unwrap();
     let crashed = db
         .client
-        .query(&claim_sql("crashed-poller", 4, 200), &[])
+        .query(&common::claim_sql("crashed-poller", 4, 200), &[])
         .await
         .unwrap();
     assert_eq!(crashed.len(), 200);
@@ -231,7 +212,10 @@ async fn cutover_under_load_hands_the_backlog_over_without_loss_or_double_public
         tokio::spawn(async move {
             let mut published = 0;
             loop {
-                let claimed = match client.query(&claim_sql("live-poller", 30, 25), &[]).await {
+                let claimed = match client
+                    .query(&common::claim_sql("live-poller", 30, 25), &[])
+                    .await
+                {
                     Ok(rows) => rows,
                     Err(e) => {
                         let db = e.as_db_error().expect("a database error");
@@ -344,25 +328,8 @@ async fn cutover_under_load_hands_the_backlog_over_without_loss_or_double_public
     );
 
     // Per key, CDC first deliveries follow the key's sequence (skipping what polling published).
-    let mut sorted: Vec<&Consumed> = records.iter().collect();
-    sorted.sort_by_key(|r| (r.partition, r.offset));
-    let mut seen = HashSet::new();
-    let mut per_key: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
-    for r in sorted {
-        if seen.insert(r.id()) {
-            let n = std::str::from_utf8(r.header("msg.correlation-id").unwrap())
-                .unwrap()
-                .parse()
-                .unwrap();
-            per_key.entry(r.key.clone().unwrap()).or_default().push(n);
-        }
-    }
-    for (key, ns) in per_key {
-        assert!(
-            ns.windows(2).all(|w| w[0] < w[1]),
-            "{}: {ns:?}",
-            String::from_utf8_lossy(&key)
-        );
+    for (key, ns) in kafka::first_delivery_order(&records) {
+        assert!(ns.windows(2).all(|w| w[0] < w[1]), "{key}: {ns:?}");
     }
     // Every row is accounted for: PUBLISHED by one relay or the other.
     let mut pending = -1i64;
@@ -419,8 +386,7 @@ async fn cutover_dry_run_changes_nothing_and_polling_is_refused_while_the_relay_
     let services = require_services!();
     let prefix = common::unique_prefix("dry");
     let db = common::migrated_db(&services, "dryrun", &prefix).await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     insert_rows(&db.client, 5, "d").await;
     let out = outbox_cdc(&["cutover", "--to", "cdc", "--dry-run"], &config);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -470,8 +436,7 @@ async fn a_standby_takes_over_when_the_active_relay_is_killed() {
     let prefix = common::unique_prefix("standby");
     let db = common::migrated_db(&services, "standby", &prefix).await;
     db.declare_cdc().await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut active = RelayProcess::spawn(&config);
     for _ in 0..100 {
         if slot_state(&db.client, &slot)
@@ -526,8 +491,7 @@ async fn check_reports_each_misconfiguration_with_its_code() {
     let services = require_services!();
     let prefix = common::unique_prefix("chk");
     let db = common::migrated_db(&services, "check", &prefix).await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let cfg = Config::load(&config, &common::env).unwrap();
 
     // Undeclared, no slot.

@@ -750,19 +750,6 @@ async fn a_schema_uri_without_a_schema_subject_is_refused() {
     db.drop(&services).await;
 }
 
-/// The platform's claim statement, as a polling relay runs it.
-const CLAIM: &str = "
-UPDATE public.messaging_outbox o
-   SET status = 'IN_FLIGHT', lease_expires_at = now() + interval '30 seconds',
-       lease_owner = 'polling-relay-1', lease_token = o.lease_token + 1
- WHERE o.message_id IN (
-       SELECT message_id FROM public.messaging_outbox
-        WHERE status IN ('PENDING', 'AMBIGUOUS', 'IN_FLIGHT')
-          AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-          AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-          AND attempts < 10
-        ORDER BY created_at LIMIT 10 FOR UPDATE SKIP LOCKED)";
-
 #[tokio::test]
 async fn the_fence_refuses_claims_once_the_outbox_is_declared_cdc() {
     let services = require_services!();
@@ -780,7 +767,13 @@ async fn the_fence_refuses_claims_once_the_outbox_is_declared_cdc() {
         )
         .await
         .unwrap();
-    assert_eq!(db.client.execute(CLAIM, &[]).await.unwrap(), 2);
+    assert_eq!(
+        db.client
+            .execute(&common::claim_sql("polling-relay-1", 30, 10), &[])
+            .await
+            .unwrap(),
+        2
+    );
     db.client
         .batch_execute(
             "UPDATE public.messaging_outbox SET status = 'PENDING', lease_expires_at = NULL, lease_owner = NULL;
@@ -790,7 +783,7 @@ async fn the_fence_refuses_claims_once_the_outbox_is_declared_cdc() {
         .unwrap();
     let err = db
         .client
-        .execute(CLAIM, &[])
+        .execute(&common::claim_sql("polling-relay-1", 30, 10), &[])
         .await
         .expect_err("a claim in CDC mode must fail");
     let dberr = err.as_db_error().expect("a database error");

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::kafka::{self, java_partition, Consumed};
@@ -53,8 +53,7 @@ async fn every_committed_insert_appears_in_kafka_as_the_contract_says() {
     let services = require_services!();
     let prefix = common::unique_prefix("rec");
     let db = migrated(&services, "records", &prefix).await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let relay = RelayProcess::spawn(&config);
     wait_slot(&db.client, &slot).await;
 
@@ -302,33 +301,12 @@ fn replays_in(log: &str) -> Vec<Lsn> {
         .collect()
 }
 
-/// Per key, the sequence numbers of first deliveries in offset order.
-fn first_delivery_order(records: &[Consumed]) -> BTreeMap<String, Vec<u64>> {
-    let mut sorted: Vec<&Consumed> = records.iter().collect();
-    sorted.sort_by_key(|r| (r.partition, r.offset));
-    let mut seen = HashSet::new();
-    let mut per_key: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for r in sorted {
-        if !seen.insert(r.id()) {
-            continue;
-        }
-        let key = String::from_utf8(r.key.clone().unwrap()).unwrap();
-        let n: u64 = std::str::from_utf8(r.header("msg.correlation-id").unwrap())
-            .unwrap()
-            .parse()
-            .unwrap();
-        per_key.entry(key).or_default().push(n);
-    }
-    per_key
-}
-
 #[tokio::test]
 async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
     let services = require_services!();
     let prefix = common::unique_prefix("ord");
     let db = migrated(&services, "order", &prefix).await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let relay = RelayProcess::spawn(&config);
     wait_slot(&db.client, &slot).await;
 
@@ -350,7 +328,7 @@ async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
     if !relay.log_text().contains("restarting the pipeline") {
         assert_eq!(records.len(), 10_000, "no duplicates without a restart");
     }
-    let order = first_delivery_order(&records);
+    let order = kafka::first_delivery_order(&records);
     assert_eq!(order.len(), 100);
     for (key, ns) in &order {
         let expected: Vec<u64> = (1..=ns.len() as u64).collect();
@@ -370,8 +348,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
     let services = require_services!();
     let prefix = common::unique_prefix("kill");
     let db = migrated(&services, "crash", &prefix).await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut relay = RelayProcess::spawn(&config);
     wait_slot(&db.client, &slot).await;
 
@@ -451,7 +428,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
         "{kills} kills: {} records for {TOTAL} messages ({duplicates} duplicates)",
         records.len()
     );
-    for (key, ns) in first_delivery_order(&records) {
+    for (key, ns) in kafka::first_delivery_order(&records) {
         let expected: Vec<u64> = (1..=ns.len() as u64).collect();
         assert_eq!(
             ns, expected,
@@ -506,8 +483,7 @@ async fn rejected_and_refused_rows_become_failed_and_the_stream_goes_on() {
         )
         .await
         .unwrap();
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let relay = RelayProcess::spawn(&config);
     wait_slot(&db.client, &slot).await;
 
@@ -604,8 +580,7 @@ async fn after_sigterm_the_slot_covers_everything_acknowledged() {
     let services = require_services!();
     let prefix = common::unique_prefix("term");
     let db = migrated(&services, "term", &prefix).await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut relay = RelayProcess::spawn(&config);
     wait_slot(&db.client, &slot).await;
     write_keyed(&services, &db.name, 4, 500, 20).await;

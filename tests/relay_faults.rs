@@ -5,7 +5,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use common::kafka;
 use common::relay::{self as relay, RelayProcess};
@@ -63,20 +63,14 @@ async fn insert_batch(services: &common::Services, db: &str, from: i32, count: i
 #[tokio::test]
 async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     let services = require_services!();
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-        % 1_000_000_000;
-    let prefix = format!("t{}faults{nanos}.", std::process::id());
+    let prefix = common::unique_prefix("faults");
     let mut db = services.fresh_db("faults").await;
     let cfg = db.config(&prefix);
     migrate::migrate(&mut db.client, &cfg, Scope::All)
         .await
         .unwrap();
     db.declare_cdc().await;
-    let slot = format!("{}_relay", db.name);
-    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     // Deliveries time out quickly while Kafka is away, so the outage is seen.
     let text = std::fs::read_to_string(&config).unwrap().replace(
         "\"message.timeout.ms\" = \"120000\"",

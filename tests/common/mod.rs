@@ -23,6 +23,54 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// The `[postgres]`, `[outbox]` and `[kafka]` tables every test
+/// configuration starts with; callers append the tables they need.
+pub fn config_head(
+    (host, port, user): (&str, u16, &str),
+    db: &str,
+    slot: Option<&str>,
+    topic_prefix: &str,
+    kafka: &str,
+) -> String {
+    let slot = slot
+        .map(|s| format!("slot = \"{s}\"\n"))
+        .unwrap_or_default();
+    format!(
+        r#"[postgres]
+host = "{host}"
+port = {port}
+dbname = "{db}"
+user = "{user}"
+password = {{ env = "OUTBOX_TEST_PG_PASSWORD" }}
+sslmode = "disable"
+{slot}
+[outbox]
+topic_prefix = "{topic_prefix}"
+
+[kafka]
+bootstrap_servers = "{kafka}"
+"#
+    )
+}
+
+/// The polling platform's claim statement (as its relay runs it), with a
+/// configurable lease.
+pub fn claim_sql(owner: &str, lease_secs: i32, limit: i32) -> String {
+    format!(
+        "UPDATE public.messaging_outbox o
+            SET status = 'IN_FLIGHT', lease_expires_at = now() + interval '{lease_secs} seconds',
+                lease_owner = '{owner}', lease_token = o.lease_token + 1
+          WHERE o.message_id IN (
+                SELECT message_id FROM public.messaging_outbox
+                 WHERE status IN ('PENDING', 'AMBIGUOUS', 'IN_FLIGHT')
+                   AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+                   AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+                   AND attempts < 10
+                 ORDER BY created_at LIMIT {limit} FOR UPDATE SKIP LOCKED)
+          RETURNING o.message_id::text, o.lease_token"
+    )
+}
+
 /// The services, or `None` when a local run opted out of them.
 pub fn services() -> Option<Services> {
     let found = (|| {
@@ -127,23 +175,12 @@ impl TestDb {
     /// A relay configuration pointing at this database.
     pub fn config(&self, topic_prefix: &str) -> Config {
         let (host, port, user, _) = &self.services_pg;
-        let text = format!(
-            r#"
-[postgres]
-host = "{host}"
-port = {port}
-dbname = "{db}"
-user = "{user}"
-password = {{ env = "OUTBOX_TEST_PG_PASSWORD" }}
-sslmode = "disable"
-
-[outbox]
-topic_prefix = "{topic_prefix}"
-
-[kafka]
-bootstrap_servers = "127.0.0.1:1"
-"#,
-            db = self.name
+        let text = config_head(
+            (host, *port, user),
+            &self.name,
+            None,
+            topic_prefix,
+            "127.0.0.1:1",
         );
         Config::parse(&text, Path::new("test.toml"), &|n| std::env::var(n).ok())
             .unwrap_or_else(|e| panic!("test configuration: {e}"))
@@ -448,12 +485,32 @@ pub mod replication {
 pub mod kafka {
     //! Reading what landed in Kafka, and where Kafka's Java producer would
     //! have put it.
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashSet};
     use std::time::{Duration, Instant};
 
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::Headers;
     use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+
+    /// Per key, the sequence numbers of first deliveries in offset order.
+    pub fn first_delivery_order(records: &[Consumed]) -> BTreeMap<String, Vec<u64>> {
+        let mut sorted: Vec<&Consumed> = records.iter().collect();
+        sorted.sort_by_key(|r| (r.partition, r.offset));
+        let mut seen = HashSet::new();
+        let mut per_key: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for r in sorted {
+            if !seen.insert(r.id()) {
+                continue;
+            }
+            let key = String::from_utf8(r.key.clone().unwrap()).unwrap();
+            let n: u64 = std::str::from_utf8(r.header("msg.correlation-id").unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            per_key.entry(key).or_default().push(n);
+        }
+        per_key
+    }
 
     /// Kafka's `Utils.murmur2`, written out here so tests do not trust the
     /// producer's own placement.
@@ -657,28 +714,29 @@ pub mod relay {
 
     use super::Services;
 
+    /// The usual set-up: slot `<db>_relay`, no extra settings; returns the
+    /// slot's name and the configuration's path.
+    pub fn default_config(s: &Services, db: &str, topic_prefix: &str) -> (String, PathBuf) {
+        let slot = format!("{db}_relay");
+        let path = config(s, db, topic_prefix, &slot, "");
+        (slot, path)
+    }
+
     /// Writes a relay configuration for `db` and returns its path.
     pub fn config(s: &Services, db: &str, topic_prefix: &str, slot: &str, extra: &str) -> PathBuf {
         let dir =
             std::env::temp_dir().join(format!("outbox-cdc-relay-{}-{db}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{slot}.toml"));
+        let head = super::config_head(
+            (&s.pg_host, s.pg_port, &s.pg_user),
+            db,
+            Some(slot),
+            topic_prefix,
+            &s.kafka_bootstrap,
+        );
         let text = format!(
-            r#"[postgres]
-host = "{host}"
-port = {port}
-dbname = "{db}"
-user = "{user}"
-password = {{ env = "OUTBOX_TEST_PG_PASSWORD" }}
-sslmode = "disable"
-slot = "{slot}"
-
-[outbox]
-topic_prefix = "{topic_prefix}"
-
-[kafka]
-bootstrap_servers = "{kafka}"
-
+            r#"{head}
 [kafka.properties]
 "message.timeout.ms" = "120000"
 
@@ -686,11 +744,7 @@ bootstrap_servers = "{kafka}"
 drain_timeout_secs = 20
 create_slot = true
 {extra}
-"#,
-            host = s.pg_host,
-            port = s.pg_port,
-            user = s.pg_user,
-            kafka = s.kafka_bootstrap
+"#
         );
         std::fs::write(&path, text).unwrap();
         path
