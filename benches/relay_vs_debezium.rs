@@ -28,18 +28,18 @@ use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, Timestamp as KafkaTimestamp, TopicPartitionList};
 use serde_json::{json, Value as Json};
-use tokio::sync::mpsc;
 use tokio_postgres::{Client, NoTls};
-use tokio_util::sync::CancellationToken;
 
 use outbox_cdc::config::{Config, Secret, SslMode};
-use outbox_cdc::mapper::{self, Record};
-use outbox_cdc::outbox;
-use outbox_cdc::replication::connection::{ConnectOptions, ReplicationConnection};
-use outbox_cdc::replication::reader::{self, Event, Feedback, ReaderOptions, ReaderStats};
-use outbox_cdc::replication::rows::OutboxRow;
-use outbox_cdc::replication::setup::{self, SlotSpec};
-use outbox_cdc::{connector_config, publisher};
+use outbox_cdc::contract::debezium as connector_config;
+use outbox_cdc::contract::mapper::{self, Record};
+use outbox_cdc::contract::outbox;
+use outbox_cdc::contract::row::OutboxRow;
+use outbox_cdc::kafka::settings;
+use outbox_cdc::pg::lsn::Lsn;
+use outbox_cdc::replication::{
+    slot, ConnectOptions, Event, Feedback, ReplicationConnection, SourceOptions, Stream,
+};
 
 const READ_BASELINE: &str = "reader only (no Kafka)";
 const PRODUCE_BASELINE: &str = "librdkafka only (no PostgreSQL)";
@@ -943,13 +943,6 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
     eprintln!("[bench] baseline: slot read of {} rows", a.rows);
     let name = "bench_baseline";
     let b = prepare(s, a, name, Engine::Relay).await?;
-    let spec = SlotSpec {
-        slot: format!("{name}_read"),
-        publication: b.config.postgres.publication.clone(),
-        schema: "public".into(),
-        table: "messaging_outbox".into(),
-        create_if_missing: true,
-    };
     let opts = ConnectOptions {
         host: s.host.clone(),
         port: s.port,
@@ -961,36 +954,29 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
         application_name: "outbox-cdc-bench".into(),
         connect_timeout: Duration::from_secs(10),
     };
+    let source = SourceOptions {
+        connect: opts.clone(),
+        slot: format!("{name}_read"),
+        publication: b.config.postgres.publication.clone(),
+        schema: "public".into(),
+        table: "messaging_outbox".into(),
+        create_slot: false,
+        tuning: Default::default(),
+    };
+    // The slot first, then the backlog, then the timed read.
     let mut conn = ReplicationConnection::connect(&opts).await?;
-    let state = setup::prepare(&mut conn, &spec).await?;
+    slot::create(&mut conn, &source.slot, false).await?;
+    conn.close().await;
     write_backlog(&b.client, a.rows, a.payload, 100).await?;
 
-    let (feedback, settled) = Feedback::new(state.confirmed_flush);
-    let (tx, mut events) = mpsc::channel(64);
-    let cancel = CancellationToken::new();
-    let stats = Arc::new(ReaderStats::default());
-    let ropts = ReaderOptions::new(&spec.slot, &spec.publication, &spec.schema, &spec.table);
+    let (feedback, _) = Feedback::new(Lsn::ZERO);
     let start = Instant::now();
     let cpu0 = machine_cpu();
-    let handle = tokio::spawn({
-        let (cancel, stats) = (cancel.clone(), stats.clone());
-        async move {
-            reader::stream(
-                conn,
-                &ropts,
-                state.confirmed_flush,
-                tx,
-                settled,
-                cancel,
-                stats,
-            )
-            .await
-        }
-    });
+    let mut stream = Stream::open(&b.client, &source, &feedback).await?;
     let mut rows: Vec<(OutboxRow, usize)> = Vec::with_capacity(a.rows as usize);
     let mut commit_times = Vec::new();
     while (rows.len() as i64) < a.rows {
-        match events.recv().await {
+        match stream.events.recv().await {
             Some(Event::Begin { commit_time, .. }) => commit_times.push(commit_time),
             Some(Event::Rows(r)) => {
                 let tx = commit_times.len().saturating_sub(1);
@@ -1002,8 +988,7 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu1 = machine_cpu();
-    cancel.cancel();
-    let _ = handle.await;
+    let _ = stream.stop().await;
     let prefix = &b.config.outbox.topic_prefix;
     let mut records = Vec::with_capacity(rows.len());
     for (row, tx) in &rows {
@@ -1039,7 +1024,7 @@ async fn raw_produce(s: &Services, a: &Args, records: &[Record]) -> Result<Json>
     let text = format!("[postgres]\nhost = \"h\"\ndbname = \"d\"\nuser = \"u\"\n[outbox]\n[kafka]\nbootstrap_servers = \"{}\"\n", s.kafka);
     let cfg =
         Config::parse(&text, Path::new("bench.toml"), &|_| None).map_err(|e| anyhow!("{e}"))?;
-    let cc = publisher::client_config(&cfg, &|_| None).map_err(|e| anyhow!("{e}"))?;
+    let cc = settings::producer_config(&cfg, &|_| None).map_err(|e| anyhow!("{e}"))?;
     let producer: BaseProducer = cc.create()?;
     let n = records.len();
     let start = Instant::now();

@@ -10,9 +10,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use thiserror::Error;
 
-use crate::outbox;
+use crate::contract::outbox;
+use crate::error::{Code, Error};
+use crate::kafka::settings;
 
 /// Environment variable that holds the PostgreSQL password when the
 /// configuration names no other source.
@@ -21,47 +22,19 @@ pub const DEFAULT_PASSWORD_ENV: &str = "OUTBOX_CDC_POSTGRES_PASSWORD";
 /// Prefix of the environment variables that override file values.
 pub const ENV_PREFIX: &str = "OUTBOX_CDC_";
 
-#[derive(Debug, Error)]
-pub enum ConfigError {
-    #[error("CONFIG_UNREADABLE: cannot read {path}: {source}")]
-    Unreadable {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("CONFIG_SYNTAX: {path}: {message}")]
-    Syntax { path: PathBuf, message: String },
-    #[error("CONFIG_UNKNOWN_KEY: unknown key `{key}` in {path}")]
-    UnknownKey { path: PathBuf, key: String },
-    #[error("CONFIG_MISSING_KEY: `{key}` is required")]
-    MissingKey { key: String },
-    #[error("CONFIG_INVALID_VALUE: `{key}`: {reason}")]
-    InvalidValue { key: String, reason: String },
-    #[error("CONFIG_SECRET_IN_FILE: `{key}` is a secret; name an environment variable (`{{ env = \"NAME\" }}`) or a file (`{{ file = \"/path\" }}`) instead of writing it in the configuration")]
-    SecretInFile { key: String },
-    #[error("CONFIG_SECRET_UNAVAILABLE: `{key}`: {reason}")]
-    SecretUnavailable { key: String, reason: String },
+/// Where configuration values and secrets are looked up by name: the
+/// process environment in production, a table in tests.
+pub type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+fn invalid(key: &str, reason: impl fmt::Display) -> Error {
+    Error::new(Code::CONFIG_INVALID_VALUE, format!("`{key}`: {reason}"))
 }
 
-impl ConfigError {
-    /// The stable code operators and tests match on.
-    pub fn code(&self) -> &'static str {
-        match self {
-            ConfigError::Unreadable { .. } => "CONFIG_UNREADABLE",
-            ConfigError::Syntax { .. } => "CONFIG_SYNTAX",
-            ConfigError::UnknownKey { .. } => "CONFIG_UNKNOWN_KEY",
-            ConfigError::MissingKey { .. } => "CONFIG_MISSING_KEY",
-            ConfigError::InvalidValue { .. } => "CONFIG_INVALID_VALUE",
-            ConfigError::SecretInFile { .. } => "CONFIG_SECRET_IN_FILE",
-            ConfigError::SecretUnavailable { .. } => "CONFIG_SECRET_UNAVAILABLE",
-        }
-    }
-}
-
-fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::InvalidValue {
-        key: key.to_string(),
-        reason: reason.into(),
-    }
+fn secret_in_file(key: &str) -> Error {
+    Error::new(
+        Code::CONFIG_SECRET_IN_FILE,
+        format!("`{key}` is a secret; name an environment variable (`{{ env = \"NAME\" }}`) or a file (`{{ file = \"/path\" }}`) instead of writing it in the configuration"),
+    )
 }
 
 /// A secret's value. Its `Debug` never shows the value, so a stray `{:?}` in a
@@ -99,14 +72,12 @@ pub enum SecretSource {
 }
 
 impl SecretSource {
-    fn resolve(
-        &self,
-        key: &str,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Secret, ConfigError> {
-        let unavailable = |reason: String| ConfigError::SecretUnavailable {
-            key: key.to_string(),
-            reason,
+    fn resolve(&self, key: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Secret, Error> {
+        let unavailable = |reason: String| {
+            Error::new(
+                Code::CONFIG_SECRET_UNAVAILABLE,
+                format!("`{key}`: {reason}"),
+            )
         };
         match self {
             SecretSource::Env { env: name } => env(name)
@@ -128,10 +99,9 @@ impl SecretSource {
             } => {
                 let text = std::fs::read_to_string(file)
                     .map_err(|e| unavailable(format!("cannot read {}: {e}", file.display())))?;
-                crate::properties::parse(&text)
-                    .into_iter()
-                    .find(|(k, _)| k == prop)
-                    .map(|(_, v)| Secret(v))
+                let pairs = crate::contract::properties::parse(&text);
+                crate::contract::properties::get(&pairs, prop)
+                    .map(Secret)
                     .ok_or_else(|| unavailable(format!("{} has no key {prop}", file.display())))
             }
         }
@@ -412,26 +382,6 @@ pub fn env_overrides() -> Vec<(String, String)> {
         .collect()
 }
 
-/// librdkafka properties the relay sets itself: delivery guarantees and key
-/// placement are part of the product, not tuning.
-const OWNED_KAFKA_PROPERTIES: &[(&str, &str)] = &[
-    ("bootstrap.servers", "set `kafka.bootstrap_servers` instead"),
-    (
-        "enable.idempotence",
-        "the relay always runs an idempotent producer",
-    ),
-    ("acks", "the relay always uses acks=all"),
-    (
-        "partitioner",
-        "the relay uses murmur2_random so keys land where Kafka's Java producer puts them",
-    ),
-    ("transactional.id", "the relay does not use transactions"),
-    (
-        "max.in.flight.requests.per.connection",
-        "the idempotent producer keeps order with at most 5",
-    ),
-];
-
 fn is_sensitive_property(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n.contains("password") || n.contains("secret") || n == "sasl.jaas.config" || n == "ssl.key.pem"
@@ -439,16 +389,18 @@ fn is_sensitive_property(name: &str) -> bool {
 
 impl Config {
     /// Reads `path`, applies environment overrides and validates.
-    pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Unreadable {
-            path: path.to_path_buf(),
-            source,
+    pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Error> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::new(
+                Code::CONFIG_UNREADABLE,
+                format!("cannot read {}: {e}", path.display()),
+            )
         })?;
         Config::parse(&text, path, env)
     }
 
     /// Loads with the process environment.
-    pub fn load_from_process_env(path: &Path) -> Result<Config, ConfigError> {
+    pub fn load_from_process_env(path: &Path) -> Result<Config, Error> {
         Config::load(path, &|name| std::env::var(name).ok())
     }
 
@@ -456,35 +408,35 @@ impl Config {
         text: &str,
         path: &Path,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Config, ConfigError> {
-        let syntax = |message: String| ConfigError::Syntax {
-            path: path.to_path_buf(),
-            message,
+    ) -> Result<Config, Error> {
+        let syntax = |message: String| {
+            Error::new(
+                Code::CONFIG_SYNTAX,
+                format!("{}: {message}", path.display()),
+            )
         };
         let mut table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| syntax(e.to_string()))?;
         reject_literal_secret(&table, "postgres", "password")?;
         apply_env_overrides(&mut table, env)?;
+        require_keys(&table)?;
 
         let mut unknown = Vec::new();
         let config: Config =
             serde_ignored::deserialize(toml::Value::Table(table), |p| unknown.push(p.to_string()))
-                .map_err(|e: toml::de::Error| match missing_field(&e.to_string()) {
-                    Some(field) => ConfigError::MissingKey { key: field },
-                    None => syntax(e.to_string()),
-                })?;
+                .map_err(|e: toml::de::Error| syntax(e.to_string()))?;
         if let Some(key) = unknown.into_iter().next() {
-            return Err(ConfigError::UnknownKey {
-                path: path.to_path_buf(),
-                key,
-            });
+            return Err(Error::new(
+                Code::CONFIG_UNKNOWN_KEY,
+                format!("unknown key `{key}` in {}", path.display()),
+            ));
         }
         config.validate()?;
         Ok(config)
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
+    fn validate(&self) -> Result<(), Error> {
         let pg = &self.postgres;
         non_empty("postgres.host", &pg.host)?;
         non_empty("postgres.dbname", &pg.dbname)?;
@@ -538,11 +490,14 @@ impl Config {
         non_empty("kafka.bootstrap_servers", &self.kafka.bootstrap_servers)?;
         for (name, value) in &self.kafka.properties {
             let key = format!("kafka.properties.{name}");
-            if let Some((_, why)) = OWNED_KAFKA_PROPERTIES.iter().find(|(k, _)| k == name) {
-                return Err(invalid(&key, format!("is set by outbox-cdc: {why}")));
+            if let Some(owned) = settings::owned(name) {
+                return Err(invalid(
+                    &key,
+                    format!("is set by outbox-cdc: {}", owned.why),
+                ));
             }
             if is_sensitive_property(name) && matches!(value, PropertyValue::Plain(_)) {
-                return Err(ConfigError::SecretInFile { key });
+                return Err(secret_in_file(&key));
             }
         }
         let relay = &self.relay;
@@ -582,7 +537,7 @@ impl Config {
     pub fn postgres_password(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<Secret>, ConfigError> {
+    ) -> Result<Option<Secret>, Error> {
         match &self.postgres.password {
             Some(source) => source.resolve("postgres.password", env).map(Some),
             None => Ok(env(DEFAULT_PASSWORD_ENV).map(Secret)),
@@ -593,7 +548,7 @@ impl Config {
     pub fn kafka_properties(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Vec<(String, Secret)>, ConfigError> {
+    ) -> Result<Vec<(String, Secret)>, Error> {
         self.kafka
             .properties
             .iter()
@@ -627,12 +582,10 @@ impl Config {
     }
 }
 
-fn reject_literal_secret(table: &toml::Table, section: &str, key: &str) -> Result<(), ConfigError> {
+fn reject_literal_secret(table: &toml::Table, section: &str, key: &str) -> Result<(), Error> {
     if let Some(v) = table.get(section).and_then(|s| s.get(key)) {
         if v.is_str() {
-            return Err(ConfigError::SecretInFile {
-                key: format!("{section}.{key}"),
-            });
+            return Err(secret_in_file(&format!("{section}.{key}")));
         }
     }
     Ok(())
@@ -641,7 +594,7 @@ fn reject_literal_secret(table: &toml::Table, section: &str, key: &str) -> Resul
 fn apply_env_overrides(
     table: &mut toml::Table,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), ConfigError> {
+) -> Result<(), Error> {
     for (section, key, kind) in ENV_OVERRIDES {
         let name = env_override_name(section, key);
         let Some(raw) = env(&name) else { continue };
@@ -667,14 +620,40 @@ fn apply_env_overrides(
     Ok(())
 }
 
-/// Extracts the field name from serde's "missing field `x`" message.
-fn missing_field(message: &str) -> Option<String> {
-    let start = message.find("missing field `")? + "missing field `".len();
-    let len = message.get(start..)?.find('`')?;
-    message.get(start..start + len).map(str::to_string)
+/// Keys without a default, as `(section, key)`; `None` is the section
+/// itself. Checked before deserializing, so a missing key is named without
+/// reading serde's message.
+const REQUIRED_KEYS: &[(&str, Option<&str>)] = &[
+    ("postgres", None),
+    ("postgres", Some("dbname")),
+    ("postgres", Some("user")),
+    ("outbox", None),
+    ("kafka", None),
+    ("kafka", Some("bootstrap_servers")),
+];
+
+fn require_keys(table: &toml::Table) -> Result<(), Error> {
+    for (section, key) in REQUIRED_KEYS {
+        let present = match (table.get(*section), key) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(s), Some(k)) => s.get(k).is_some(),
+        };
+        if !present {
+            let name = match key {
+                Some(k) => format!("{section}.{k}"),
+                None => format!("[{section}]"),
+            };
+            return Err(Error::new(
+                Code::CONFIG_MISSING_KEY,
+                format!("`{name}` is required"),
+            ));
+        }
+    }
+    Ok(())
 }
 
-fn non_empty(key: &str, value: &str) -> Result<(), ConfigError> {
+fn non_empty(key: &str, value: &str) -> Result<(), Error> {
     if value.trim().is_empty() {
         return Err(invalid(key, "must not be empty"));
     }
@@ -682,7 +661,7 @@ fn non_empty(key: &str, value: &str) -> Result<(), ConfigError> {
 }
 
 /// PostgreSQL's rule for slot names.
-fn slot_name(key: &str, value: &str) -> Result<(), ConfigError> {
+fn slot_name(key: &str, value: &str) -> Result<(), Error> {
     let ok = !value.is_empty()
         && value.len() <= 63
         && value
@@ -699,7 +678,7 @@ fn slot_name(key: &str, value: &str) -> Result<(), ConfigError> {
 
 /// An unquoted-safe SQL identifier; the tool quotes identifiers anyway, but
 /// Debezium's include lists are regular expressions and must match literally.
-fn identifier(key: &str, value: &str) -> Result<(), ConfigError> {
+fn identifier(key: &str, value: &str) -> Result<(), Error> {
     let mut bytes = value.bytes();
     let ok = value.len() <= 63
         && matches!(bytes.next(), Some(b) if b.is_ascii_lowercase() || b == b'_')
@@ -730,7 +709,7 @@ user = "relay"
 bootstrap_servers = "127.0.0.1:9092"
 "#;
 
-    fn parse_with(text: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    fn parse_with(text: &str, vars: &[(&str, &str)]) -> Result<Config, Error> {
         let vars: Vec<(String, String)> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

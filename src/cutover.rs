@@ -12,17 +12,16 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::{Client, IsolationLevel};
 
-use crate::config::{Config, ConfigError};
-use crate::db::{self, DbError};
-use crate::exclusivity::{self, ExclusivityError};
-use crate::handover::{self, State};
-use crate::lsn::Lsn;
-use crate::outbox::RelayMode;
-use crate::replication::connection::{ConnectOptions, ReplicationConnection};
-use crate::replication::setup::ident;
-use crate::replication::ReplicationError;
+use crate::config::{Config, Env};
+use crate::contract::outbox::{objects, RelayMode};
+use crate::error::{Code, Error};
+use crate::pg::connect;
+use crate::pg::control;
+use crate::pg::handover::{self, State};
+use crate::pg::sqlstate::query_error;
+use crate::replication::{slot, ConnectOptions, ReplicationConnection};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     /// This relay: `outbox-cdc run` publishes the backlog, then streams.
     Cdc,
@@ -41,54 +40,36 @@ pub struct CutoverOptions {
     pub reason: String,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum CutoverError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error(transparent)]
-    Db(#[from] DbError),
-    #[error(transparent)]
-    Exclusivity(#[from] ExclusivityError),
-    #[error(transparent)]
-    Replication(#[from] ReplicationError),
-    #[error("PG_QUERY_FAILED: {0}")]
-    Query(#[from] tokio_postgres::Error),
-    #[error("LEASE_WAIT_TIMEOUT: {0} rows still hold a live polling lease after the wait; the outbox stays CHANGE_DATA_CAPTURE (claims are fenced): stop the polling relay and run the cutover again")]
-    LeaseWaitTimeout(i64),
-    #[error("CDC_RELAY_RUNNING: the relay's slot {0} is active; stop `outbox-cdc run` before switching back to polling")]
-    CdcRelayRunning(String),
-    #[error("SLOT_EXISTS_BEFORE_CUTOVER: slot {0} exists but no cutover created it, so which rows it has already covered is unknown; drop it (SELECT pg_drop_replication_slot('{0}')) and run the cutover again")]
-    SlotExistsBeforeCutover(String),
-    #[error("OUTPUT_UNWRITABLE: {0}")]
-    Output(#[from] std::io::Error),
+fn query(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
+    move |e| query_error(Code::PG_QUERY_FAILED)(e).context(context)
 }
 
-impl CutoverError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            CutoverError::Config(e) => e.code(),
-            CutoverError::Db(e) => e.code(),
-            CutoverError::Exclusivity(e) => e.code(),
-            CutoverError::Replication(e) => e.code(),
-            CutoverError::Query(_) => "PG_QUERY_FAILED",
-            CutoverError::LeaseWaitTimeout(_) => "LEASE_WAIT_TIMEOUT",
-            CutoverError::CdcRelayRunning(_) => "CDC_RELAY_RUNNING",
-            CutoverError::SlotExistsBeforeCutover(_) => "SLOT_EXISTS_BEFORE_CUTOVER",
-            CutoverError::Output(_) => "OUTPUT_UNWRITABLE",
-        }
-    }
+fn output(e: std::io::Error) -> Error {
+    Error::new(Code::OUTPUT_UNWRITABLE, format!("standard output: {e}"))
 }
 
-async fn count(client: &Client, sql: &str) -> Result<i64, tokio_postgres::Error> {
-    Ok(client.query_one(sql, &[]).await?.get(0))
+async fn count(client: &Client, sql: &str) -> Result<i64, Error> {
+    Ok(client
+        .query_one(sql, &[])
+        .await
+        .map_err(query("counting the backlog"))?
+        .get(0))
+}
+
+async fn drop_slot(client: &Client, slot: &str) -> Result<(), Error> {
+    client
+        .execute("SELECT pg_drop_replication_slot($1)", &[&slot])
+        .await
+        .map_err(query("dropping a replication slot"))?;
+    Ok(())
 }
 
 pub async fn cutover(
     cfg: &Config,
-    env: &(dyn Fn(&str) -> Option<String> + Sync),
+    env: &Env,
     opts: &CutoverOptions,
     out: &mut (dyn Write + Send),
-) -> Result<(), CutoverError> {
+) -> Result<(), Error> {
     // To Debezium: the same hand-over, on Debezium's slot.
     let mut for_debezium;
     let cfg = if opts.target == Target::Debezium {
@@ -98,16 +79,16 @@ pub async fn cutover(
     } else {
         cfg
     };
-    let client = db::connect(cfg, env).await?;
+    let client = connect::connect(cfg, env).await?;
     let table = cfg.qualified_table();
-    let declared = exclusivity::declared_mode(&client, cfg).await?;
-    let leases = exclusivity::live_leases(&client, cfg).await?;
+    let declared = control::declared_mode(&client, cfg).await?;
+    let leases = control::live_leases(&client, cfg).await?;
     let backlog = count(
         &client,
         &format!("SELECT count(*) FROM ({}) b", handover::backlog_query(cfg)),
     )
     .await?;
-    let slot = exclusivity::slot_activity(&client, &cfg.postgres.slot).await?;
+    let slot = control::slot_activity(&client, &cfg.postgres.slot).await?;
     let state = handover::state(&client, cfg).await?;
     let mode = declared.mode.map_or("undeclared", RelayMode::as_str);
     writeln!(
@@ -121,7 +102,8 @@ pub async fn cutover(
             Some(_) => "inactive",
         },
         state.as_ref().map_or("none", |(s, _)| s.as_str())
-    )?;
+    )
+    .map_err(output)?;
 
     match opts.target {
         Target::Polling => {
@@ -130,35 +112,40 @@ pub async fn cutover(
                     out,
                     "dry run: would declare POLLING, drop slot {} and the hand-over list; unpublished rows stay PENDING for the polling relay",
                     cfg.postgres.slot
-                )?;
+                )
+                .map_err(output)?;
                 return Ok(());
             }
             if slot.as_ref().is_some_and(|s| s.active) {
-                return Err(CutoverError::CdcRelayRunning(cfg.postgres.slot.clone()));
+                return Err(Error::new(
+                    Code::CDC_RELAY_RUNNING,
+                    format!(
+                        "the relay's slot {} is active; stop `outbox-cdc run` before switching back to polling",
+                        cfg.postgres.slot
+                    ),
+                ));
             }
-            if let Some(d) = exclusivity::slot_activity(&client, &cfg.debezium.slot).await? {
+            if let Some(d) = control::slot_activity(&client, &cfg.debezium.slot).await? {
                 if d.active {
-                    return Err(ExclusivityError::Duplicate(format!(
-                        "Debezium's slot {} is active; stop the connector before returning to polling",
-                        cfg.debezium.slot
-                    ))
-                    .into());
+                    return Err(Error::new(
+                        Code::DUPLICATE_OUTBOX_RELAY,
+                        format!(
+                            "Debezium's slot {} is active; stop the connector before returning to polling",
+                            cfg.debezium.slot
+                        ),
+                    ));
                 }
             }
-            exclusivity::declare(&client, cfg, RelayMode::Polling, &opts.reason).await?;
+            control::declare(&client, cfg, RelayMode::Polling, &opts.reason).await?;
             if slot.is_some() {
-                client
-                    .execute("SELECT pg_drop_replication_slot($1)", &[&cfg.postgres.slot])
-                    .await?;
+                drop_slot(&client, &cfg.postgres.slot).await?;
             }
             // Debezium's slot (stopped, as checked above) would retain WAL too.
-            if exclusivity::slot_activity(&client, &cfg.debezium.slot)
+            if control::slot_activity(&client, &cfg.debezium.slot)
                 .await?
                 .is_some()
             {
-                client
-                    .execute("SELECT pg_drop_replication_slot($1)", &[&cfg.debezium.slot])
-                    .await?;
+                drop_slot(&client, &cfg.debezium.slot).await?;
             }
             handover::clear_list(&client, cfg).await?;
             client
@@ -166,16 +153,18 @@ pub async fn cutover(
                     &format!(
                         "DELETE FROM {}.{} WHERE outbox_table = $1",
                         cfg.outbox.schema,
-                        crate::outbox::objects::HANDOVER_STATE_TABLE
+                        objects::HANDOVER_STATE_TABLE
                     ),
                     &[&table],
                 )
-                .await?;
+                .await
+                .map_err(query("clearing the hand-over state"))?;
             writeln!(
                 out,
                 "declared POLLING; dropped slot {} (it would retain WAL); the polling relay may start",
                 cfg.postgres.slot
-            )?;
+            )
+            .map_err(output)?;
             Ok(())
         }
         Target::Cdc | Target::Debezium => {
@@ -186,12 +175,18 @@ pub async fn cutover(
                 writeln!(
                     out,
                     "already cut over to CHANGE_DATA_CAPTURE; nothing to do"
-                )?;
+                )
+                .map_err(output)?;
                 return Ok(());
             }
             if slot.is_some() && !matches!(state, Some((State::Preparing, _))) {
-                return Err(CutoverError::SlotExistsBeforeCutover(
-                    cfg.postgres.slot.clone(),
+                return Err(Error::new(
+                    Code::SLOT_EXISTS_BEFORE_CUTOVER,
+                    format!(
+                        "slot {0} exists but no cutover created it, so which rows it has already covered is unknown; \
+                         drop it (SELECT pg_drop_replication_slot('{0}')) and run the cutover again",
+                        cfg.postgres.slot
+                    ),
                 ));
             }
             if opts.dry_run {
@@ -201,7 +196,8 @@ pub async fn cutover(
                      create slot {} with an exported snapshot and hand over the rows not yet PUBLISHED or FAILED \
                      ({backlog} now) to `outbox-cdc run`",
                     opts.lease_wait, cfg.postgres.slot
-                )?;
+                )
+                .map_err(output)?;
                 return Ok(());
             }
             cut_over_to_cdc(cfg, env, opts, &client, slot.is_some(), out).await
@@ -211,89 +207,86 @@ pub async fn cutover(
 
 async fn cut_over_to_cdc(
     cfg: &Config,
-    env: &(dyn Fn(&str) -> Option<String> + Sync),
+    env: &Env,
     opts: &CutoverOptions,
     client: &Client,
     leftover_slot: bool,
     out: &mut (dyn Write + Send),
-) -> Result<(), CutoverError> {
-    exclusivity::declare(client, cfg, RelayMode::ChangeDataCapture, &opts.reason).await?;
+) -> Result<(), Error> {
+    control::declare(client, cfg, RelayMode::ChangeDataCapture, &opts.reason).await?;
     writeln!(
         out,
         "declared CHANGE_DATA_CAPTURE: polling claims are now refused"
-    )?;
+    )
+    .map_err(output)?;
 
     let began = Instant::now();
     loop {
-        let live = exclusivity::live_leases(client, cfg).await?;
+        let live = control::live_leases(client, cfg).await?;
         if live == 0 {
             break;
         }
         if began.elapsed() >= opts.lease_wait {
-            return Err(CutoverError::LeaseWaitTimeout(live));
+            return Err(Error::new(
+                Code::LEASE_WAIT_TIMEOUT,
+                format!(
+                    "{live} rows still hold a live polling lease after the wait; the outbox stays CHANGE_DATA_CAPTURE \
+                     (claims are fenced): stop the polling relay and run the cutover again"
+                ),
+            ));
         }
         writeln!(
             out,
             "waiting for {live} live polling leases to end ({}s)",
             began.elapsed().as_secs()
-        )?;
+        )
+        .map_err(output)?;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
     // A previous run stopped between creating the slot and listing the
     // backlog: nothing streamed from that slot (run refuses), so start over.
     if leftover_slot {
-        client
-            .execute("SELECT pg_drop_replication_slot($1)", &[&cfg.postgres.slot])
-            .await?;
+        drop_slot(client, &cfg.postgres.slot).await?;
     }
     handover::set_state(client, cfg, State::Preparing, 0, None).await?;
     handover::clear_list(client, cfg).await?;
 
     let mut repl = ReplicationConnection::connect(&ConnectOptions::from_config(cfg, env)?).await?;
-    let created = repl
-        .simple_query(
-            &format!(
-                "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput EXPORT_SNAPSHOT",
-                ident(&cfg.postgres.slot)
-            ),
-            Some(&cfg.postgres.slot),
+    let created = slot::create(&mut repl, &cfg.postgres.slot, true).await?;
+    let consistent = created.consistent_point;
+    let snapshot = created.snapshot.ok_or_else(|| {
+        Error::new(
+            Code::PG_PROTOCOL,
+            "CREATE_REPLICATION_SLOT exported no snapshot",
         )
-        .await?;
-    let field = |i: usize| {
-        created
-            .first()
-            .and_then(|r| r.get(i))
-            .cloned()
-            .flatten()
-            .unwrap_or_default()
-    };
-    let consistent: Lsn = field(1)
-        .parse()
-        .map_err(|e| ReplicationError::Protocol(format!("consistent point: {e}")))?;
-    let snapshot = field(2);
+    })?;
 
     // The backlog as of the slot's starting point: the exported snapshot is
     // valid while the replication session that exported it stays idle.
-    let mut reader = db::connect(cfg, env).await?;
+    let listing = query("listing the backlog under the slot's snapshot");
+    let mut reader = connect::connect(cfg, env).await?;
     let tx = reader
         .build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)
         .read_only(true)
         .start()
-        .await?;
+        .await
+        .map_err(&listing)?;
     tx.batch_execute(&format!(
         "SET TRANSACTION SNAPSHOT '{}'",
         snapshot.replace('\'', "''")
     ))
-    .await?;
+    .await
+    .map_err(&listing)?;
     let ids: Vec<String> = tx
         .query(&handover::backlog_query(cfg), &[])
-        .await?
+        .await
+        .map_err(&listing)?
         .iter()
         .map(|r| r.get(0))
         .collect();
-    tx.commit().await?;
+    tx.commit().await.map_err(&listing)?;
     repl.close().await;
 
     handover::write_list(client, cfg, &ids).await?;
@@ -315,6 +308,7 @@ async fn cut_over_to_cdc(
         "created slot {} at {consistent}; handed over {} rows committed before it: {next}",
         cfg.postgres.slot,
         ids.len()
-    )?;
+    )
+    .map_err(output)?;
     Ok(())
 }

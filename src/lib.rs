@@ -1,27 +1,19 @@
 //! outbox-cdc: a change-data-capture relay for a transactional outbox.
 //!
-//! Data flows one way: the outbox definition ([`outbox`]) says what a row and
-//! its Kafka record are; [`migrate`] creates the table and the CDC objects;
-//! [`connector_config`] writes the Debezium configuration that produces the
-//! same records; [`catalog`] proves the database matches the definition.
+//! `docs/ARCHITECTURE.md` is the map. In short: [`contract`] says what a row
+//! and its Kafka record are; [`replication`] streams committed rows from the
+//! slot; [`pipeline`] maps, publishes and settles them; [`kafka`] and [`pg`]
+//! speak to the two sides; [`preflight`] holds the findings `check` reports
+//! and `run` obeys; [`cutover`] hands an outbox between relays; [`cli`] is
+//! the command line. Every failure is an [`error::Error`] with a stable code.
 
-pub mod catalog;
-pub mod check;
+pub mod cli;
 pub mod config;
-pub mod connector_config;
+pub mod contract;
 pub mod cutover;
-pub mod db;
-pub mod exclusivity;
-pub mod handover;
-pub mod lsn;
-pub mod mapper;
-pub mod marker;
-pub mod migrate;
-pub mod outbox;
-pub mod properties;
-pub mod publisher;
-pub mod relay;
+pub mod error;
+pub mod kafka;
+pub mod pg;
+pub mod pipeline;
+pub mod preflight;
 pub mod replication;
-pub mod tail;
-pub mod value;
-pub mod watermark;

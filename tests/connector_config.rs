@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use outbox_cdc::config::Config;
-use outbox_cdc::connector_config::{render, Format};
-use outbox_cdc::properties;
+use outbox_cdc::contract::debezium::{render, Format};
+use outbox_cdc::contract::properties;
 
 const REGENERATE: &str = "scripts/regenerate.sh";
 

@@ -13,7 +13,7 @@ use common::kafka::{self, Consumed};
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
 use outbox_cdc::config::Config;
-use outbox_cdc::connector_config;
+use outbox_cdc::contract::debezium;
 
 /// A minimal HTTP/1.1 client for Kafka Connect's REST API.
 fn http(method: &str, path: &str, body: Option<&str>) -> (u16, String) {
@@ -128,7 +128,7 @@ async fn connect_validates_the_generated_configuration_and_knows_every_key() {
     let services = require_services!();
     let db = common::migrated_db(&services, "validate", "v.").await;
     let cfg = test_config(&services, &db.name, "v.", "validate");
-    let mut config = connector_config::connector_properties(&cfg);
+    let mut config = debezium::connector_properties(&cfg);
     config.push(("name".into(), cfg.debezium.connector_name.clone()));
     let report = validate(&config);
     let errors: Vec<String> = report["configs"]
@@ -161,11 +161,10 @@ async fn connect_validates_the_generated_configuration_and_knows_every_key() {
 
 /// Starts the connector through the REST API and waits until its slot streams.
 async fn start_debezium(cfg: &Config, client: &tokio_postgres::Client) {
-    let config: serde_json::Map<String, serde_json::Value> =
-        connector_config::connector_properties(cfg)
-            .into_iter()
-            .map(|(k, v)| (k, serde_json::Value::String(v)))
-            .collect();
+    let config: serde_json::Map<String, serde_json::Value> = debezium::connector_properties(cfg)
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::Value::String(v)))
+        .collect();
     let body = serde_json::json!({"name": cfg.debezium.connector_name, "config": config});
     let (status, text) = http("POST", "/connectors", Some(&body.to_string()));
     assert!(status == 201 || status == 200, "{status}: {text}");
@@ -547,9 +546,13 @@ async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration
 
     // The CDC migration converts the column in place; Debezium now keys on it.
     let cfg = db.config(&prefix);
-    outbox_cdc::migrate::migrate(&mut db.client, &cfg, outbox_cdc::migrate::Scope::CdcOnly)
-        .await
-        .unwrap();
+    outbox_cdc::pg::migrate::migrate(
+        &mut db.client,
+        &cfg,
+        outbox_cdc::pg::migrate::Scope::CdcOnly,
+    )
+    .await
+    .unwrap();
     let after = test_config(&services, &db.name, &prefix, "after");
     start_debezium(&after, &db.client).await;
     db.client

@@ -4,10 +4,10 @@
 
 mod common;
 
-use outbox_cdc::catalog::{self, Drift};
 use outbox_cdc::config::Config;
-use outbox_cdc::connector_config;
-use outbox_cdc::migrate::{self, Scope};
+use outbox_cdc::contract::debezium;
+use outbox_cdc::pg::catalog::{self, Drift};
+use outbox_cdc::pg::migrate::{self, Scope};
 use tokio_postgres::Client;
 
 const PUBLICATION: &str = "outbox_cdc_publication";
@@ -824,7 +824,7 @@ async fn the_fence_refuses_claims_once_the_outbox_is_declared_cdc() {
 async fn the_generated_heartbeat_query_runs_against_the_migrated_schema() {
     let services = require_services!();
     let (db, cfg) = migrated(&services, "heartbeat").await;
-    let props = connector_config::connector_properties(&cfg);
+    let props = debezium::connector_properties(&cfg);
     let query = props
         .iter()
         .find(|(k, _)| k == "heartbeat.action.query")

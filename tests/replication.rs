@@ -8,13 +8,12 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use common::replication::{self as rep, Tx, PUBLICATION};
-use outbox_cdc::lsn::Lsn;
-use outbox_cdc::migrate::{self, Scope};
-use outbox_cdc::outbox;
-use outbox_cdc::replication::connection::ReplicationConnection;
-use outbox_cdc::replication::rows::Value;
-use outbox_cdc::replication::setup;
-use outbox_cdc::value::Timestamp;
+use outbox_cdc::contract::outbox;
+use outbox_cdc::contract::row::Value;
+use outbox_cdc::contract::value::Timestamp;
+use outbox_cdc::pg::lsn::Lsn;
+use outbox_cdc::pg::migrate::{self, Scope};
+use outbox_cdc::replication::ReplicationConnection;
 use tokio_postgres::Client;
 
 async fn migrated(services: &common::Services, label: &str) -> common::TestDb {
@@ -123,7 +122,7 @@ fn ts(v: &Value) -> String {
     }
 }
 
-fn id_of(row: &outbox_cdc::replication::rows::OutboxRow) -> String {
+fn id_of(row: &outbox_cdc::contract::row::OutboxRow) -> String {
     row.message_id().expect("a message id").to_string()
 }
 
@@ -133,8 +132,8 @@ async fn every_value_arrives_exactly_as_inserted() {
     let db = migrated(&services, "values").await;
     let slot = format!("{}_s", db.name);
     let mut reader = rep::start(
-        &rep::options(&services, &db.name),
-        &rep::spec(&slot, PUBLICATION),
+        &db.client,
+        &rep::source(&services, &db.name, &slot, PUBLICATION),
     )
     .await
     .unwrap();
@@ -191,11 +190,11 @@ async fn every_value_arrives_exactly_as_inserted() {
     let r4 = Row::simple("00000000-0000-4000-8000-000000000004".into(), "after ddl");
     insert(&db.client, &r4).await;
 
-    let txs = rep::collect(&mut reader.events, 4, Duration::from_secs(30)).await;
+    let txs = rep::collect(reader.events(), 4, Duration::from_secs(30)).await;
     assert_eq!(txs.len(), 4);
     let rows: Vec<_> = txs.iter().flat_map(|t| t.rows.clone()).collect();
     for row in &rows {
-        assert_eq!(row.problem, None, "{row:?}");
+        assert_eq!(row.problem(), None, "{row:?}");
     }
     let a = &rows[0];
     assert_eq!(id_of(a), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
@@ -277,8 +276,7 @@ async fn every_value_arrives_exactly_as_inserted() {
         assert_eq!(t.begin_time, t.commit_time);
         assert!(matches!(t.commit_time, Timestamp::Micros(_)));
     }
-    reader.cancel.cancel();
-    reader.handle.await.unwrap().unwrap();
+    reader.stop().await.unwrap();
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
@@ -298,8 +296,8 @@ async fn large_and_concurrent_transactions_arrive_whole_once_and_in_commit_order
         .unwrap();
     let slot = format!("{}_s", db.name);
     let mut reader = rep::start(
-        &rep::options(&services, &db.name),
-        &rep::spec(&slot, PUBLICATION),
+        &db.client,
+        &rep::source(&services, &db.name, &slot, PUBLICATION),
     )
     .await
     .unwrap();
@@ -367,8 +365,7 @@ async fn large_and_concurrent_transactions_arrive_whole_once_and_in_commit_order
     assert!(!rolled_back.is_empty());
     let small = expected.len();
 
-    let txs: Vec<Tx> =
-        rep::collect(&mut reader.events, BIG + small, Duration::from_secs(180)).await;
+    let txs: Vec<Tx> = rep::collect(reader.events(), BIG + small, Duration::from_secs(180)).await;
     let rows: Vec<String> = txs.iter().flat_map(|t| t.rows.iter().map(id_of)).collect();
     assert_eq!(rows.len(), BIG + small, "rows delivered");
     let unique: HashSet<&String> = rows.iter().collect();
@@ -387,7 +384,7 @@ async fn large_and_concurrent_transactions_arrive_whole_once_and_in_commit_order
     let mut last_seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut big_tx = None;
     for tx in &txs {
-        let corr = |r: &outbox_cdc::replication::rows::OutboxRow| {
+        let corr = |r: &outbox_cdc::contract::row::OutboxRow| {
             text(r.get(&outbox::CORRELATION_ID)).unwrap().to_string()
         };
         let first = corr(&tx.rows[0]);
@@ -418,13 +415,13 @@ async fn large_and_concurrent_transactions_arrive_whole_once_and_in_commit_order
     }
     assert!(
         reader
+            .stream
             .stats
             .other_table_rows
             .load(std::sync::atomic::Ordering::Relaxed)
             >= (WRITERS * TXS_PER_WRITER) as u64
     );
-    reader.cancel.cancel();
-    reader.handle.await.unwrap().unwrap();
+    reader.stop().await.unwrap();
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
@@ -440,14 +437,13 @@ async fn settlement_moves_the_slot_and_a_restarted_reader_resumes_after_it() {
     let services = require_services!();
     let db = migrated(&services, "resume").await;
     let slot = format!("{}_s", db.name);
-    let opts = rep::options(&services, &db.name);
-    let spec = rep::spec(&slot, PUBLICATION);
-    let mut reader = rep::start(&opts, &spec).await.unwrap();
+    let source = rep::source(&services, &db.name, &slot, PUBLICATION);
+    let mut reader = rep::start(&db.client, &source).await.unwrap();
     let created_at = rep::confirmed_flush(&db.client, &slot).await;
 
     insert_tx(&db.client, &["00000000-0000-4000-8000-00000000000a"]).await;
     insert_tx(&db.client, &["00000000-0000-4000-8000-00000000000b"]).await;
-    let txs = rep::collect(&mut reader.events, 2, Duration::from_secs(30)).await;
+    let txs = rep::collect(reader.events(), 2, Duration::from_secs(30)).await;
     assert_eq!(txs.len(), 2);
     let (a, b) = (&txs[0], &txs[1]);
 
@@ -475,14 +471,13 @@ async fn settlement_moves_the_slot_and_a_restarted_reader_resumes_after_it() {
     );
     assert!(confirmed > created_at);
 
-    reader.cancel.cancel();
-    assert_eq!(reader.handle.await.unwrap().unwrap(), a.end_lsn);
+    assert_eq!(reader.stop().await.unwrap(), a.end_lsn);
 
     // A new reader starts after a and delivers b (unsettled) again, then new work.
-    let mut again = rep::start(&opts, &spec).await.unwrap();
+    let mut again = rep::start(&db.client, &source).await.unwrap();
     assert_eq!(again.start, a.end_lsn);
     insert_tx(&db.client, &["00000000-0000-4000-8000-00000000000c"]).await;
-    let txs = rep::collect(&mut again.events, 2, Duration::from_secs(30)).await;
+    let txs = rep::collect(again.events(), 2, Duration::from_secs(30)).await;
     let ids: Vec<String> = txs.iter().flat_map(|t| t.rows.iter().map(id_of)).collect();
     assert_eq!(
         ids,
@@ -500,17 +495,15 @@ async fn settlement_moves_the_slot_and_a_restarted_reader_resumes_after_it() {
         Duration::from_secs(10),
     )
     .await;
-    again.cancel.cancel();
-    again.handle.await.unwrap().unwrap();
+    again.stop().await.unwrap();
 
     // Everything settled: a third reader delivers nothing old.
-    let mut third = rep::start(&opts, &spec).await.unwrap();
+    let mut third = rep::start(&db.client, &source).await.unwrap();
     insert_tx(&db.client, &["00000000-0000-4000-8000-00000000000d"]).await;
-    let txs = rep::collect(&mut third.events, 1, Duration::from_secs(30)).await;
+    let txs = rep::collect(third.events(), 1, Duration::from_secs(30)).await;
     let ids: Vec<String> = txs.iter().flat_map(|t| t.rows.iter().map(id_of)).collect();
     assert_eq!(ids, vec!["00000000-0000-4000-8000-00000000000d"]);
-    third.cancel.cancel();
-    third.handle.await.unwrap().unwrap();
+    third.stop().await.unwrap();
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
@@ -525,8 +518,8 @@ async fn an_idle_outbox_beside_a_busy_table_does_not_retain_wal() {
         .unwrap();
     let slot = format!("{}_s", db.name);
     let mut reader = rep::start(
-        &rep::options(&services, &db.name),
-        &rep::spec(&slot, PUBLICATION),
+        &db.client,
+        &rep::source(&services, &db.name, &slot, PUBLICATION),
     )
     .await
     .unwrap();
@@ -564,9 +557,8 @@ async fn an_idle_outbox_beside_a_busy_table_does_not_retain_wal() {
         "the slot retains {} bytes of WAL",
         generated.0 - confirmed.0
     );
-    assert!(reader.events.try_recv().is_err(), "nothing was delivered");
-    reader.cancel.cancel();
-    reader.handle.await.unwrap().unwrap();
+    assert!(reader.events().try_recv().is_err(), "nothing was delivered");
+    reader.stop().await.unwrap();
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
@@ -576,16 +568,26 @@ async fn updates_deletes_and_truncates_are_skipped_and_counted() {
     let services = require_services!();
     let db = migrated(&services, "skip").await;
     db.client
-        .batch_execute("CREATE PUBLICATION everything FOR TABLE public.messaging_outbox")
+        .batch_execute(
+            "CREATE PUBLICATION everything FOR TABLE public.messaging_outbox WITH (publish = 'insert')",
+        )
         .await
         .unwrap();
     let slot = format!("{}_s", db.name);
+    // The relay refuses a publication of more than inserts; one changed
+    // under a running stream still only ever delivers inserts.
     let mut reader = rep::start(
-        &rep::options(&services, &db.name),
-        &rep::spec(&slot, "everything"),
+        &db.client,
+        &rep::source(&services, &db.name, &slot, "everything"),
     )
     .await
     .unwrap();
+    db.client
+        .batch_execute(
+            "ALTER PUBLICATION everything SET (publish = 'insert, update, delete, truncate')",
+        )
+        .await
+        .unwrap();
     insert_tx(&db.client, &["00000000-0000-4000-8000-0000000000e1"]).await;
     db.client
         .batch_execute(
@@ -596,7 +598,7 @@ async fn updates_deletes_and_truncates_are_skipped_and_counted() {
         .await
         .unwrap();
     insert_tx(&db.client, &["00000000-0000-4000-8000-0000000000e2"]).await;
-    let txs = rep::collect(&mut reader.events, 2, Duration::from_secs(30)).await;
+    let txs = rep::collect(reader.events(), 2, Duration::from_secs(30)).await;
     let ids: Vec<String> = txs.iter().flat_map(|t| t.rows.iter().map(id_of)).collect();
     assert_eq!(
         ids,
@@ -607,28 +609,26 @@ async fn updates_deletes_and_truncates_are_skipped_and_counted() {
     );
     assert_eq!(
         reader
+            .stream
             .stats
             .skipped_changes
             .load(std::sync::atomic::Ordering::Relaxed),
         3
     );
-    reader.cancel.cancel();
-    reader.handle.await.unwrap().unwrap();
+    reader.stop().await.unwrap();
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
 
-async fn identify(
-    opts: &outbox_cdc::replication::connection::ConnectOptions,
-) -> Result<bool, String> {
+async fn identify(opts: &outbox_cdc::replication::ConnectOptions) -> Result<bool, String> {
     let mut conn = ReplicationConnection::connect(opts)
         .await
         .map_err(|e| e.code().to_string())?;
-    let rows = conn
-        .simple_query("IDENTIFY_SYSTEM", None)
+    let row = conn
+        .identify_system()
         .await
         .map_err(|e| e.code().to_string())?;
-    assert_eq!(rows.len(), 1);
+    assert_eq!(row.len(), 4, "systemid, timeline, xlogpos, dbname");
     assert!(
         conn.server_version.starts_with("15"),
         "{}",
@@ -760,38 +760,42 @@ async fn tls_verify_full_works_with_the_test_ca_and_wrong_names_or_cas_fail() {
 async fn set_up_failures_have_their_own_codes() {
     let services = require_services!();
     let db = migrated(&services, "setup").await;
-    let opts = rep::options(&services, &db.name);
-    let prepare = |spec: setup::SlotSpec| {
-        let opts = opts.clone();
+    let slot = format!("{}_s", db.name);
+    let source =
+        |slot: &str, publication: &str| rep::source(&services, &db.name, slot, publication);
+    let open = |source: outbox_cdc::replication::SourceOptions| {
+        let client = &db.client;
         async move {
-            let mut conn = ReplicationConnection::connect(&opts).await.unwrap();
-            setup::prepare(&mut conn, &spec)
+            rep::start(client, &source)
                 .await
                 .map(|_| ())
-                .map_err(|e| e.code())
+                .map_err(|e| e.code().as_str())
         }
     };
-    let slot = format!("{}_s", db.name);
-    let mut missing = rep::spec(&slot, PUBLICATION);
-    missing.create_if_missing = false;
-    assert_eq!(prepare(missing).await, Err("SLOT_MISSING"));
-    assert_eq!(
-        prepare(rep::spec(&slot, "no_such_publication")).await,
-        Err("PUBLICATION_MISSING")
-    );
-    db.client.batch_execute("CREATE TABLE public.unrelated (id int); CREATE PUBLICATION elsewhere FOR TABLE public.unrelated").await.unwrap();
-    assert_eq!(
-        prepare(rep::spec(&slot, "elsewhere")).await,
-        Err("PUBLICATION_MISSING_TABLE")
-    );
-    db.client
-        .batch_execute("CREATE PUBLICATION deletes_only FOR TABLE public.messaging_outbox WITH (publish = 'delete')")
-        .await
-        .unwrap();
-    assert_eq!(
-        prepare(rep::spec(&slot, "deletes_only")).await,
-        Err("PUBLICATION_NOT_INSERTS")
-    );
+    let mut missing = source(&slot, PUBLICATION);
+    missing.create_slot = false;
+    let cases = [
+        (missing, "SLOT_MISSING", ""),
+        (
+            source(&slot, "no_such_publication"),
+            "PUBLICATION_MISSING",
+            "",
+        ),
+        (
+            source(&slot, "elsewhere"),
+            "PUBLICATION_MISSING_TABLE",
+            "CREATE TABLE public.unrelated (id int); CREATE PUBLICATION elsewhere FOR TABLE public.unrelated",
+        ),
+        (
+            source(&slot, "deletes_only"),
+            "PUBLICATION_NOT_INSERT_ONLY",
+            "CREATE PUBLICATION deletes_only FOR TABLE public.messaging_outbox WITH (publish = 'delete')",
+        ),
+    ];
+    for (source, code, set_up) in cases {
+        db.client.batch_execute(set_up).await.unwrap();
+        assert_eq!(open(source).await, Err(code), "{code}");
+    }
 
     let wrong_plugin = format!("{}_td", db.name);
     db.client
@@ -802,7 +806,7 @@ async fn set_up_failures_have_their_own_codes() {
         .await
         .unwrap();
     assert_eq!(
-        prepare(rep::spec(&wrong_plugin, PUBLICATION)).await,
+        open(source(&wrong_plugin, PUBLICATION)).await,
         Err("SLOT_WRONG_PLUGIN")
     );
     rep::drop_slot(&db.client, &wrong_plugin).await;
@@ -818,60 +822,56 @@ async fn set_up_failures_have_their_own_codes() {
         .await
         .unwrap();
     assert_eq!(
-        prepare(rep::spec(&foreign, PUBLICATION)).await,
+        open(source(&foreign, PUBLICATION)).await,
         Err("SLOT_WRONG_DATABASE")
     );
     rep::drop_slot(&db.client, &foreign).await;
     other_db.drop(&services).await;
 
     // A slot held by a running reader: its own code, so a relay can stand by.
-    let reader = rep::start(&opts, &rep::spec(&slot, PUBLICATION))
+    let reader = rep::start(&db.client, &source(&slot, PUBLICATION))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        prepare(rep::spec(&slot, PUBLICATION)).await,
-        Err("SLOT_IN_USE")
-    );
-    // And START_REPLICATION on it says the same.
-    let mut conn = ReplicationConnection::connect(&opts).await.unwrap();
+    assert_eq!(open(source(&slot, PUBLICATION)).await, Err("SLOT_IN_USE"));
+    // And START_REPLICATION on it says the same, from the server's SQLSTATE.
+    let mut conn = ReplicationConnection::connect(&rep::options(&services, &db.name))
+        .await
+        .unwrap();
     let err = conn
-        .start_replication(&format!("START_REPLICATION SLOT \"{slot}\" LOGICAL 0/0 (\"proto_version\" '1', \"publication_names\" '\"{PUBLICATION}\"')"), &slot)
+        .start_replication(&slot, Lsn::ZERO, PUBLICATION)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "SLOT_IN_USE");
     assert!(!err.is_transient());
-    reader.cancel.cancel();
-    reader.handle.await.unwrap().unwrap();
+    reader.stop().await.unwrap();
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
 
 #[tokio::test]
 async fn the_supervisor_stops_on_a_definite_failure_instead_of_looping() {
-    use outbox_cdc::replication::reader::{Feedback, ReaderOptions, ReaderStats};
-    use outbox_cdc::replication::supervisor;
+    use outbox_cdc::pipeline::{SessionEnd, Supervisor};
+    use outbox_cdc::replication::{Feedback, Stream};
     let services = require_services!();
     let db = migrated(&services, "definite").await;
     let slot = format!("{}_s", db.name);
-    let mut spec = rep::spec(&slot, PUBLICATION);
-    spec.create_if_missing = false;
-    let (_feedback, settled) = Feedback::new(Lsn::ZERO);
-    let (tx, _events) = tokio::sync::mpsc::channel(4);
+    let mut source = rep::source(&services, &db.name, &slot, PUBLICATION);
+    source.create_slot = false;
+    let (feedback, _) = Feedback::new(Lsn::ZERO);
+    let mut supervisor = Supervisor::new(feedback.clone());
+    let shutdown = tokio_util::sync::CancellationToken::new();
     let result = tokio::time::timeout(
         Duration::from_secs(10),
-        supervisor::run(
-            rep::options(&services, &db.name),
-            spec,
-            ReaderOptions::new(&slot, PUBLICATION, "public", "messaging_outbox"),
-            tx,
-            settled,
-            tokio_util::sync::CancellationToken::new(),
-            std::sync::Arc::new(ReaderStats::default()),
-        ),
+        supervisor.run(&shutdown, |_| async {
+            let stream = Stream::open(&db.client, &source, &feedback).await?;
+            stream.stop().await?;
+            Ok(SessionEnd::Stopped)
+        }),
     )
     .await
     .expect("a definite failure ends the supervisor at once");
     assert_eq!(result.unwrap_err().code(), "SLOT_MISSING");
+    assert_eq!(supervisor.restarts(), 0);
     db.drop(&services).await;
 }

@@ -1,20 +1,29 @@
-//! The supervised reader survives a PostgreSQL restart: it reconnects by
-//! itself, redelivers what was unsettled, nothing settled comes again, and
-//! nothing is lost. Its own test binary, because it restarts the server that
-//! the other tests share.
+//! A reader run by the relay's own supervisor survives a PostgreSQL
+//! restart: it reconnects by itself, redelivers what was unsettled, nothing
+//! settled comes again, and nothing is lost. Its own test binary, because it
+//! restarts the server that the other tests share.
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::replication::{self as rep, PUBLICATION};
-use outbox_cdc::lsn::Lsn;
-use outbox_cdc::migrate::{self, Scope};
-use outbox_cdc::replication::reader::{Event, Feedback, ReaderOptions, ReaderStats};
-use outbox_cdc::replication::supervisor::{self, SupervisedEvent};
+use outbox_cdc::error::{Code, Error};
+use outbox_cdc::pg::connect;
+use outbox_cdc::pg::lsn::Lsn;
+use outbox_cdc::pg::migrate::{self, Scope};
+use outbox_cdc::pipeline::{SessionEnd, Supervisor};
+use outbox_cdc::replication::{Event, Feedback, Stream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// What the test sees: the reader's events, and a note that a new session
+/// started and transactions after `from` come again.
+#[derive(Debug)]
+enum SupervisedEvent {
+    Event(Event),
+    Restarted { from: Lsn },
+}
 
 /// Next outbox transaction's (row ids, end LSN), noting restarts on the way.
 async fn next_tx(
@@ -50,22 +59,61 @@ async fn the_reader_recovers_from_a_postgres_restart_without_loss_or_settled_dup
         .await
         .unwrap();
     let slot = format!("{}_s", db.name);
-    let opts = rep::options(&services, &db.name);
-    let spec = rep::spec(&slot, PUBLICATION);
+    let source = rep::source(&services, &db.name, &slot, PUBLICATION);
 
-    let (feedback, settled) = Feedback::new(Lsn::ZERO);
+    let (feedback, _) = Feedback::new(Lsn::ZERO);
     let (tx, mut events) = mpsc::channel(16);
     let cancel = CancellationToken::new();
-    let stats = Arc::new(ReaderStats::default());
-    let handle = tokio::spawn(supervisor::run(
-        opts,
-        spec.clone(),
-        ReaderOptions::new(&slot, PUBLICATION, "public", "messaging_outbox"),
-        tx,
-        settled,
-        cancel.clone(),
-        stats,
-    ));
+    let handle = tokio::spawn({
+        let (feedback, cancel) = (feedback.clone(), cancel.clone());
+        async move {
+            let mut supervisor = Supervisor::with_backoff(
+                feedback.clone(),
+                Duration::from_millis(200),
+                Duration::from_secs(30),
+            );
+            supervisor
+                .run(&cancel, |attempt| {
+                    let (tx, cfg, source, feedback, cancel) =
+                        (tx.clone(), &cfg, &source, &feedback, &cancel);
+                    async move {
+                        let env = |n: &str| std::env::var(n).ok();
+                        let sql = connect::connect(cfg, &env).await?;
+                        let mut stream = Stream::open(&sql, source, feedback).await?;
+                        if attempt.number > 0 {
+                            let _ = tx
+                                .send(SupervisedEvent::Restarted { from: stream.start })
+                                .await;
+                        }
+                        loop {
+                            tokio::select! {
+                                _ = cancel.cancelled() => {
+                                    stream.stop().await?;
+                                    return Ok(SessionEnd::Stopped);
+                                }
+                                event = stream.events.recv() => match event {
+                                    Some(e) => {
+                                        if tx.send(SupervisedEvent::Event(e)).await.is_err() {
+                                            stream.stop().await?;
+                                            return Ok(SessionEnd::Stopped);
+                                        }
+                                    }
+                                    // The reader ended: its result says why.
+                                    None => {
+                                        stream.stop().await?;
+                                        return Ok(SessionEnd::Restart(Error::new(
+                                            Code::PG_CONNECTION_LOST,
+                                            "the stream ended",
+                                        )));
+                                    }
+                                },
+                            }
+                        }
+                    }
+                })
+                .await
+        }
+    });
     let insert = |id: &'static str| {
         let services = &services;
         let name = db.name.clone();

@@ -18,9 +18,11 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
 use super::codec::{Backend, PgCodec};
-use super::tls;
-use super::ReplicationError;
-use crate::config::{Config, ConfigError, Secret, SslMode};
+use crate::config::{Config, Env, Secret, SslMode};
+use crate::error::{Code, Error};
+use crate::pg::lsn::Lsn;
+use crate::pg::sqlstate::{self, Phase, ServerError};
+use crate::pg::tls;
 
 /// What a replication connection needs to know.
 #[derive(Debug, Clone)]
@@ -37,10 +39,7 @@ pub struct ConnectOptions {
 }
 
 impl ConnectOptions {
-    pub fn from_config(
-        cfg: &Config,
-        env: &(dyn Fn(&str) -> Option<String> + Sync),
-    ) -> Result<ConnectOptions, ConfigError> {
+    pub fn from_config(cfg: &Config, env: &Env) -> Result<ConnectOptions, Error> {
         let pg = &cfg.postgres;
         Ok(ConnectOptions {
             host: pg.host.clone(),
@@ -107,48 +106,85 @@ pub struct ReplicationConnection {
     pub tls: bool,
 }
 
-pub(crate) fn lost(e: std::io::Error) -> ReplicationError {
-    ReplicationError::ConnectionLost(e.to_string())
+/// What a command is, for naming the failures the server reports on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// Start-up and authentication.
+    LogIn,
+    /// SQL or a replication command that names no slot.
+    Query,
+    CreateSlot,
+    StartReplication,
+    /// After START_REPLICATION succeeded.
+    Streaming,
 }
 
-pub(crate) fn error_fields(body: &ErrorResponseBody) -> (String, String) {
+pub(crate) fn lost(e: std::io::Error) -> Error {
+    Error::new(Code::PG_CONNECTION_LOST, e.to_string())
+}
+
+fn protocol(what: impl std::fmt::Display) -> Error {
+    Error::new(Code::PG_PROTOCOL, what.to_string())
+}
+
+/// The typed fields of an ErrorResponse.
+pub(crate) fn server_error(body: &ErrorResponseBody) -> ServerError {
     use fallible_iterator::FallibleIterator;
-    let mut code = String::new();
-    let mut message = String::new();
+    let mut e = ServerError::default();
     let mut fields = body.fields();
     while let Ok(Some(f)) = fields.next() {
+        let text = || String::from_utf8_lossy(f.value_bytes()).into_owned();
         match f.type_() {
-            b'C' => code = String::from_utf8_lossy(f.value_bytes()).into_owned(),
-            b'M' => message = String::from_utf8_lossy(f.value_bytes()).into_owned(),
+            b'C' => e.sqlstate = text(),
+            b'M' => e.message = text(),
+            b'D' => e.detail = Some(text()),
+            b'H' => e.hint = Some(text()),
             _ => {}
         }
     }
-    (code, message)
+    e
 }
 
-fn encode(f: impl FnOnce(&mut BytesMut) -> std::io::Result<()>) -> Result<Bytes, ReplicationError> {
+/// The code for a server's refusal, decided by its SQLSTATE and by the
+/// command it refused. Slot conditions the SQLSTATE cannot tell apart (a
+/// dropped publication, an invalidated slot) stay `PG_SERVER_ERROR` with the
+/// server's words; the relay's preflight then names them from the catalog.
+pub(crate) fn refusal(e: ServerError, command: Command) -> Error {
+    let phase = if command == Command::LogIn {
+        Phase::Connecting
+    } else {
+        Phase::Connected
+    };
+    let code = match (command, e.sqlstate.as_str()) {
+        // configuration_limit_exceeded: all replication slots are in use.
+        (Command::CreateSlot, "53400") => Code::SLOTS_EXHAUSTED,
+        (Command::StartReplication, "55006") => Code::SLOT_IN_USE,
+        (Command::StartReplication, "42704") => Code::SLOT_MISSING,
+        (_, state) => sqlstate::code_for(state, phase).unwrap_or(Code::PG_SERVER_ERROR),
+    };
+    Error::new(code, e.to_string())
+}
+
+fn encode(f: impl FnOnce(&mut BytesMut) -> std::io::Result<()>) -> Result<Bytes, Error> {
     let mut buf = BytesMut::new();
-    f(&mut buf).map_err(|e| ReplicationError::Protocol(e.to_string()))?;
+    f(&mut buf).map_err(protocol)?;
     Ok(buf.freeze())
 }
 
-async fn open_transport(
-    opts: &ConnectOptions,
-) -> Result<(Transport, Option<Vec<u8>>), ReplicationError> {
+async fn open_transport(opts: &ConnectOptions) -> Result<(Transport, Option<Vec<u8>>), Error> {
     let addr = format!("{}:{}", opts.host, opts.port);
+    let connect_failed = |what: String| {
+        Error::new(
+            Code::PG_CONNECT_FAILED,
+            format!("replication connection to {addr}: {what}"),
+        )
+    };
     let mut tcp = tokio::time::timeout(opts.connect_timeout, TcpStream::connect(&addr))
         .await
-        .map_err(|_| {
-            ReplicationError::Connect(format!(
-                "{addr}: timed out after {:?}",
-                opts.connect_timeout
-            ))
-        })?
-        .map_err(|e| ReplicationError::Connect(format!("{addr}: {e}")))?;
+        .map_err(|_| connect_failed(format!("timed out after {:?}", opts.connect_timeout)))?
+        .map_err(|e| connect_failed(e.to_string()))?;
     tcp.set_nodelay(true).ok();
-    let Some(tls_config) = tls::client_config(opts.sslmode, opts.sslrootcert.as_deref())
-        .map_err(|e| ReplicationError::Tls(e.to_string()))?
-    else {
+    let Some(tls_config) = tls::client_config(opts.sslmode, opts.sslrootcert.as_deref())? else {
         return Ok((Transport::Plain(tcp), None));
     };
     let mut req = BytesMut::new();
@@ -158,19 +194,27 @@ async fn open_transport(
     match answer {
         b'S' => {}
         b'N' if opts.sslmode == SslMode::Prefer => return Ok((Transport::Plain(tcp), None)),
-        b'N' => return Err(ReplicationError::TlsRefused(opts.sslmode.as_str())),
+        b'N' => {
+            return Err(Error::new(
+                Code::PG_TLS_REFUSED,
+                format!(
+                    "the server does not offer TLS but sslmode is {}",
+                    opts.sslmode.as_str()
+                ),
+            ))
+        }
         other => {
-            return Err(ReplicationError::Protocol(format!(
+            return Err(protocol(format!(
                 "unexpected answer {other:#04x} to SSLRequest"
             )))
         }
     }
     let name = ServerName::try_from(opts.host.clone())
-        .map_err(|e| ReplicationError::Tls(format!("{}: {e}", opts.host)))?;
+        .map_err(|e| Error::new(Code::PG_TLS_FAILED, format!("{}: {e}", opts.host)))?;
     let stream = tokio_rustls::TlsConnector::from(tls_config)
         .connect(name, tcp)
         .await
-        .map_err(|e| ReplicationError::Tls(e.to_string()))?;
+        .map_err(|e| Error::new(Code::PG_TLS_FAILED, crate::error::chain(&e)))?;
     let end_point = stream
         .get_ref()
         .1
@@ -182,7 +226,7 @@ async fn open_transport(
 
 impl ReplicationConnection {
     /// Opens, authenticates and waits until the server is ready.
-    pub async fn connect(opts: &ConnectOptions) -> Result<ReplicationConnection, ReplicationError> {
+    pub async fn connect(opts: &ConnectOptions) -> Result<ReplicationConnection, Error> {
         let (transport, end_point) = open_transport(opts).await?;
         let tls = matches!(transport, Transport::Tls(_));
         let mut framed = Framed::new(transport, PgCodec);
@@ -207,7 +251,15 @@ impl ReplicationConnection {
             server_version: String::new(),
             tls,
         };
-        conn.authenticate(opts, end_point).await?;
+        let context = || {
+            format!(
+                "replication log-in to {}:{} as {}, database {}",
+                opts.host, opts.port, opts.user, opts.dbname
+            )
+        };
+        conn.authenticate(opts, end_point)
+            .await
+            .map_err(|e| e.context(context()))?;
         loop {
             match conn.next().await? {
                 Message::ParameterStatus(p) => {
@@ -218,33 +270,27 @@ impl ReplicationConnection {
                 Message::ReadyForQuery(_) => return Ok(conn),
                 Message::BackendKeyData(_) | Message::NoticeResponse(_) => {}
                 Message::ErrorResponse(body) => {
-                    let (code, message) = error_fields(&body);
-                    return Err(ReplicationError::from_server(&code, message, None));
+                    return Err(refusal(server_error(&body), Command::LogIn).context(context()));
                 }
-                _ => {
-                    return Err(ReplicationError::Protocol(
-                        "unexpected message during start-up".into(),
-                    ))
-                }
+                _ => return Err(protocol("unexpected message during start-up")),
             }
         }
     }
 
     /// The next regular backend message.
-    pub(crate) async fn next(&mut self) -> Result<Message, ReplicationError> {
+    pub(crate) async fn next(&mut self) -> Result<Message, Error> {
         match self.framed.next().await {
             Some(Ok(Backend::Message(m))) => Ok(m),
-            Some(Ok(Backend::CopyBothResponse)) => Err(ReplicationError::Protocol(
-                "unexpected CopyBothResponse".into(),
-            )),
+            Some(Ok(Backend::CopyBothResponse)) => Err(protocol("unexpected CopyBothResponse")),
             Some(Err(e)) => Err(lost(e)),
-            None => Err(ReplicationError::ConnectionLost(
-                "server closed the connection".into(),
+            None => Err(Error::new(
+                Code::PG_CONNECTION_LOST,
+                "the server closed the connection",
             )),
         }
     }
 
-    async fn send(&mut self, bytes: Bytes) -> Result<(), ReplicationError> {
+    async fn send(&mut self, bytes: Bytes) -> Result<(), Error> {
         self.framed.send(bytes).await.map_err(lost)
     }
 
@@ -252,13 +298,14 @@ impl ReplicationConnection {
         &mut self,
         opts: &ConnectOptions,
         end_point: Option<Vec<u8>>,
-    ) -> Result<(), ReplicationError> {
+    ) -> Result<(), Error> {
+        let auth = |what: String| Error::new(Code::PG_AUTH_FAILED, what);
         let password = || {
             opts.password
                 .as_ref()
                 .map(|p| p.expose().as_bytes().to_vec())
                 .ok_or_else(|| {
-                    ReplicationError::Auth(format!(
+                    auth(format!(
                         "the server asks a password for {} and none is configured",
                         opts.user
                     ))
@@ -291,7 +338,7 @@ impl ReplicationConnection {
                         (Some(ep), true, _) => (sasl::SCRAM_SHA_256_PLUS, sasl::ChannelBinding::tls_server_end_point(ep.clone())),
                         (Some(_), false, true) => (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unrequested()),
                         (None, _, true) => (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported()),
-                        _ => return Err(ReplicationError::AuthUnsupported("no supported SASL mechanism".into())),
+                        _ => return Err(Error::new(Code::PG_AUTH_UNSUPPORTED, "no supported SASL mechanism")),
                     };
                     let state = sasl::ScramSha256::new(&password()?, binding);
                     let msg = encode(|b| frontend::sasl_initial_response(mechanism, state.message(), b))?;
@@ -301,29 +348,29 @@ impl ReplicationConnection {
                 Message::AuthenticationSaslContinue(body) => {
                     let state = scram
                         .as_mut()
-                        .ok_or_else(|| ReplicationError::Protocol("SASL continue before start".into()))?;
+                        .ok_or_else(|| protocol("SASL continue before start"))?;
                     state
                         .update(body.data())
-                        .map_err(|e| ReplicationError::Auth(format!("SCRAM: {e}")))?;
+                        .map_err(|e| auth(format!("SCRAM: {e}")))?;
                     let msg = encode(|b| frontend::sasl_response(state.message(), b))?;
                     self.send(msg).await?;
                 }
                 Message::AuthenticationSaslFinal(body) => {
                     let state = scram
                         .as_mut()
-                        .ok_or_else(|| ReplicationError::Protocol("SASL final before start".into()))?;
+                        .ok_or_else(|| protocol("SASL final before start"))?;
                     state
                         .finish(body.data())
-                        .map_err(|e| ReplicationError::Auth(format!("SCRAM server signature: {e}")))?;
+                        .map_err(|e| auth(format!("SCRAM server signature: {e}")))?;
                 }
                 Message::ErrorResponse(body) => {
-                    let (code, message) = error_fields(&body);
-                    return Err(ReplicationError::from_server(&code, message, None));
+                    return Err(refusal(server_error(&body), Command::LogIn));
                 }
                 Message::NoticeResponse(_) => {}
                 _ => {
-                    return Err(ReplicationError::AuthUnsupported(
-                        "the server asks for an authentication method the relay does not offer (GSS, SSPI, Kerberos)".into(),
+                    return Err(Error::new(
+                        Code::PG_AUTH_UNSUPPORTED,
+                        "the server asks for an authentication method the relay does not offer (GSS, SSPI, Kerberos)",
                     ))
                 }
             }
@@ -331,12 +378,13 @@ impl ReplicationConnection {
     }
 
     /// Runs one simple-protocol statement (a replication command or SQL) and
-    /// returns its rows as text. `slot` names the slot a failure is about.
-    pub async fn simple_query(
+    /// returns its rows as text, reading up to ReadyForQuery even after an
+    /// error so the session stays usable.
+    pub(crate) async fn simple_query(
         &mut self,
         sql: &str,
-        slot: Option<&str>,
-    ) -> Result<Vec<Vec<Option<String>>>, ReplicationError> {
+        command: Command,
+    ) -> Result<Vec<Vec<Option<String>>>, Error> {
         let msg = encode(|b| frontend::query(sql, b))?;
         self.send(msg).await?;
         let mut rows = Vec::new();
@@ -348,10 +396,7 @@ impl ReplicationConnection {
                     let buf = row.buffer();
                     let mut values = Vec::new();
                     let mut ranges = row.ranges();
-                    while let Some(range) = ranges
-                        .next()
-                        .map_err(|e| ReplicationError::Protocol(e.to_string()))?
-                    {
+                    while let Some(range) = ranges.next().map_err(protocol)? {
                         values.push(range.map(|r| {
                             String::from_utf8_lossy(buf.get(r).unwrap_or_default()).into_owned()
                         }));
@@ -359,8 +404,7 @@ impl ReplicationConnection {
                     rows.push(values);
                 }
                 Message::ErrorResponse(body) => {
-                    let (code, message) = error_fields(&body);
-                    error = Some(ReplicationError::from_server(&code, message, slot));
+                    error.get_or_insert(refusal(server_error(&body), command));
                 }
                 Message::ReadyForQuery(_) => {
                     return match error {
@@ -373,34 +417,48 @@ impl ReplicationConnection {
         }
     }
 
-    /// Sends START_REPLICATION and waits for CopyBoth.
+    /// `IDENTIFY_SYSTEM`: the server's system id, timeline and WAL position.
+    pub async fn identify_system(&mut self) -> Result<Vec<Option<String>>, Error> {
+        let mut rows = self.simple_query("IDENTIFY_SYSTEM", Command::Query).await?;
+        rows.pop()
+            .ok_or_else(|| protocol("no answer to IDENTIFY_SYSTEM"))
+    }
+
+    /// `START_REPLICATION` of a logical slot with pgoutput v1, waiting for
+    /// CopyBoth. A refusal ends the session (the server sends the error
+    /// instead of CopyBoth), so nothing is left to read.
     pub async fn start_replication(
         &mut self,
-        command: &str,
         slot: &str,
-    ) -> Result<(), ReplicationError> {
-        let msg = encode(|b| frontend::query(command, b))?;
+        start: Lsn,
+        publication: &str,
+    ) -> Result<(), Error> {
+        let command = format!(
+            "START_REPLICATION SLOT {} LOGICAL {} (\"proto_version\" '1', \"publication_names\" {})",
+            super::slot::ident(slot),
+            start,
+            super::slot::literal(&super::slot::ident(publication))
+        );
+        let msg = encode(|b| frontend::query(&command, b))?;
         self.send(msg).await?;
         loop {
             match self.framed.next().await {
                 Some(Ok(Backend::CopyBothResponse)) => return Ok(()),
                 Some(Ok(Backend::Message(Message::ErrorResponse(body)))) => {
-                    let (code, message) = error_fields(&body);
-                    // Drain to ReadyForQuery so the error is the whole story.
-                    return Err(ReplicationError::from_server(&code, message, Some(slot)));
+                    return Err(refusal(server_error(&body), Command::StartReplication)
+                        .context(format!("START_REPLICATION of slot {slot}")));
                 }
                 Some(Ok(Backend::Message(
                     Message::NoticeResponse(_) | Message::ParameterStatus(_),
                 ))) => {}
                 Some(Ok(Backend::Message(_))) => {
-                    return Err(ReplicationError::Protocol(
-                        "unexpected reply to START_REPLICATION".into(),
-                    ))
+                    return Err(protocol("unexpected reply to START_REPLICATION"))
                 }
                 Some(Err(e)) => return Err(lost(e)),
                 None => {
-                    return Err(ReplicationError::ConnectionLost(
-                        "server closed the connection".into(),
+                    return Err(Error::new(
+                        Code::PG_CONNECTION_LOST,
+                        "the server closed the connection",
                     ))
                 }
             }
@@ -408,7 +466,7 @@ impl ReplicationConnection {
     }
 
     /// Sends a CopyData message (standby status update).
-    pub(crate) async fn send_copy_data(&mut self, payload: &[u8]) -> Result<(), ReplicationError> {
+    pub(crate) async fn send_copy_data(&mut self, payload: &[u8]) -> Result<(), Error> {
         let mut buf = BytesMut::with_capacity(payload.len() + 5);
         buf.extend_from_slice(b"d");
         buf.extend_from_slice(&((payload.len() + 4) as u32).to_be_bytes());
@@ -416,8 +474,8 @@ impl ReplicationConnection {
         self.send(buf.freeze()).await
     }
 
-    /// Ends streaming politely (CopyDone, Terminate).
-    pub(crate) async fn close(mut self) {
+    /// Ends the session politely (CopyDone, Terminate).
+    pub async fn close(mut self) {
         let mut buf = BytesMut::new();
         frontend::copy_done(&mut buf);
         frontend::terminate(&mut buf);

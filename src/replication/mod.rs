@@ -1,155 +1,176 @@
-//! The relay's source: our own walsender client.
+//! The relay's source: our own walsender client, and [`Stream`], the one
+//! call that the relay, the tests and the benchmark use to stream a slot.
 //!
 //! Layers, bottom up: [`codec`] frames backend messages (cancel-safe, so a
 //! read can sit in `select!`); [`connection`] opens a `replication=database`
-//! session over TCP or TLS and authenticates; [`setup`] checks the server,
-//! the publication and the slot; [`pgoutput`] decodes the stream;
-//! [`rows`] turns tuples into the outbox definition's typed values;
-//! [`reader`] streams committed transactions and sends feedback.
+//! session over TCP or TLS and authenticates; [`slot`] speaks the slot
+//! commands; [`pgoutput`] decodes the stream; [`relations`] turns tuples into
+//! contract rows and stops on schema drift; [`reader`] streams committed
+//! transactions and sends feedback.
 
-pub mod codec;
+pub(crate) mod codec;
 pub mod connection;
 pub mod pgoutput;
 pub mod reader;
-pub mod rows;
-pub mod setup;
-pub mod supervisor;
-pub mod tls;
+pub mod relations;
+pub mod slot;
 
-use crate::lsn::Lsn;
+use std::sync::Arc;
 
-/// A replication failure with its stable code.
-#[derive(Debug, thiserror::Error)]
-pub enum ReplicationError {
-    #[error("PG_CONNECT_FAILED: {0}")]
-    Connect(String),
-    #[error("PG_CONNECTION_LOST: {0}")]
-    ConnectionLost(String),
-    #[error("PG_TLS_REFUSED: the server does not offer TLS but sslmode is {0}")]
-    TlsRefused(&'static str),
-    #[error("PG_TLS_FAILED: {0}")]
-    Tls(String),
-    #[error("PG_AUTH_FAILED: {0}")]
-    Auth(String),
-    #[error("PG_AUTH_UNSUPPORTED: {0}")]
-    AuthUnsupported(String),
-    #[error("PG_PERMISSION_DENIED: {0}")]
-    PermissionDenied(String),
-    #[error("PG_WAL_LEVEL_NOT_LOGICAL: wal_level is {0}; logical replication needs wal_level=logical (restart required)")]
-    WalLevel(String),
-    #[error("PG_ENCODING_UNSUPPORTED: database encoding is {0}; the relay needs UTF8")]
-    Encoding(String),
-    #[error("PUBLICATION_MISSING: publication {0} does not exist; run `outbox-cdc migrate`")]
-    PublicationMissing(String),
-    #[error("PUBLICATION_MISSING_TABLE: publication {publication} does not cover {table}")]
-    PublicationMissingTable { publication: String, table: String },
-    #[error("PUBLICATION_NOT_INSERTS: publication {0} does not publish inserts")]
-    PublicationNotInserts(String),
-    #[error("SLOT_MISSING: replication slot {0} does not exist")]
-    SlotMissing(String),
-    #[error("SLOT_WRONG_PLUGIN: replication slot {slot} uses plugin {plugin}, not pgoutput")]
-    SlotWrongPlugin { slot: String, plugin: String },
-    #[error("SLOT_WRONG_DATABASE: replication slot {slot} belongs to database {database}")]
-    SlotWrongDatabase { slot: String, database: String },
-    #[error("SLOT_NOT_LOGICAL: replication slot {0} is a physical slot")]
-    SlotNotLogical(String),
-    #[error("SLOT_INVALIDATED: replication slot {0} has lost required WAL and must be recreated (messages in the gap need a cutover re-run)")]
-    SlotInvalidated(String),
-    #[error("SLOT_IN_USE: replication slot {slot} is active for process {pid}")]
-    SlotInUse { slot: String, pid: String },
-    #[error("PGOUTPUT_MALFORMED: {0}")]
-    Malformed(String),
-    #[error("PG_PROTOCOL: {0}")]
-    Protocol(String),
-    #[error("PG_SERVER_ERROR: {sqlstate}: {message}")]
-    Server { sqlstate: String, message: String },
-    #[error("READER_STOPPED: the consumer went away at {0}")]
-    ConsumerGone(Lsn),
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+pub use connection::{ConnectOptions, ReplicationConnection};
+pub use reader::{Event, Feedback, ReaderStats, Tuning};
+
+use crate::config::{Config, Env};
+use crate::error::{Code, Error};
+use crate::pg::checks::{self, Purpose};
+use crate::pg::lsn::Lsn;
+use crate::preflight;
+
+/// Logs in for replication and asks IDENTIFY_SYSTEM: a role without
+/// `REPLICATION` or a wrong password ends here, before any slot is touched.
+pub async fn check_log_in(opts: &ConnectOptions) -> Result<(), Error> {
+    let mut conn = ReplicationConnection::connect(opts).await?;
+    let identified = conn.identify_system().await.map(|_| ());
+    conn.close().await;
+    identified
 }
 
-impl ReplicationError {
-    pub fn code(&self) -> &'static str {
-        use ReplicationError::*;
-        match self {
-            Connect(_) => "PG_CONNECT_FAILED",
-            ConnectionLost(_) => "PG_CONNECTION_LOST",
-            TlsRefused(_) => "PG_TLS_REFUSED",
-            Tls(_) => "PG_TLS_FAILED",
-            Auth(_) => "PG_AUTH_FAILED",
-            AuthUnsupported(_) => "PG_AUTH_UNSUPPORTED",
-            PermissionDenied(_) => "PG_PERMISSION_DENIED",
-            WalLevel(_) => "PG_WAL_LEVEL_NOT_LOGICAL",
-            Encoding(_) => "PG_ENCODING_UNSUPPORTED",
-            PublicationMissing(_) => "PUBLICATION_MISSING",
-            PublicationMissingTable { .. } => "PUBLICATION_MISSING_TABLE",
-            PublicationNotInserts(_) => "PUBLICATION_NOT_INSERTS",
-            SlotMissing(_) => "SLOT_MISSING",
-            SlotWrongPlugin { .. } => "SLOT_WRONG_PLUGIN",
-            SlotWrongDatabase { .. } => "SLOT_WRONG_DATABASE",
-            SlotNotLogical(_) => "SLOT_NOT_LOGICAL",
-            SlotInvalidated(_) => "SLOT_INVALIDATED",
-            SlotInUse { .. } => "SLOT_IN_USE",
-            Malformed(_) => "PGOUTPUT_MALFORMED",
-            Protocol(_) => "PG_PROTOCOL",
-            Server { .. } => "PG_SERVER_ERROR",
-            ConsumerGone(_) => "READER_STOPPED",
-        }
+/// What to stream and how to reach it.
+#[derive(Debug, Clone)]
+pub struct SourceOptions {
+    pub connect: ConnectOptions,
+    pub slot: String,
+    pub publication: String,
+    pub schema: String,
+    pub table: String,
+    /// Create the slot when it is missing (`run` with `relay.create_slot`).
+    pub create_slot: bool,
+    pub tuning: Tuning,
+}
+
+impl SourceOptions {
+    pub fn from_config(cfg: &Config, env: &Env) -> Result<SourceOptions, Error> {
+        Ok(SourceOptions {
+            connect: ConnectOptions::from_config(cfg, env)?,
+            slot: cfg.postgres.slot.clone(),
+            publication: cfg.postgres.publication.clone(),
+            schema: cfg.outbox.schema.clone(),
+            table: cfg.outbox.table.clone(),
+            create_slot: cfg.relay.create_slot,
+            tuning: Tuning::default(),
+        })
+    }
+}
+
+/// A running reader: committed transactions arrive on `events`; the
+/// consumer settles them through the [`Feedback`] it opened the stream with.
+pub struct Stream {
+    pub events: mpsc::Receiver<Event>,
+    pub stats: Arc<ReaderStats>,
+    /// Where streaming started: the slot's confirmed position or the
+    /// feedback's settled one, whichever is later.
+    pub start: Lsn,
+    /// Whether this call created the slot.
+    pub created: bool,
+    cancel: CancellationToken,
+    handle: JoinHandle<Result<Lsn, Error>>,
+}
+
+impl Stream {
+    /// Checks the server, the publication and the slot with the same rules
+    /// as `check` (over `sql`), creates the slot when allowed, logs in for
+    /// replication and starts streaming after everything `feedback` settled.
+    pub async fn open(
+        sql: &Client,
+        opts: &SourceOptions,
+        feedback: &Feedback,
+    ) -> Result<Stream, Error> {
+        let server = checks::server(sql).await?;
+        let publication =
+            checks::publication(sql, &opts.publication, &opts.schema, &opts.table).await?;
+        let slot = checks::slot(sql, &opts.slot).await?;
+        let purpose = Purpose::Stream {
+            create_slot: opts.create_slot,
+        };
+        preflight::first_error(server.findings().into_iter().chain([
+            checks::publication_finding(
+                publication.as_ref(),
+                &opts.publication,
+                &format!("{}.{}", opts.schema, opts.table),
+            ),
+            checks::slot_finding(slot.as_ref(), &opts.slot, &server, purpose),
+        ]))?;
+
+        let mut conn = ReplicationConnection::connect(&opts.connect).await?;
+        let (confirmed, created) = match slot {
+            Some(s) => {
+                let confirmed = s.confirmed_flush.ok_or_else(|| {
+                    Error::new(
+                        Code::PG_PROTOCOL,
+                        format!("slot {} has no confirmed position", opts.slot),
+                    )
+                })?;
+                (confirmed, false)
+            }
+            None => {
+                let made = slot::create(&mut conn, &opts.slot, false).await?;
+                tracing::warn!(
+                    slot = %opts.slot,
+                    "created the replication slot: rows committed before now are not streamed (hand them over with `outbox-cdc cutover`)"
+                );
+                (made.consistent_point, true)
+            }
+        };
+        let start = confirmed.max(feedback.settled());
+        conn.start_replication(&opts.slot, start, &opts.publication)
+            .await?;
+
+        let (tx, events) = mpsc::channel(opts.tuning.channel_capacity);
+        let cancel = CancellationToken::new();
+        let stats = Arc::new(ReaderStats::default());
+        let reader = reader::Reader {
+            conn,
+            slot: opts.slot.clone(),
+            schema: opts.schema.clone(),
+            table: opts.table.clone(),
+            tuning: opts.tuning,
+            start,
+            events: tx,
+            settled: feedback.subscribe(),
+            cancel: cancel.clone(),
+            stats: stats.clone(),
+        };
+        Ok(Stream {
+            events,
+            stats,
+            start,
+            created,
+            cancel,
+            handle: tokio::spawn(reader.run()),
+        })
     }
 
-    /// Worth a reconnect with backoff; everything else needs an operator.
-    pub fn is_transient(&self) -> bool {
-        use ReplicationError::*;
-        match self {
-            Connect(_) | ConnectionLost(_) | Protocol(_) => true,
-            // Connection exceptions, operator intervention (shutdown,
-            // restart), insufficient resources.
-            Server { sqlstate, .. } => {
-                sqlstate.starts_with("08")
-                    || sqlstate.starts_with("57P")
-                    || sqlstate.starts_with("53")
-            }
-            _ => false,
-        }
+    /// Whether the reader has ended (its result is then ready in `stop`).
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
     }
 
-    /// Built from an ErrorResponse: permission and slot errors get their own
-    /// codes so that callers can act on them.
-    pub(crate) fn from_server(
-        sqlstate: &str,
-        message: String,
-        slot: Option<&str>,
-    ) -> ReplicationError {
-        let slot_name = || slot.unwrap_or_default().to_string();
-        match sqlstate {
-            "28P01" => ReplicationError::Auth(message),
-            "28000" if message.contains("pg_hba.conf") => ReplicationError::Auth(message),
-            "28000" | "42501" => ReplicationError::PermissionDenied(message),
-            "55006" if slot.is_some() => ReplicationError::SlotInUse {
-                slot: slot_name(),
-                pid: message
-                    .rsplit(' ')
-                    .next()
-                    .unwrap_or_default()
-                    .trim_end_matches('.')
-                    .to_string(),
-            },
-            "42704" if message.contains("publication") => {
-                ReplicationError::PublicationMissing(message)
-            }
-            "42704" if slot.is_some() && message.contains("replication slot") => {
-                ReplicationError::SlotMissing(slot_name())
-            }
-            "55000"
-                if slot.is_some()
-                    && (message.contains("invalidated")
-                        || message.contains("no longer get changes")) =>
-            {
-                ReplicationError::SlotInvalidated(slot_name())
-            }
-            _ => ReplicationError::Server {
-                sqlstate: sqlstate.to_string(),
-                message,
-            },
+    /// Stops the reader after it reports the last settled position, and
+    /// returns the position confirmed to the server, or why it ended.
+    pub async fn stop(self) -> Result<Lsn, Error> {
+        self.cancel.cancel();
+        drop(self.events);
+        match self.handle.await {
+            Ok(result) => result,
+            Err(join) => Err(Error::new(
+                Code::INTERNAL,
+                format!("the replication reader task: {join}"),
+            )),
         }
     }
 }

@@ -19,13 +19,13 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::codec::Backend;
-use super::connection::{error_fields, lost, ReplicationConnection};
+use super::connection::{lost, refusal, server_error, Command, ReplicationConnection};
 use super::pgoutput::{self, PgOutput};
-use super::rows::{OutboxRow, Relations};
-use super::setup::{ident, literal};
-use super::ReplicationError;
-use crate::lsn::Lsn;
-use crate::value::{Timestamp, PG_EPOCH_OFFSET_MICROS};
+use super::relations::Relations;
+use crate::contract::row::OutboxRow;
+use crate::contract::value::{Timestamp, PG_EPOCH_OFFSET_MICROS};
+use crate::error::{Code, Error};
+use crate::pg::lsn::Lsn;
 
 /// What the reader delivers, in commit order. Every outbox transaction is
 /// `Begin`, one or more `Rows` chunks, `Commit`; transactions without outbox
@@ -93,32 +93,42 @@ pub struct ReaderStats {
     pub confirmed: AtomicU64,
 }
 
-#[derive(Debug, Clone)]
-pub struct ReaderOptions {
-    pub slot: String,
-    pub publication: String,
-    pub schema: String,
-    pub table: String,
+/// How the reader paces itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
     /// Rows per `Rows` event: bounds the memory one event holds.
     pub chunk_rows: usize,
     /// A status update at least this often (well inside wal_sender_timeout).
     pub status_interval: Duration,
     /// How often settlement is checked and, when it moved, reported.
     pub feedback_interval: Duration,
+    /// Events buffered between the reader and its consumer.
+    pub channel_capacity: usize,
 }
 
-impl ReaderOptions {
-    pub fn new(slot: &str, publication: &str, schema: &str, table: &str) -> ReaderOptions {
-        ReaderOptions {
-            slot: slot.to_string(),
-            publication: publication.to_string(),
-            schema: schema.to_string(),
-            table: table.to_string(),
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
             chunk_rows: 1000,
             status_interval: Duration::from_secs(10),
             feedback_interval: Duration::from_millis(200),
+            channel_capacity: 8,
         }
     }
+}
+
+/// Everything one streaming run needs; [`super::Stream::open`] builds it.
+pub(crate) struct Reader {
+    pub conn: ReplicationConnection,
+    pub slot: String,
+    pub schema: String,
+    pub table: String,
+    pub tuning: Tuning,
+    pub start: Lsn,
+    pub events: mpsc::Sender<Event>,
+    pub settled: watch::Receiver<Lsn>,
+    pub cancel: CancellationToken,
+    pub stats: Arc<ReaderStats>,
 }
 
 fn now_pg_micros() -> i64 {
@@ -129,11 +139,15 @@ fn now_pg_micros() -> i64 {
     since_unix - PG_EPOCH_OFFSET_MICROS
 }
 
-fn be_u64(data: &[u8], at: usize) -> Result<u64, ReplicationError> {
+fn malformed(what: impl Into<String>) -> Error {
+    Error::new(Code::PGOUTPUT_MALFORMED, what)
+}
+
+fn be_u64(data: &[u8], at: usize) -> Result<u64, Error> {
     data.get(at..at + 8)
         .and_then(|b| b.try_into().ok())
         .map(u64::from_be_bytes)
-        .ok_or_else(|| ReplicationError::Malformed("truncated replication message header".into()))
+        .ok_or_else(|| malformed("truncated replication message header"))
 }
 
 struct State {
@@ -165,8 +179,10 @@ struct OpenTransaction {
 impl State {
     /// The LSN to report as flushed.
     fn flush(&self) -> Lsn {
-        let outstanding = self.in_transaction.is_some() || self.settled < self.last_delivered_end;
+        // Settlement below the start (a consumer that began at 0/0) counts
+        // as the start.
         let base = self.settled.max(self.start);
+        let outstanding = self.in_transaction.is_some() || base < self.last_delivered_end;
         if outstanding {
             base
         } else {
@@ -175,128 +191,131 @@ impl State {
     }
 }
 
-/// Streams from `start` until cancelled, the consumer goes away, or an error.
-/// On return after cancellation the last settled position has been reported.
-pub async fn stream(
-    mut conn: ReplicationConnection,
-    opts: &ReaderOptions,
-    start: Lsn,
-    events: mpsc::Sender<Event>,
-    mut settled_rx: watch::Receiver<Lsn>,
-    cancel: CancellationToken,
-    stats: Arc<ReaderStats>,
-) -> Result<Lsn, ReplicationError> {
-    let command = format!(
-        "START_REPLICATION SLOT {} LOGICAL {} (\"proto_version\" '1', \"publication_names\" {})",
-        ident(&opts.slot),
-        start,
-        literal(&ident(&opts.publication))
-    );
-    conn.start_replication(&command, &opts.slot).await?;
-    tracing::info!(slot = %opts.slot, %start, "streaming");
+impl Reader {
+    /// Streams until cancelled or the consumer goes away (`Ok`, with the
+    /// position last confirmed to the server), or until an error. Before
+    /// returning `Ok` it reports the last settled position.
+    pub(crate) async fn run(self) -> Result<Lsn, Error> {
+        let Reader {
+            mut conn,
+            slot,
+            schema,
+            table,
+            tuning,
+            start,
+            events,
+            settled: mut settled_rx,
+            cancel,
+            stats,
+        } = self;
+        tracing::info!(%slot, %start, "streaming");
+        let mut st = State {
+            relations: Relations::new(&schema, &table),
+            received: start,
+            start,
+            last_delivered_end: start,
+            settled: *settled_rx.borrow_and_update(),
+            idle_position: start,
+            in_transaction: None,
+            last_sent_flush: Lsn::ZERO,
+            last_status: Instant::now(),
+        };
+        let mut pending: VecDeque<Event> = VecDeque::new();
+        let mut ticker = tokio::time::interval(tuning.feedback_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        send_status(&mut conn, &mut st, &stats, false).await?;
 
-    let mut st = State {
-        relations: Relations::new(&opts.schema, &opts.table),
-        received: start,
-        start,
-        last_delivered_end: start,
-        settled: *settled_rx.borrow_and_update(),
-        idle_position: start,
-        in_transaction: None,
-        last_sent_flush: Lsn::ZERO,
-        last_status: Instant::now(),
-    };
-    let mut pending: VecDeque<Event> = VecDeque::new();
-    let mut ticker = tokio::time::interval(opts.feedback_interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    send_status(&mut conn, &mut st, &stats, false).await?;
-
-    loop {
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => {
-                st.settled = st.settled.max(*settled_rx.borrow());
-                send_status(&mut conn, &mut st, &stats, false).await?;
-                let confirmed = st.last_sent_flush;
-                conn.close().await;
-                return Ok(confirmed);
-            }
-            permit = events.reserve(), if !pending.is_empty() => {
-                let Ok(permit) = permit else {
-                    let confirmed = st.last_sent_flush;
-                    conn.close().await;
-                    return Err(ReplicationError::ConsumerGone(confirmed));
-                };
-                if let Some(event) = pending.pop_front() {
-                    permit.send(event);
+        loop {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    return finish(conn, &mut st, &settled_rx, &stats).await;
                 }
-            }
-            frame = conn.framed.next(), if pending.is_empty() => {
-                let message = match frame {
-                    Some(Ok(Backend::Message(m))) => m,
-                    Some(Ok(Backend::CopyBothResponse)) => {
-                        return Err(ReplicationError::Protocol("second CopyBothResponse".into()))
+                permit = events.reserve(), if !pending.is_empty() => {
+                    let Ok(permit) = permit else {
+                        return finish(conn, &mut st, &settled_rx, &stats).await;
+                    };
+                    if let Some(event) = pending.pop_front() {
+                        permit.send(event);
                     }
-                    Some(Err(e)) => return Err(lost(e)),
-                    None => return Err(ReplicationError::ConnectionLost("server closed the stream".into())),
-                };
-                match message {
-                    Message::CopyData(body) => {
-                        let data = Bytes::copy_from_slice(body.data());
-                        if data.first() == Some(&b'k') {
-                            // A keepalive may ask for a reply: report what is settled now.
-                            st.settled = st.settled.max(*settled_rx.borrow());
+                }
+                frame = conn.framed.next(), if pending.is_empty() => {
+                    let message = match frame {
+                        Some(Ok(Backend::Message(m))) => m,
+                        Some(Ok(Backend::CopyBothResponse)) => {
+                            return Err(Error::new(Code::PG_PROTOCOL, "a second CopyBothResponse"))
                         }
-                        handle_copy_data(&mut conn, &mut st, opts, data, &mut pending, &stats).await?;
+                        Some(Err(e)) => return Err(lost(e)),
+                        None => return Err(Error::new(Code::PG_CONNECTION_LOST, "the server closed the stream")),
+                    };
+                    match message {
+                        Message::CopyData(body) => {
+                            let data = Bytes::copy_from_slice(body.data());
+                            if data.first() == Some(&b'k') {
+                                // A keepalive may ask for a reply: report what is settled now.
+                                st.settled = st.settled.max(*settled_rx.borrow());
+                            }
+                            handle_copy_data(&mut conn, &mut st, &tuning, data, &mut pending, &stats).await?;
+                        }
+                        Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
+                            return Err(Error::new(Code::PG_CONNECTION_LOST, "the server ended the stream"))
+                        }
+                        Message::ErrorResponse(body) => {
+                            return Err(refusal(server_error(&body), Command::Streaming)
+                                .context(format!("streaming from slot {slot}")));
+                        }
+                        Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+                        _ => return Err(Error::new(Code::PG_PROTOCOL, "unexpected message while streaming")),
                     }
-                    Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
-                        return Err(ReplicationError::ConnectionLost("the server ended the stream".into()))
-                    }
-                    Message::ErrorResponse(body) => {
-                        let (code, message) = error_fields(&body);
-                        return Err(ReplicationError::from_server(&code, message, Some(&opts.slot)));
-                    }
-                    Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
-                    _ => return Err(ReplicationError::Protocol("unexpected message while streaming".into())),
                 }
-            }
-            // Settlement is read here rather than on every change: waking
-            // the reader per settled transaction costs more than it gains.
-            _ = ticker.tick() => {
-                if settled_rx.has_changed().is_err() {
-                    // The consumer dropped its Feedback; report and stop.
+                // Settlement is read here rather than on every change: waking
+                // the reader per settled transaction costs more than it gains.
+                _ = ticker.tick() => {
+                    if settled_rx.has_changed().is_err() {
+                        // The consumer dropped its Feedback: report and stop.
+                        return finish(conn, &mut st, &settled_rx, &stats).await;
+                    }
                     st.settled = st.settled.max(*settled_rx.borrow());
-                    send_status(&mut conn, &mut st, &stats, false).await?;
-                    let confirmed = st.last_sent_flush;
-                    conn.close().await;
-                    return Err(ReplicationError::ConsumerGone(confirmed));
-                }
-                st.settled = st.settled.max(*settled_rx.borrow());
-                let due = st.last_status.elapsed() >= opts.status_interval;
-                if due || st.flush() != st.last_sent_flush {
-                    send_status(&mut conn, &mut st, &stats, false).await?;
+                    let due = st.last_status.elapsed() >= tuning.status_interval;
+                    if due || st.flush() != st.last_sent_flush {
+                        send_status(&mut conn, &mut st, &stats, false).await?;
+                    }
                 }
             }
         }
     }
 }
 
+/// Reports the last settled position and closes the session.
+async fn finish(
+    mut conn: ReplicationConnection,
+    st: &mut State,
+    settled_rx: &watch::Receiver<Lsn>,
+    stats: &ReaderStats,
+) -> Result<Lsn, Error> {
+    st.settled = st.settled.max(*settled_rx.borrow());
+    send_status(&mut conn, st, stats, false).await?;
+    let confirmed = st.last_sent_flush;
+    conn.close().await;
+    Ok(confirmed)
+}
+
 async fn handle_copy_data(
     conn: &mut ReplicationConnection,
     st: &mut State,
-    opts: &ReaderOptions,
+    tuning: &Tuning,
     data: Bytes,
     pending: &mut VecDeque<Event>,
     stats: &ReaderStats,
-) -> Result<(), ReplicationError> {
+) -> Result<(), Error> {
     match data.first() {
         Some(b'w') => {
             let wal_start = Lsn(be_u64(&data, 1)?);
             let _wal_end = be_u64(&data, 9)?;
             st.received = st.received.max(wal_start);
-            let message = pgoutput::decode(data.slice(25.min(data.len())..))
-                .map_err(|e| ReplicationError::Malformed(e.0))?;
-            on_pgoutput(st, opts, message, pending, stats)
+            let message =
+                pgoutput::decode(data.slice(25.min(data.len())..)).map_err(|e| malformed(e.0))?;
+            on_pgoutput(st, tuning, message, pending, stats)
         }
         Some(b'k') => {
             let wal_end = Lsn(be_u64(&data, 1)?);
@@ -310,7 +329,7 @@ async fn handle_copy_data(
             }
             Ok(())
         }
-        other => Err(ReplicationError::Malformed(format!(
+        other => Err(malformed(format!(
             "unknown replication message {:?}",
             other.map(|b| *b as char)
         ))),
@@ -319,11 +338,11 @@ async fn handle_copy_data(
 
 fn on_pgoutput(
     st: &mut State,
-    opts: &ReaderOptions,
+    tuning: &Tuning,
     message: PgOutput,
     pending: &mut VecDeque<Event>,
     stats: &ReaderStats,
-) -> Result<(), ReplicationError> {
+) -> Result<(), Error> {
     match message {
         PgOutput::Begin {
             final_lsn,
@@ -341,14 +360,15 @@ fn on_pgoutput(
                 skip,
             });
         }
-        PgOutput::Relation(rel) => st.relations.learn(&rel),
+        PgOutput::Relation(rel) => st.relations.learn(&rel)?,
         PgOutput::Insert { relation, tuple } => {
-            let tx = st.in_transaction.as_mut().ok_or_else(|| {
-                ReplicationError::Malformed("Insert outside a transaction".into())
-            })?;
+            let tx = st
+                .in_transaction
+                .as_mut()
+                .ok_or_else(|| malformed("Insert outside a transaction"))?;
             match st.relations.is_outbox(relation) {
                 None => {
-                    return Err(ReplicationError::Malformed(format!(
+                    return Err(malformed(format!(
                         "Insert into relation {relation} before its Relation message"
                     )))
                 }
@@ -357,9 +377,10 @@ fn on_pgoutput(
                 }
                 Some(true) if tx.skip => {}
                 Some(true) => {
-                    let row = st.relations.decode(relation, &tuple).ok_or_else(|| {
-                        ReplicationError::Malformed("outbox relation vanished".into())
-                    })?;
+                    let row = st
+                        .relations
+                        .decode(relation, &tuple)
+                        .ok_or_else(|| malformed("outbox relation vanished"))?;
                     if !tx.delivered_begin {
                         tx.delivered_begin = true;
                         pending.push_back(Event::Begin {
@@ -370,7 +391,7 @@ fn on_pgoutput(
                     }
                     tx.chunk.push(row);
                     stats.rows.fetch_add(1, Ordering::Relaxed);
-                    if tx.chunk.len() >= opts.chunk_rows {
+                    if tx.chunk.len() >= tuning.chunk_rows {
                         pending.push_back(Event::Rows(std::mem::take(&mut tx.chunk)));
                     }
                 }
@@ -381,9 +402,10 @@ fn on_pgoutput(
             end_lsn,
             commit_time,
         } => {
-            let tx = st.in_transaction.take().ok_or_else(|| {
-                ReplicationError::Malformed("Commit outside a transaction".into())
-            })?;
+            let tx = st
+                .in_transaction
+                .take()
+                .ok_or_else(|| malformed("Commit outside a transaction"))?;
             st.received = st.received.max(end_lsn);
             if tx.delivered_begin {
                 if !tx.chunk.is_empty() {
@@ -417,7 +439,7 @@ async fn send_status(
     st: &mut State,
     stats: &ReaderStats,
     reply: bool,
-) -> Result<(), ReplicationError> {
+) -> Result<(), Error> {
     let flush = st.flush();
     let written = st.received.max(flush);
     let mut msg = Vec::with_capacity(34);

@@ -218,7 +218,7 @@ pub fn unique_prefix(label: &str) -> String {
 pub async fn migrated_db(services: &Services, label: &str, topic_prefix: &str) -> TestDb {
     let mut db = services.fresh_db(label).await;
     let cfg = db.config(topic_prefix);
-    outbox_cdc::migrate::migrate(&mut db.client, &cfg, outbox_cdc::migrate::Scope::All)
+    outbox_cdc::pg::migrate::migrate(&mut db.client, &cfg, outbox_cdc::pg::migrate::Scope::All)
         .await
         .unwrap();
     db
@@ -268,20 +268,15 @@ pub fn restart_postgres() {
 
 pub mod replication {
     //! Starting a reader against a test database.
-    use std::sync::Arc;
     use std::time::Duration;
 
     use outbox_cdc::config::{Secret, SslMode};
-    use outbox_cdc::lsn::Lsn;
-    use outbox_cdc::replication::connection::{ConnectOptions, ReplicationConnection};
-    use outbox_cdc::replication::reader::{self, Event, Feedback, ReaderOptions, ReaderStats};
-    use outbox_cdc::replication::rows::OutboxRow;
-    use outbox_cdc::replication::setup::{self, SlotSpec};
-    use outbox_cdc::replication::ReplicationError;
-    use outbox_cdc::value::Timestamp;
+    use outbox_cdc::contract::row::OutboxRow;
+    use outbox_cdc::contract::value::Timestamp;
+    use outbox_cdc::error::Error;
+    use outbox_cdc::pg::lsn::Lsn;
+    use outbox_cdc::replication::{ConnectOptions, Event, Feedback, SourceOptions, Stream};
     use tokio::sync::mpsc;
-    use tokio::task::JoinHandle;
-    use tokio_util::sync::CancellationToken;
 
     use super::Services;
 
@@ -305,55 +300,49 @@ pub mod replication {
         Secret::new(s)
     }
 
-    pub fn spec(slot: &str, publication: &str) -> SlotSpec {
-        SlotSpec {
+    /// Streaming `slot` of the test outbox through `publication`; the slot
+    /// is created when missing.
+    pub fn source(s: &Services, dbname: &str, slot: &str, publication: &str) -> SourceOptions {
+        SourceOptions {
+            connect: options(s, dbname),
             slot: slot.to_string(),
             publication: publication.to_string(),
             schema: "public".into(),
             table: "messaging_outbox".into(),
-            create_if_missing: true,
+            create_slot: true,
+            tuning: Default::default(),
         }
     }
 
+    /// A running stream and the feedback that settles it.
     pub struct Reader {
-        pub events: mpsc::Receiver<Event>,
+        pub stream: Stream,
         pub feedback: Feedback,
-        pub cancel: CancellationToken,
-        pub handle: JoinHandle<Result<Lsn, ReplicationError>>,
-        pub stats: Arc<ReaderStats>,
         pub start: Lsn,
     }
 
-    pub async fn start(opts: &ConnectOptions, spec: &SlotSpec) -> Result<Reader, ReplicationError> {
-        let mut conn = ReplicationConnection::connect(opts).await?;
-        let state = setup::prepare(&mut conn, spec).await?;
-        let (feedback, settled) = Feedback::new(state.confirmed_flush);
-        let (tx, events) = mpsc::channel(64);
-        let cancel = CancellationToken::new();
-        let stats = Arc::new(ReaderStats::default());
-        let ropts = ReaderOptions::new(&spec.slot, &spec.publication, &spec.schema, &spec.table);
-        let handle = tokio::spawn({
-            let (cancel, stats) = (cancel.clone(), stats.clone());
-            async move {
-                reader::stream(
-                    conn,
-                    &ropts,
-                    state.confirmed_flush,
-                    tx,
-                    settled,
-                    cancel,
-                    stats,
-                )
-                .await
-            }
-        });
+    impl Reader {
+        pub fn events(&mut self) -> &mut mpsc::Receiver<Event> {
+            &mut self.stream.events
+        }
+
+        /// Stops the reader; the position it confirmed last.
+        pub async fn stop(self) -> Result<Lsn, Error> {
+            self.stream.stop().await
+        }
+    }
+
+    pub async fn start(
+        sql: &tokio_postgres::Client,
+        opts: &SourceOptions,
+    ) -> Result<Reader, Error> {
+        let (feedback, _) = Feedback::new(Lsn::ZERO);
+        let stream = Stream::open(sql, opts, &feedback).await?;
+        let start = stream.start;
         Ok(Reader {
-            events,
+            stream,
             feedback,
-            cancel,
-            handle,
-            stats,
-            start: state.confirmed_flush,
+            start,
         })
     }
 

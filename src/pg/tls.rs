@@ -18,13 +18,10 @@ use rustls::{
 use sha2::Digest;
 
 use crate::config::SslMode;
+use crate::error::{Code, Error};
 
-#[derive(Debug, thiserror::Error)]
-pub enum TlsSetupError {
-    #[error("cannot read the CA certificates in {path}: {reason}")]
-    Ca { path: String, reason: String },
-    #[error("TLS configuration: {0}")]
-    Rustls(String),
+fn tls_error(what: impl std::fmt::Display) -> Error {
+    Error::new(Code::PG_TLS_FAILED, what.to_string())
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -121,10 +118,12 @@ impl ServerCertVerifier for ChainOnly {
     }
 }
 
-fn roots(path: &Path) -> Result<RootCertStore, TlsSetupError> {
-    let ca_err = |reason: String| TlsSetupError::Ca {
-        path: path.display().to_string(),
-        reason,
+fn roots(path: &Path) -> Result<RootCertStore, Error> {
+    let ca_err = |reason: String| {
+        tls_error(format!(
+            "cannot read the CA certificates in {}: {reason}",
+            path.display()
+        ))
     };
     let mut store = RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(path).map_err(|e| ca_err(e.to_string()))? {
@@ -141,15 +140,15 @@ fn roots(path: &Path) -> Result<RootCertStore, TlsSetupError> {
 pub fn client_config(
     mode: SslMode,
     root_cert: Option<&Path>,
-) -> Result<Option<Arc<ClientConfig>>, TlsSetupError> {
+) -> Result<Option<Arc<ClientConfig>>, Error> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| TlsSetupError::Rustls(e.to_string()))?;
+        .map_err(tls_error)?;
     let config = match (mode, root_cert) {
         (SslMode::Disable, _) => return Ok(None),
         (SslMode::VerifyCa | SslMode::VerifyFull, None) => {
-            return Err(TlsSetupError::Rustls(format!(
+            return Err(tls_error(format!(
                 "sslmode {} needs sslrootcert",
                 mode.as_str()
             )))
@@ -160,7 +159,7 @@ pub fn client_config(
         (SslMode::VerifyCa, Some(ca)) => {
             let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots(ca)?), provider)
                 .build()
-                .map_err(|e| TlsSetupError::Rustls(e.to_string()))?;
+                .map_err(tls_error)?;
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(ChainOnly(inner)))
@@ -174,8 +173,12 @@ pub fn client_config(
     Ok(Some(Arc::new(config)))
 }
 
-/// The `tls-server-end-point` channel-binding data (RFC 5929): the server
-/// certificate's hash, with SHA-256 unless it is signed with SHA-384/512.
+/// The `tls-server-end-point` channel-binding data (RFC 5929): the hash of
+/// the server certificate, with the hash of its signature algorithm, and
+/// SHA-256 for MD5 and SHA-1. The algorithm is found by looking for the
+/// SHA-384 and SHA-512 signature OIDs (RSA and ECDSA) in the certificate's
+/// bytes, not by parsing it: a certificate whose other fields happen to hold
+/// those bytes would be hashed wrongly and SCRAM-PLUS would fail, never pass.
 pub fn server_end_point(cert_der: &[u8]) -> Vec<u8> {
     const SHA384_OIDS: [&[u8]; 2] = [
         &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0c],

@@ -4,24 +4,15 @@
 //! Pinned to Debezium 3.6.1.Final key names. Every column and header name
 //! comes from [`crate::outbox`]; nothing here restates the contract.
 
+use super::outbox::{self, objects};
+use super::properties;
 use crate::config::Config;
-use crate::outbox::{self, objects};
-use crate::properties;
 
 /// The Debezium release whose key names this generator writes.
 pub const DEBEZIUM_VERSION: &str = "3.6.1.Final";
 
 /// The transform's alias in `transforms=`.
 const ROUTER_ALIAS: &str = "outbox";
-
-/// Output format of `outbox-cdc connector-config`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// A `.properties` file for Kafka Connect standalone.
-    Properties,
-    /// The Kafka Connect REST body `{"name": ..., "config": {...}}`.
-    Json,
-}
 
 /// Heartbeat rows older than this are deleted by the heartbeat query itself,
 /// so the table stays a handful of rows.
@@ -189,6 +180,15 @@ pub fn render_json(cfg: &Config) -> String {
         "config": config,
     });
     format!("{body:#}\n")
+}
+
+/// The forms the configuration is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A `.properties` file for Kafka Connect standalone.
+    Properties,
+    /// The Kafka Connect REST body `{"name": ..., "config": {...}}`.
+    Json,
 }
 
 pub fn render(cfg: &Config, format: Format) -> String {

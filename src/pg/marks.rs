@@ -5,9 +5,11 @@
 
 use tokio_postgres::Client;
 
+use super::sqlstate::query_error;
 use crate::config::Config;
-use crate::outbox::{self, Status};
-use crate::value::Uuid;
+use crate::contract::outbox::{self, Status};
+use crate::contract::value::Uuid;
+use crate::error::{Code, Error};
 
 /// Which rows an update may touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,11 +79,12 @@ impl Marker {
         ids: &[Uuid],
         code: &str,
         guard: Guard,
-    ) -> Result<u64, tokio_postgres::Error> {
+    ) -> Result<u64, Error> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
         client
             .execute(&self.failed[index(guard)], &[&ids, &code])
             .await
+            .map_err(query_error(Code::ROW_MARKING_FAILED))
     }
 
     /// Marks rows PUBLISHED; returns how many rows changed.
@@ -90,8 +93,11 @@ impl Marker {
         client: &Client,
         ids: &[Uuid],
         guard: Guard,
-    ) -> Result<u64, tokio_postgres::Error> {
+    ) -> Result<u64, Error> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        client.execute(&self.published[index(guard)], &[&ids]).await
+        client
+            .execute(&self.published[index(guard)], &[&ids])
+            .await
+            .map_err(query_error(Code::ROW_MARKING_FAILED))
     }
 }

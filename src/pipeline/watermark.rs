@@ -4,11 +4,16 @@
 
 use std::collections::VecDeque;
 
-use crate::lsn::Lsn;
+use crate::pg::lsn::Lsn;
+
+/// The relay's sequence number of a source transaction within a session:
+/// what a delivery report names to settle its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TxSeq(u64);
 
 #[derive(Debug)]
 struct Tx {
-    seq: u64,
+    seq: TxSeq,
     /// Known once the Commit arrived.
     end_lsn: Option<Lsn>,
     /// Messages not yet confirmed or recorded.
@@ -27,8 +32,8 @@ impl Watermark {
     }
 
     /// Opens a transaction; returns its sequence number.
-    pub fn begin(&mut self) -> u64 {
-        let seq = self.next_seq;
+    pub fn begin(&mut self) -> TxSeq {
+        let seq = TxSeq(self.next_seq);
         self.next_seq += 1;
         self.txs.push_back(Tx {
             seq,
@@ -38,27 +43,27 @@ impl Watermark {
         seq
     }
 
-    fn tx(&mut self, seq: u64) -> Option<&mut Tx> {
+    fn tx(&mut self, seq: TxSeq) -> Option<&mut Tx> {
         let front = self.txs.front()?.seq;
-        let index = usize::try_from(seq.checked_sub(front)?).ok()?;
+        let index = usize::try_from(seq.0.checked_sub(front.0)?).ok()?;
         self.txs.get_mut(index)
     }
 
     /// One more message to settle in `seq`.
-    pub fn add(&mut self, seq: u64) {
+    pub fn add(&mut self, seq: TxSeq) {
         if let Some(tx) = self.tx(seq) {
             tx.outstanding += 1;
         }
     }
 
     /// One message of `seq` is settled (confirmed, or recorded as FAILED).
-    pub fn settle_one(&mut self, seq: u64) {
+    pub fn settle_one(&mut self, seq: TxSeq) {
         if let Some(tx) = self.tx(seq) {
             tx.outstanding = tx.outstanding.saturating_sub(1);
         }
     }
 
-    pub fn commit(&mut self, seq: u64, end_lsn: Lsn) {
+    pub fn commit(&mut self, seq: TxSeq, end_lsn: Lsn) {
         if let Some(tx) = self.tx(seq) {
             tx.end_lsn = Some(end_lsn);
         }
@@ -120,8 +125,8 @@ mod tests {
         w.commit(a, Lsn(7));
         assert_eq!(w.advance(), Some(Lsn(7)));
         // Unknown sequence numbers are ignored.
-        w.settle_one(99);
-        w.add(99);
+        w.settle_one(TxSeq(99));
+        w.add(TxSeq(99));
         assert_eq!(w.advance(), None);
     }
 }

@@ -1,15 +1,19 @@
-//! Compares the outbox definition with what the database catalog says, so
-//! the SQL migrations and the Rust definition cannot drift apart unnoticed.
+//! Compares the outbox definition with what the database catalog says, with
+//! the same type rule the stream decoder applies to Relation messages
+//! ([`PgType::accepts`]), so `check` and `run` agree on what is drift.
 
 use tokio_postgres::Client;
 
-use crate::outbox::{self, Column};
+use super::sqlstate::query_error;
+use crate::contract::outbox::{self, Column};
+use crate::error::{Code, Error};
 
 /// One difference between the definition and the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Drift {
     /// The table has no such column.
     MissingColumn { column: &'static str },
+    /// A type the contract cannot decode or encode.
     WrongType {
         column: &'static str,
         expected: &'static str,
@@ -21,8 +25,27 @@ pub enum Drift {
     },
     /// A generated column: pgoutput before PostgreSQL 18 does not carry it.
     Generated { column: &'static str },
-    /// A column the definition does not know.
+    /// A column the definition does not know (harmless: it is not read).
     UnknownColumn { column: String, data_type: String },
+}
+
+impl Drift {
+    /// The code of this kind of drift; `None` for a harmless one.
+    pub fn code(&self) -> Option<Code> {
+        Some(match self {
+            Drift::MissingColumn { column } if *column == outbox::ROUTING_KEY.name => {
+                Code::ROUTING_KEY_MISSING
+            }
+            Drift::Generated { column } if *column == outbox::ROUTING_KEY.name => {
+                Code::ROUTING_KEY_GENERATED
+            }
+            Drift::MissingColumn { .. } | Drift::WrongType { .. } | Drift::Generated { .. } => {
+                Code::OUTBOX_SCHEMA_DRIFT
+            }
+            Drift::WrongNullability { .. } => Code::OUTBOX_COLUMN_NULLABILITY,
+            Drift::UnknownColumn { .. } => return None,
+        })
+    }
 }
 
 impl std::fmt::Display for Drift {
@@ -54,14 +77,11 @@ impl std::fmt::Display for Drift {
 
 /// The differences between [`outbox::COLUMNS`] and `schema.table`; empty
 /// when they agree.
-pub async fn compare(
-    client: &Client,
-    schema: &str,
-    table: &str,
-) -> Result<Vec<Drift>, tokio_postgres::Error> {
+pub async fn compare(client: &Client, schema: &str, table: &str) -> Result<Vec<Drift>, Error> {
     let rows = client
         .query(
-            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attgenerated::text
+            "SELECT a.attname::text, a.atttypid::oid, format_type(a.atttypid, a.atttypmod),
+                    a.attnotnull, a.attgenerated::text
                FROM pg_attribute a
                JOIN pg_class c ON c.oid = a.attrelid
                JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -69,45 +89,59 @@ pub async fn compare(
               ORDER BY a.attnum",
             &[&schema, &table],
         )
-        .await?;
-    let actual: Vec<(String, String, bool, String)> = rows
+        .await
+        .map_err(query_error(Code::PG_QUERY_FAILED))?;
+    let actual: Vec<Attribute> = rows
         .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .map(|r| Attribute {
+            name: r.get(0),
+            type_oid: r.get(1),
+            type_name: r.get(2),
+            not_null: r.get(3),
+            generated: r.get(4),
+        })
         .collect();
     let mut drift = Vec::new();
     for col in outbox::COLUMNS {
-        let Some((_, ty, not_null, generated)) = actual.iter().find(|(n, ..)| n == col.name) else {
-            drift.push(Drift::MissingColumn { column: col.name });
-            continue;
-        };
-        check_column(col, ty, *not_null, generated, &mut drift);
+        match actual.iter().find(|a| a.name == col.name) {
+            None => drift.push(Drift::MissingColumn { column: col.name }),
+            Some(a) => check_column(col, a, &mut drift),
+        }
     }
-    for (name, ty, ..) in &actual {
-        if outbox::column(name).is_none() {
+    for a in &actual {
+        if outbox::column(&a.name).is_none() {
             drift.push(Drift::UnknownColumn {
-                column: name.clone(),
-                data_type: ty.clone(),
+                column: a.name.clone(),
+                data_type: a.type_name.clone(),
             });
         }
     }
     Ok(drift)
 }
 
-fn check_column(col: &Column, ty: &str, not_null: bool, generated: &str, drift: &mut Vec<Drift>) {
-    if ty != col.ty.catalog_name() {
+struct Attribute {
+    name: String,
+    type_oid: u32,
+    type_name: String,
+    not_null: bool,
+    generated: String,
+}
+
+fn check_column(col: &Column, a: &Attribute, drift: &mut Vec<Drift>) {
+    if !col.ty.accepts(a.type_oid) {
         drift.push(Drift::WrongType {
             column: col.name,
             expected: col.ty.catalog_name(),
-            actual: ty.to_string(),
+            actual: a.type_name.clone(),
         });
     }
-    if not_null == col.nullable {
+    if a.not_null == col.nullable {
         drift.push(Drift::WrongNullability {
             column: col.name,
             expected_nullable: col.nullable,
         });
     }
-    if !generated.is_empty() {
+    if !a.generated.is_empty() {
         drift.push(Drift::Generated { column: col.name });
     }
 }

@@ -5,9 +5,10 @@
 //! constraints (an old table whose constraints are not validated) are
 //! refused with a code, so the relay records them as FAILED.
 
-use crate::outbox::{self, HeaderEncoding};
-use crate::replication::rows::{OutboxRow, Value};
-use crate::value::{Timestamp, Uuid};
+use super::outbox::{self, HeaderEncoding};
+use super::row::{OutboxRow, Value};
+use super::value::{Timestamp, Uuid};
+use crate::error::{Code, Error};
 
 /// One Kafka record, ready to produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,19 +37,8 @@ impl Record {
     }
 }
 
-/// Why a row cannot become a record.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{code}: {detail}")]
-pub struct Refusal {
-    pub code: &'static str,
-    pub detail: String,
-}
-
-fn refuse(code: &'static str, detail: impl Into<String>) -> Refusal {
-    Refusal {
-        code,
-        detail: detail.into(),
-    }
+fn refuse(code: Code, detail: impl Into<String>) -> Error {
+    Error::new(code, detail)
 }
 
 /// A column's value as header bytes (`SimpleHeaderConverter`'s form).
@@ -59,44 +49,40 @@ fn header_bytes(value: &Value, encoding: HeaderEncoding) -> Result<Option<Vec<u8
         (Value::Uuid(u), HeaderEncoding::Uuid) => Some(u.to_string().into_bytes()),
         (Value::Integer(i), HeaderEncoding::Integer) => Some(i.to_string().into_bytes()),
         (Value::Bigint(i), HeaderEncoding::Integer) => Some(i.to_string().into_bytes()),
-        (Value::Timestamp(t @ Timestamp::Micros(_)), HeaderEncoding::Timestamp) => {
-            Some(t.to_utc_string().into_bytes())
-        }
-        (Value::Timestamp(t), HeaderEncoding::Timestamp) => {
-            return Err(format!("timestamp {t} has no instant"))
-        }
+        // `infinity` and `-infinity` as Debezium 3.6.1 publishes them.
+        (Value::Timestamp(t), HeaderEncoding::Timestamp) => Some(t.to_utc_string().into_bytes()),
         (other, encoding) => return Err(format!("{other:?} cannot be written as {encoding:?}")),
     })
 }
 
 /// Application headers must be a flat object of strings outside the
 /// platform's namespace; they are not published (Debezium parity), only checked.
-fn check_application_headers(value: &Value) -> Result<(), Refusal> {
+fn check_application_headers(value: &Value) -> Result<(), Error> {
     let text = match value {
         Value::Json(text) => text,
         Value::Null => return Ok(()),
         other => {
             return Err(refuse(
-                "HEADERS_NOT_FLAT",
+                Code::HEADERS_NOT_FLAT,
                 format!("headers column holds {other:?}"),
             ))
         }
     };
     let parsed: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| refuse("HEADERS_NOT_FLAT", format!("headers are not JSON: {e}")))?;
+        .map_err(|e| refuse(Code::HEADERS_NOT_FLAT, format!("headers are not JSON: {e}")))?;
     let object = parsed
         .as_object()
-        .ok_or_else(|| refuse("HEADERS_NOT_FLAT", "headers are not a JSON object"))?;
+        .ok_or_else(|| refuse(Code::HEADERS_NOT_FLAT, "headers are not a JSON object"))?;
     for (name, v) in object {
         if outbox::is_reserved_header_name(name) {
             return Err(refuse(
-                "RESERVED_HEADER_NAME",
+                Code::RESERVED_HEADER_NAME,
                 format!("application header {name:?} is in the platform's namespace"),
             ));
         }
         if !v.is_string() {
             return Err(refuse(
-                "HEADERS_NOT_FLAT",
+                Code::HEADERS_NOT_FLAT,
                 format!("application header {name:?} is not a string"),
             ));
         }
@@ -105,17 +91,17 @@ fn check_application_headers(value: &Value) -> Result<(), Refusal> {
 }
 
 /// Maps a row; `commit_time` is the source transaction's commit time.
-pub fn map(row: &OutboxRow, topic_prefix: &str, commit_time: Timestamp) -> Result<Record, Refusal> {
-    if let Some(problem) = &row.problem {
-        return Err(refuse(problem.code, problem.detail.clone()));
+pub fn map(row: &OutboxRow, topic_prefix: &str, commit_time: Timestamp) -> Result<Record, Error> {
+    if let Some(problem) = row.problem() {
+        return Err(problem.clone());
     }
     let message_id = row
         .message_id()
-        .ok_or_else(|| refuse("ROW_UNDECODABLE", "no message id"))?;
+        .ok_or_else(|| refuse(Code::ROW_UNDECODABLE, "no message id"))?;
     let text = |column: &outbox::Column| match row.get(column) {
         Value::Text(s) => Ok(s.as_str()),
         other => Err(refuse(
-            "ROW_UNDECODABLE",
+            Code::ROW_UNDECODABLE,
             format!("{} is {other:?}", column.name),
         )),
     };
@@ -123,21 +109,26 @@ pub fn map(row: &OutboxRow, topic_prefix: &str, commit_time: Timestamp) -> Resul
     let topic = format!("{topic_prefix}{destination}");
     if destination.is_empty() || !outbox::is_legal_topic_name(&topic) {
         return Err(refuse(
-            "ILLEGAL_TOPIC_NAME",
+            Code::ILLEGAL_TOPIC_NAME,
             format!("{topic:?} is not a legal Kafka topic name"),
         ));
     }
     let key = text(&outbox::ROUTING_KEY)?.as_bytes().to_vec();
     let value = match row.get(&outbox::PAYLOAD) {
         Value::Bytes(b) => b.clone(),
-        other => return Err(refuse("ROW_UNDECODABLE", format!("payload is {other:?}"))),
+        other => {
+            return Err(refuse(
+                Code::ROW_UNDECODABLE,
+                format!("payload is {other:?}"),
+            ))
+        }
     };
     check_application_headers(row.get(&outbox::HEADERS))?;
 
     let mut headers = Vec::with_capacity(1 + outbox::CANONICAL_HEADERS.len());
     for h in std::iter::once(&outbox::ID_HEADER).chain(outbox::CANONICAL_HEADERS.iter()) {
         let bytes = header_bytes(row.get(&h.column), h.encoding())
-            .map_err(|e| refuse("HEADER_UNENCODABLE", format!("{}: {e}", h.name)))?;
+            .map_err(|e| refuse(Code::HEADER_UNENCODABLE, format!("{}: {e}", h.name)))?;
         headers.push((h.name, bytes));
     }
     Ok(Record {

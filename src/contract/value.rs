@@ -37,20 +37,31 @@ const MICROS_PER_SECOND: i64 = 1_000_000;
 const PG_EPOCH_DAYS: i64 = 10_957;
 const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
 
+/// The first instant PostgreSQL's `timestamptz` holds (4714-11-24 BC).
+pub const MIN_MICROS: i64 = -211_813_488_000_000_000;
+/// One past the last instant it holds (294277-01-01).
+pub const END_MICROS: i64 = 9_223_371_331_200_000_000;
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (astronomical year
-/// numbering: 1 BC is year 0). Howard Hinnant's `days_from_civil`.
-pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
+/// numbering: 1 BC is year 0), Howard Hinnant's `days_from_civil`; `None`
+/// when the year is too large for the arithmetic.
+fn days_from_civil(year: i64, month: u32, day: u32) -> Option<i64> {
+    let y = if month <= 2 {
+        year.checked_sub(1)?
+    } else {
+        year
+    };
     let era = y.div_euclid(400);
-    let yoe = y - era * 400;
+    let yoe = y.rem_euclid(400);
     let m = i64::from(month);
     let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    era.checked_mul(146_097)?.checked_add(doe - 719_468)
 }
 
-/// The date of a day count since 1970-01-01: `(year, month, day)`.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+/// The date of a day count since 1970-01-01: `(year, month, day)`. Callers
+/// pass days within `timestamptz`'s range, far from overflow.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -97,6 +108,25 @@ impl Timestamp {
     /// From microseconds since 2000-01-01 (the wire's clock).
     pub fn from_pg_micros(us: i64) -> Timestamp {
         Timestamp::Micros(us)
+    }
+
+    /// From milliseconds since the Unix epoch, within `timestamptz`'s range.
+    pub fn from_unix_millis(ms: i64) -> Option<Timestamp> {
+        let us = ms.checked_mul(1000)?.checked_sub(PG_EPOCH_OFFSET_MICROS)?;
+        (MIN_MICROS..END_MICROS)
+            .contains(&us)
+            .then_some(Timestamp::Micros(us))
+    }
+
+    /// RFC 3339 in UTC with milliseconds (`2026-11-30T16:51:48.123Z`), for
+    /// people; `infinity` and `-infinity` as themselves.
+    pub fn to_rfc3339_millis(self) -> String {
+        let full = self.to_utc_string();
+        match self {
+            // `...SS.ffffffZ` less the last three fraction digits.
+            Timestamp::Micros(_) => format!("{}Z", &full[..full.len() - 4]),
+            _ => full,
+        }
     }
 
     /// Milliseconds since the Unix epoch (Kafka's record timestamp).
@@ -230,7 +260,7 @@ pub fn parse_timestamptz(text: &str) -> Result<Timestamp, ValueError> {
         digits(frac).ok_or_else(err)? * 10_i64.pow(6 - frac.len() as u32)
     };
     let sign = if offset.starts_with('-') { -1 } else { 1 };
-    let mut o = offset[1..].splitn(3, ':');
+    let mut o = offset.get(1..).ok_or_else(err)?.splitn(3, ':');
     let oh = digits(o.next().ok_or_else(err)?).ok_or_else(err)?;
     let om = o
         .next()
@@ -242,14 +272,19 @@ pub fn parse_timestamptz(text: &str) -> Result<Timestamp, ValueError> {
         .map(|x| digits(x).ok_or_else(err))
         .transpose()?
         .unwrap_or(0);
+    if oh > 15 || om > 59 || os > 59 {
+        return Err(err());
+    }
     let offset_secs = sign * (oh * 3600 + om * 60 + os);
     let year = if bc { 1 - y } else { y };
-    let days = days_from_civil(year, mo as u32, d as u32) - PG_EPOCH_DAYS;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset_secs;
-    secs.checked_mul(MICROS_PER_SECOND)
+    let micros = days_from_civil(year, mo as u32, d as u32)
+        .and_then(|days| days.checked_sub(PG_EPOCH_DAYS)?.checked_mul(86_400))
+        .and_then(|secs| secs.checked_add(h * 3600 + mi * 60 + s - offset_secs))
+        .and_then(|secs| secs.checked_mul(MICROS_PER_SECOND))
         .and_then(|us| us.checked_add(micros_frac))
-        .map(Timestamp::Micros)
-        .ok_or_else(err)
+        .filter(|us| (MIN_MICROS..END_MICROS).contains(us))
+        .ok_or_else(err)?;
+    Ok(Timestamp::Micros(micros))
 }
 
 #[cfg(test)]
@@ -343,5 +378,91 @@ mod tests {
             Timestamp::from_pg_micros(0).to_utc_string(),
             "2000-01-01T00:00:00.000000Z"
         );
+    }
+
+    /// PostgreSQL's ISO output of `us` at UTC offset `offset` (seconds).
+    fn pg_text(us: i64, offset: i64) -> String {
+        let local = us + offset * MICROS_PER_SECOND;
+        let days = local.div_euclid(MICROS_PER_DAY) + PG_EPOCH_DAYS;
+        let in_day = local.rem_euclid(MICROS_PER_DAY);
+        let (y, m, d) = civil_from_days(days);
+        let (year, bc) = if y <= 0 { (1 - y, " BC") } else { (y, "") };
+        let secs = in_day / MICROS_PER_SECOND;
+        let frac = in_day % MICROS_PER_SECOND;
+        let frac = if frac == 0 {
+            String::new()
+        } else {
+            format!(".{frac:06}").trim_end_matches('0').to_string()
+        };
+        let sign = if offset < 0 { '-' } else { '+' };
+        let o = offset.abs();
+        let off = match (o / 60 % 60, o % 60) {
+            (0, 0) => format!("{sign}{:02}", o / 3600),
+            (mm, 0) => format!("{sign}{:02}:{mm:02}", o / 3600),
+            (mm, ss) => format!("{sign}{:02}:{mm:02}:{ss:02}", o / 3600),
+        };
+        format!(
+            "{year:04}-{m:02}-{d:02} {:02}:{:02}:{:02}{frac}{off}{bc}",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        )
+    }
+
+    #[test]
+    fn the_ends_of_postgres_range_parse_and_one_past_them_does_not() {
+        assert_eq!(
+            parse_timestamptz("4714-11-24 00:00:00+00 BC").unwrap(),
+            Timestamp::Micros(MIN_MICROS)
+        );
+        assert_eq!(
+            parse_timestamptz("294276-12-31 23:59:59.999999+00").unwrap(),
+            Timestamp::Micros(END_MICROS - 1)
+        );
+        assert!(parse_timestamptz("294277-01-01 00:00:00+00").is_err());
+        assert!(parse_timestamptz("4714-11-23 23:59:59.999999+00 BC").is_err());
+        // Twelve-digit years used to overflow the day arithmetic.
+        assert!(parse_timestamptz("999999999999-12-31 23:59:59+00").is_err());
+        assert!(parse_timestamptz("999999999999-12-31 23:59:59+00 BC").is_err());
+    }
+
+    #[test]
+    fn unix_millis_round_trip_and_print_as_rfc3339() {
+        let t = Timestamp::from_unix_millis(1_796_054_905_166).unwrap();
+        assert_eq!(t.unix_millis(), Some(1_796_054_905_166));
+        assert_eq!(t.to_rfc3339_millis(), "2026-11-30T16:08:25.166Z");
+        assert_eq!(Timestamp::from_unix_millis(i64::MAX), None);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+
+        #[test]
+        fn every_instant_postgres_holds_parses_back_from_its_text(
+            us in MIN_MICROS..END_MICROS,
+            offset in -57_599i64..=57_599,
+        ) {
+            let text = pg_text(us, offset);
+            proptest::prop_assert_eq!(parse_timestamptz(&text), Ok(Timestamp::Micros(us)), "{}", text);
+            let utc = Timestamp::Micros(us).to_utc_string();
+            proptest::prop_assert_eq!(utc.len() - utc.rfind('.').unwrap_or(0), 8);
+        }
+
+        #[test]
+        fn days_and_dates_are_inverse(days in -2_462_502i64..=106_762_948) {
+            let (y, m, d) = civil_from_days(days);
+            proptest::prop_assert_eq!(days_from_civil(y, m, d), Some(days));
+        }
+
+        #[test]
+        fn any_text_and_any_digits_never_panic(
+            text in ".{0,48}",
+            y in "[0-9]{1,13}", mo in "[0-9]{1,3}", d in "[0-9]{1,3}",
+            h in "[0-9]{1,3}", off in "[0-9]{1,13}", bc in proptest::bool::ANY,
+        ) {
+            let _ = parse_timestamptz(&text);
+            let bc = if bc { " BC" } else { "" };
+            let _ = parse_timestamptz(&format!("{y}-{mo}-{d} {h}:00:00.5-{off}{bc}"));
+        }
     }
 }

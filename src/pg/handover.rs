@@ -2,14 +2,14 @@
 //! before the slot's starting point and not yet PUBLISHED or FAILED, in
 //! order. The cutover writes it; the relay publishes it before it streams.
 
-use bytes::Bytes;
 use tokio_postgres::Client;
 
+use super::lsn::Lsn;
+use super::sqlstate::query_error;
 use crate::config::Config;
-use crate::lsn::Lsn;
-use crate::outbox::{self, objects, Status};
-use crate::replication::pgoutput::{Relation, RelationColumn, TupleValue};
-use crate::replication::rows::{OutboxRow, Relations};
+use crate::contract::outbox::{self, objects, Status};
+use crate::contract::row::OutboxRow;
+use crate::error::{Code, Error};
 
 /// Where a hand-over stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,10 +45,7 @@ fn list_table(cfg: &Config) -> String {
 }
 
 /// The hand-over state of this outbox and the slot it belongs to.
-pub async fn state(
-    client: &Client,
-    cfg: &Config,
-) -> Result<Option<(State, String)>, tokio_postgres::Error> {
+pub async fn state(client: &Client, cfg: &Config) -> Result<Option<(State, String)>, Error> {
     let row = client
         .query_opt(
             &format!(
@@ -57,7 +54,8 @@ pub async fn state(
             ),
             &[&cfg.qualified_table()],
         )
-        .await?;
+        .await
+        .map_err(query_error(Code::HANDOVER_FAILED))?;
     Ok(row.and_then(|r| State::parse(r.get::<_, &str>(0)).map(|s| (s, r.get(1)))))
 }
 
@@ -67,7 +65,7 @@ pub async fn set_state(
     state: State,
     rows: i64,
     consistent_point: Option<Lsn>,
-) -> Result<(), tokio_postgres::Error> {
+) -> Result<(), Error> {
     let point = consistent_point.map(|l| l.to_string());
     client
         .execute(
@@ -82,17 +80,19 @@ pub async fn set_state(
             ),
             &[&cfg.qualified_table(), &cfg.postgres.slot, &state.as_str(), &rows, &point],
         )
-        .await?;
+        .await
+        .map_err(query_error(Code::HANDOVER_FAILED))?;
     Ok(())
 }
 
-pub async fn clear_list(client: &Client, cfg: &Config) -> Result<u64, tokio_postgres::Error> {
+pub async fn clear_list(client: &Client, cfg: &Config) -> Result<u64, Error> {
     client
         .execute(
             &format!("DELETE FROM {} WHERE outbox_table = $1", list_table(cfg)),
             &[&cfg.qualified_table()],
         )
         .await
+        .map_err(query_error(Code::HANDOVER_FAILED))
 }
 
 /// The SQL that selects the backlog: rows not yet PUBLISHED or FAILED, oldest
@@ -110,11 +110,7 @@ pub fn backlog_query(cfg: &Config) -> String {
 }
 
 /// Writes the list (in chunks) in the given order.
-pub async fn write_list(
-    client: &Client,
-    cfg: &Config,
-    ids: &[String],
-) -> Result<(), tokio_postgres::Error> {
+pub async fn write_list(client: &Client, cfg: &Config, ids: &[String]) -> Result<(), Error> {
     for (chunk_index, chunk) in ids.chunks(10_000).enumerate() {
         let offset = (chunk_index * 10_000) as i64;
         client
@@ -126,7 +122,8 @@ pub async fn write_list(
                 ),
                 &[&cfg.qualified_table(), &offset, &chunk],
             )
-            .await?;
+            .await
+        .map_err(query_error(Code::HANDOVER_FAILED))?;
     }
     Ok(())
 }
@@ -138,11 +135,12 @@ pub async fn read_chunk(
     cfg: &Config,
     after_seq: i64,
     limit: i64,
-) -> Result<Vec<(i64, OutboxRow)>, tokio_postgres::Error> {
+) -> Result<Vec<(i64, OutboxRow)>, Error> {
     // The same text forms pgoutput sends.
     client
         .batch_execute("SET DateStyle = ISO; SET TimeZone = 'UTC'; SET bytea_output = 'hex'")
-        .await?;
+        .await
+        .map_err(query_error(Code::HANDOVER_FAILED))?;
     let columns = outbox::COLUMNS
         .iter()
         .map(|c| format!("o.{}::text", c.name))
@@ -163,40 +161,20 @@ pub async fn read_chunk(
             ),
             &[&cfg.qualified_table(), &after_seq, &limit],
         )
-        .await?;
-    let relations = definition_relations(cfg);
+        .await
+        .map_err(query_error(Code::HANDOVER_FAILED))?;
     Ok(rows
         .iter()
-        .filter_map(|r| {
+        .map(|r| {
             let seq: i64 = r.get(0);
-            let tuple: Vec<TupleValue> = (1..=outbox::COLUMNS.len())
-                .map(|i| match r.get::<_, Option<String>>(i) {
-                    Some(text) => TupleValue::Text(Bytes::from(text)),
-                    None => TupleValue::Null,
-                })
-                .collect();
-            relations.decode(0, &tuple).map(|row| (seq, row))
+            let text: Vec<Option<String>> = (1..=outbox::COLUMNS.len()).map(|i| r.get(i)).collect();
+            let row = OutboxRow::from_text(
+                outbox::COLUMNS
+                    .iter()
+                    .zip(&text)
+                    .map(|(c, t)| (c.name, t.as_deref())),
+            );
+            (seq, row)
         })
         .collect())
-}
-
-/// A relation shaped exactly like the definition, for rows read with SQL.
-fn definition_relations(cfg: &Config) -> Relations {
-    let mut relations = Relations::new(&cfg.outbox.schema, &cfg.outbox.table);
-    relations.learn(&Relation {
-        oid: 0,
-        namespace: cfg.outbox.schema.clone(),
-        name: cfg.outbox.table.clone(),
-        replica_identity: b'd',
-        columns: outbox::COLUMNS
-            .iter()
-            .map(|c| RelationColumn {
-                key: false,
-                name: c.name.to_string(),
-                type_oid: 0,
-                type_modifier: -1,
-            })
-            .collect(),
-    });
-    relations
 }

@@ -1,9 +1,9 @@
 //! The single definition of the outbox table and of the Kafka record made from
 //! each of its rows.
 //!
-//! Every other module (the connector configuration generator, the migrations
-//! runner, the catalog check, later the mapper) reads column and header names
-//! from here. A name typed anywhere else in `src/` is a second definition that
+//! Every other module (the Debezium generator, the migrations runner, the
+//! catalog comparison, the preflight, the stream decoder and the mapper)
+//! reads column, header and object names from here. A name typed anywhere else in `src/` is a second definition that
 //! can drift, which is how the platform we replace ended up keyed on the wrong
 //! column.
 
@@ -26,6 +26,20 @@ pub mod objects {
     pub const HANDOVER_TABLE: &str = "outbox_cdc_handover";
     /// Where a cutover's hand-over stands, per outbox table.
     pub const HANDOVER_STATE_TABLE: &str = "outbox_cdc_handover_state";
+    /// The trigger that keeps `routing_key` to its rule.
+    pub const ROUTING_KEY_TRIGGER: &str = "outbox_cdc_routing_key";
+    /// The trigger that refuses polling claims once the outbox is CDC.
+    pub const FENCE_TRIGGER: &str = "outbox_cdc_fence";
+    /// The CHECK constraints that refuse bad rows at INSERT time.
+    pub const CONSTRAINTS: [&str; 7] = [
+        "ck_outbox_routing_key",
+        "ck_outbox_destination_topic",
+        "ck_outbox_headers_flat",
+        "ck_outbox_headers_reserved",
+        "ck_outbox_traceparent",
+        "ck_outbox_tenant",
+        "ck_outbox_schema_uri_subject",
+    ];
 }
 
 /// PostgreSQL types used by the outbox table.
@@ -41,6 +55,33 @@ pub enum PgType {
 }
 
 impl PgType {
+    /// The built-in type's OID (`pg_type.oid`), as Relation messages carry it.
+    pub const fn oid(self) -> u32 {
+        match self {
+            PgType::Uuid => 2950,
+            PgType::Text => 25,
+            PgType::Integer => 23,
+            PgType::Bigint => 20,
+            PgType::Bytea => 17,
+            PgType::Jsonb => 3802,
+            PgType::Timestamptz => 1184,
+        }
+    }
+
+    /// Whether a column of type `oid` can stand for this type: its text form
+    /// decodes the same and encodes to the same header bytes. `varchar(n)`
+    /// for `text`, and narrower integers for wider ones.
+    pub const fn accepts(self, oid: u32) -> bool {
+        const VARCHAR: u32 = 1043;
+        const INT2: u32 = 21;
+        match self {
+            PgType::Text => oid == 25 || oid == VARCHAR,
+            PgType::Integer => oid == 23 || oid == INT2,
+            PgType::Bigint => oid == 20 || oid == 23 || oid == INT2,
+            other => oid == other.oid(),
+        }
+    }
+
     /// The type as `format_type()` spells it in the catalog.
     pub fn catalog_name(self) -> &'static str {
         match self {

@@ -2,11 +2,12 @@
 //! history table per outbox, under an advisory lock so two deployments
 //! starting together do not race.
 
-use thiserror::Error;
 use tokio_postgres::Client;
 
+use super::sqlstate::query_error;
 use crate::config::Config;
-use crate::outbox::{self, objects};
+use crate::contract::outbox::{self, objects};
+use crate::error::{Code, Error};
 
 /// One migration file, embedded at build time.
 #[derive(Debug, Clone, Copy)]
@@ -23,57 +24,21 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 1,
         name: "outbox_table",
         cdc: false,
-        template: include_str!("../migrations/V001__outbox_table.sql"),
+        template: include_str!("../../migrations/V001__outbox_table.sql"),
     },
     Migration {
         version: 2,
         name: "cdc_objects",
         cdc: true,
-        template: include_str!("../migrations/V002__cdc_objects.sql"),
+        template: include_str!("../../migrations/V002__cdc_objects.sql"),
     },
     Migration {
         version: 3,
         name: "cutover_handover",
         cdc: true,
-        template: include_str!("../migrations/V003__cutover_handover.sql"),
+        template: include_str!("../../migrations/V003__cutover_handover.sql"),
     },
 ];
-
-#[derive(Debug, Error)]
-pub enum MigrateError {
-    #[error(
-        "MIGRATION_TEMPLATE: migration V{version:03} uses the unknown placeholder {{{{{name}}}}}"
-    )]
-    UnknownPlaceholder { version: i32, name: String },
-    #[error("MIGRATION_CHECKSUM_MISMATCH: migration V{version:03} ({name}) was applied from a different file (recorded {recorded}, now {current}); migrations are immutable once applied")]
-    ChecksumMismatch {
-        version: i32,
-        name: &'static str,
-        recorded: String,
-        current: String,
-    },
-    #[error("MIGRATION_FAILED: migration V{version:03} ({name}): {source}")]
-    Failed {
-        version: i32,
-        name: &'static str,
-        source: tokio_postgres::Error,
-    },
-    #[error("MIGRATION_FAILED: {context}: {source}")]
-    Database {
-        context: &'static str,
-        source: tokio_postgres::Error,
-    },
-}
-
-impl MigrateError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            MigrateError::UnknownPlaceholder { .. } => "MIGRATION_TEMPLATE",
-            MigrateError::ChecksumMismatch { .. } => "MIGRATION_CHECKSUM_MISMATCH",
-            MigrateError::Failed { .. } | MigrateError::Database { .. } => "MIGRATION_FAILED",
-        }
-    }
-}
 
 fn sql_literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
@@ -109,26 +74,21 @@ fn placeholders(cfg: &Config) -> Vec<(&'static str, String)> {
 
 impl Migration {
     /// The SQL with the configuration's names filled in.
-    pub fn render(&self, cfg: &Config) -> Result<String, MigrateError> {
+    pub fn render(&self, cfg: &Config) -> Result<String, Error> {
         let values = placeholders(cfg);
         let mut out = String::with_capacity(self.template.len());
         let mut rest = self.template;
         while let Some(start) = rest.find("{{") {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
-            let end = after
-                .find("}}")
-                .ok_or_else(|| MigrateError::UnknownPlaceholder {
-                    version: self.version,
-                    name: after.chars().take(20).collect(),
-                })?;
-            let name = &after[..end];
-            let value = values.iter().find(|(k, _)| *k == name).ok_or_else(|| {
-                MigrateError::UnknownPlaceholder {
-                    version: self.version,
-                    name: name.to_string(),
-                }
+            let end = after.find("}}").ok_or_else(|| {
+                unknown_placeholder(self.version, &after.chars().take(20).collect::<String>())
             })?;
+            let name = &after[..end];
+            let value = values
+                .iter()
+                .find(|(k, _)| *k == name)
+                .ok_or_else(|| unknown_placeholder(self.version, name))?;
             out.push_str(&value.1);
             rest = &after[end + 2..];
         }
@@ -154,8 +114,15 @@ pub struct Applied {
     pub newly: bool,
 }
 
-fn db(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> MigrateError {
-    move |source| MigrateError::Database { context, source }
+fn unknown_placeholder(version: i32, name: &str) -> Error {
+    Error::new(
+        Code::MIGRATION_TEMPLATE,
+        format!("migration V{version:03} uses the unknown placeholder {{{{{name}}}}}"),
+    )
+}
+
+fn db(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
+    move |e| query_error(Code::MIGRATION_FAILED)(e).context(context)
 }
 
 /// Applies pending migrations in `scope`; safe to run any number of times.
@@ -163,7 +130,7 @@ pub async fn migrate(
     client: &mut Client,
     cfg: &Config,
     scope: Scope,
-) -> Result<Vec<Applied>, MigrateError> {
+) -> Result<Vec<Applied>, Error> {
     let history = format!("{}.{}", cfg.outbox.schema, objects::HISTORY_TABLE);
     let outbox_table = cfg.qualified_table();
     let tx = client.transaction().await.map_err(db("begin"))?;
@@ -210,12 +177,13 @@ pub async fn migrate(
         if let Some(row) = recorded {
             let recorded: String = row.get(0);
             if recorded != checksum {
-                return Err(MigrateError::ChecksumMismatch {
-                    version: m.version,
-                    name: m.name,
-                    recorded,
-                    current: checksum,
-                });
+                return Err(Error::new(
+                    Code::MIGRATION_CHECKSUM_MISMATCH,
+                    format!(
+                        "migration V{:03} ({}) was applied from a different file (recorded {recorded}, now {checksum}); migrations are immutable once applied",
+                        m.version, m.name
+                    ),
+                ));
             }
             report.push(Applied {
                 version: m.version,
@@ -224,13 +192,10 @@ pub async fn migrate(
             });
             continue;
         }
-        tx.batch_execute(&sql)
-            .await
-            .map_err(|source| MigrateError::Failed {
-                version: m.version,
-                name: m.name,
-                source,
-            })?;
+        tx.batch_execute(&sql).await.map_err(|e| {
+            query_error(Code::MIGRATION_FAILED)(e)
+                .context(format!("migration V{:03} ({})", m.version, m.name))
+        })?;
         tx.execute(
             &format!("INSERT INTO {history} (outbox_table, version, name, checksum) VALUES ($1, $2, $3, $4)"),
             &[&outbox_table, &m.version, &m.name, &checksum],
@@ -248,7 +213,7 @@ pub async fn migrate(
 }
 
 /// The SQL a run in `scope` would apply, for review by a DBA.
-pub fn print(cfg: &Config, scope: Scope) -> Result<String, MigrateError> {
+pub fn print(cfg: &Config, scope: Scope) -> Result<String, Error> {
     let mut out = String::new();
     for m in MIGRATIONS.iter().filter(|m| scope == Scope::All || m.cdc) {
         out.push_str(&format!("-- V{:03}__{}\n", m.version, m.name));

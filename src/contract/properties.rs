@@ -43,9 +43,9 @@ fn escape_into(out: &mut String, s: &str, is_key: bool) {
     }
 }
 
-/// Parses a properties file into ordered pairs (a later duplicate key wins
-/// when looked up from the end; callers here look keys up from the front and
-/// never write duplicates).
+/// Parses a properties file into pairs in file order, duplicates kept. Java's
+/// `Properties.load` keeps the last value of a duplicated key, so a lookup
+/// must search from the end ([`get`]).
 pub fn parse(text: &str) -> Vec<(String, String)> {
     let mut pairs = Vec::new();
     let mut logical = String::new();
@@ -71,6 +71,15 @@ pub fn parse(text: &str) -> Vec<(String, String)> {
         pairs.push(split_pair(&logical));
     }
     pairs
+}
+
+/// The value of `key` as Java reads it: the last one in the file.
+pub fn get(pairs: &[(String, String)], key: &str) -> Option<String> {
+    pairs
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
 }
 
 fn split_pair(line: &str) -> (String, String) {
@@ -185,5 +194,12 @@ mod tests {
                 ("d".to_string(), "multiline".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn a_duplicated_key_reads_as_its_last_value_as_in_java() {
+        let pairs = parse("password=first\npassword=second\n");
+        assert_eq!(get(&pairs, "password").as_deref(), Some("second"));
+        assert_eq!(get(&pairs, "missing"), None);
     }
 }

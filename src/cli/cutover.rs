@@ -1,0 +1,56 @@
+//! `outbox-cdc cutover`.
+
+use std::time::Duration;
+
+use super::ConfigArg;
+use crate::cutover::{self, CutoverOptions, Target};
+use crate::error::Error;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum To {
+    /// This relay: `outbox-cdc run` publishes the backlog, then streams.
+    Cdc,
+    /// Debezium with the generated configuration: the slot created is
+    /// `debezium.slot`; `outbox-cdc run --handover-only` publishes the
+    /// backlog (the same records), then the connector streams from the slot.
+    Debezium,
+    /// The polling relay (the CDC relay must be stopped).
+    Polling,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// `cdc`: fence polling claims, create the slot, hand the backlog to `run`;
+    /// `polling`: give the outbox back (the CDC relay must be stopped).
+    #[arg(long, value_enum)]
+    to: To,
+    /// Show what would happen and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// How long to wait for live polling leases to end.
+    #[arg(long, default_value_t = 120)]
+    lease_wait_secs: u64,
+    /// Recorded with the declaration.
+    #[arg(long, default_value = "outbox-cdc cutover")]
+    reason: String,
+}
+
+pub fn run(args: Args) -> Result<(), Error> {
+    let cfg = args.config.load()?;
+    let opts = CutoverOptions {
+        target: match args.to {
+            To::Cdc => Target::Cdc,
+            To::Debezium => Target::Debezium,
+            To::Polling => Target::Polling,
+        },
+        dry_run: args.dry_run,
+        lease_wait: Duration::from_secs(args.lease_wait_secs),
+        reason: args.reason,
+    };
+    super::runtime()?.block_on(async {
+        let mut out = std::io::stdout();
+        cutover::cutover(&cfg, &super::env, &opts, &mut out).await
+    })
+}

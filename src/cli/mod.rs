@@ -1,0 +1,136 @@
+//! The command line: argument parsing, logging, the runtime, and one thin
+//! module per command that calls the engine. Exit status: 0 on success, 2
+//! for a configuration the operator must fix, 1 for anything else; every
+//! error is printed once, starting with its code.
+
+mod check;
+mod connector_config;
+mod cutover;
+mod migrate;
+mod run;
+mod tail;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+use crate::error::{Code, Error};
+
+#[derive(Parser)]
+#[command(
+    name = "outbox-cdc",
+    version,
+    about = "Change-data-capture relay for a transactional outbox: PostgreSQL to Kafka"
+)]
+pub struct Cli {
+    /// Log format on standard error.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "OUTBOX_CDC_LOG_FORMAT")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+/// `--config FILE`, shared by every command.
+#[derive(clap::Args)]
+struct ConfigArg {
+    /// The configuration file.
+    #[arg(
+        long = "config",
+        short = 'c',
+        env = "OUTBOX_CDC_CONFIG",
+        default_value = "outbox-cdc.toml"
+    )]
+    path: PathBuf,
+}
+
+impl ConfigArg {
+    fn load(&self) -> Result<Config, Error> {
+        Config::load(&self.path, &env)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write the Debezium PostgreSQL connector configuration (Debezium 3.6.1.Final).
+    ConnectorConfig(connector_config::Args),
+    /// Stream outbox INSERTs from the slot to Kafka until SIGTERM or SIGINT.
+    Run(run::Args),
+    /// Switch the outbox between the polling relay and this one, handing the backlog over.
+    Cutover(cutover::Args),
+    /// Preflight and health report; exit 1 when anything is wrong.
+    Check(check::Args),
+    /// Print the records of a topic with their key and headers (for people).
+    Tail(tail::Args),
+    /// Create the outbox table and the CDC objects; applies each migration once.
+    Migrate(migrate::Args),
+}
+
+/// The process environment: where secrets and overrides come from.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The default log filter: the relay at info, clients at warn (librdkafka
+/// repeats broker outages; tokio-postgres logs the server's NOTICEs, such as
+/// `migrate`'s "does not exist, skipping", at info). `OUTBOX_CDC_LOG` asks
+/// for more, e.g. `info,tokio_postgres=info`.
+const DEFAULT_LOG: &str = "info,rdkafka=warn,tokio_postgres=warn";
+
+/// Parses the command line, runs the command, prints an error once.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OUTBOX_CDC_LOG")
+        .unwrap_or_else(|_| DEFAULT_LOG.into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    let result = match cli.command {
+        Command::ConnectorConfig(args) => connector_config::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Cutover(args) => cutover::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Tail(args) => tail::run(args),
+        Command::Migrate(args) => migrate::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(exit_status(&e))
+        }
+    }
+}
+
+/// 2 for a configuration the operator must fix, 1 for everything else.
+fn exit_status(e: &Error) -> u8 {
+    if e.code().as_str().starts_with("CONFIG_") {
+        2
+    } else {
+        1
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Error::new(
+                Code::INTERNAL,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })
+}

@@ -1,0 +1,60 @@
+//! `outbox-cdc run`.
+
+use std::sync::Arc;
+
+use super::ConfigArg;
+use crate::error::Error;
+use crate::pipeline::Relay;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Only publish the backlog a cutover handed over, then exit (for a
+    /// cutover to Debezium).
+    #[arg(long)]
+    handover_only: bool,
+}
+
+pub fn run(args: Args) -> Result<(), Error> {
+    let cfg = args.config.load()?;
+    super::runtime()?.block_on(async {
+        let shutdown = shutdown_on_signals();
+        let relay = Relay::prepare(cfg, Arc::new(super::env)).await?;
+        if args.handover_only {
+            relay.handover_only(shutdown).await
+        } else {
+            relay.run(shutdown).await
+        }
+    })
+}
+
+/// The first SIGTERM or SIGINT asks for a drain; a second one exits at once.
+fn shutdown_on_signals() -> tokio_util::sync::CancellationToken {
+    use tokio::signal::unix::{signal, SignalKind};
+    let token = tokio_util::sync::CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::error!("cannot install signal handlers");
+            return;
+        };
+        for n in 0.. {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            if n == 0 {
+                tracing::info!("signal received: draining (send it again to exit at once)");
+                t.cancel();
+            } else {
+                tracing::warn!("second signal: exiting without draining");
+                std::process::exit(130);
+            }
+        }
+    });
+    token
+}

@@ -1,0 +1,279 @@
+//! The one error model: every failure carries a stable code, and every code
+//! carries the class that decides what happens next.
+//!
+//! Codes are named exactly as operators see them (`Code::PG_AUTH_FAILED`
+//! prints `PG_AUTH_FAILED`), so searching the source for a code from a log
+//! line lands where it is raised. Errors are classified where they are made,
+//! from SQLSTATEs and typed client errors, never from message text: a server
+//! with `lc_messages` in another language must give the same codes.
+
+use std::fmt;
+
+/// What a failure asks of the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Class {
+    /// Passing (network, restart, overload): the relay retries with backoff.
+    Transient,
+    /// Needs an operator (configuration, permissions, schema): the relay stops.
+    Operator,
+    /// One row's data: the row is recorded as FAILED and the stream goes on.
+    Row,
+}
+
+macro_rules! codes {
+    ($($(#[$doc:meta])* $code:ident => $class:ident,)*) => {
+        /// Every stable code, with its class.
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Code {
+            $($(#[$doc])* $code,)*
+        }
+
+        impl Code {
+            pub const ALL: &'static [Code] = &[$(Code::$code,)*];
+
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$code => stringify!($code),)*
+                }
+            }
+
+            pub const fn class(self) -> Class {
+                match self {
+                    $(Code::$code => Class::$class,)*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    // Configuration.
+    CONFIG_UNREADABLE => Operator,
+    CONFIG_SYNTAX => Operator,
+    CONFIG_UNKNOWN_KEY => Operator,
+    CONFIG_MISSING_KEY => Operator,
+    CONFIG_INVALID_VALUE => Operator,
+    CONFIG_SECRET_IN_FILE => Operator,
+    CONFIG_SECRET_UNAVAILABLE => Operator,
+
+    // PostgreSQL connections.
+    /// Cannot connect (refused, timed out, server starting, too many connections).
+    PG_CONNECT_FAILED => Transient,
+    /// An established connection broke or the server shut down.
+    PG_CONNECTION_LOST => Transient,
+    PG_TLS_REFUSED => Operator,
+    PG_TLS_FAILED => Operator,
+    /// Wrong password, unknown role, or no `pg_hba.conf` entry.
+    PG_AUTH_FAILED => Operator,
+    PG_AUTH_UNSUPPORTED => Operator,
+    /// E.g. the role lacks `REPLICATION`.
+    PG_PERMISSION_DENIED => Operator,
+    /// Bytes from the server the client does not understand.
+    PG_PROTOCOL => Transient,
+    /// A statement the server refused, with its SQLSTATE.
+    PG_QUERY_FAILED => Operator,
+    /// A replication command the server refused, with its SQLSTATE.
+    PG_SERVER_ERROR => Operator,
+
+    // Server settings and headroom.
+    PG_WAL_LEVEL_NOT_LOGICAL => Operator,
+    PG_ENCODING_UNSUPPORTED => Operator,
+    NO_REPLICATION_PRIVILEGE => Operator,
+    SLOTS_EXHAUSTED => Operator,
+    WAL_SENDERS_EXHAUSTED => Operator,
+    /// Warning: `max_slot_wal_keep_size = -1`.
+    UNLIMITED_SLOT_WAL => Operator,
+
+    // The outbox's schema.
+    PUBLICATION_MISSING => Operator,
+    PUBLICATION_MISSING_TABLE => Operator,
+    /// The publication must publish inserts, and only inserts.
+    PUBLICATION_NOT_INSERT_ONLY => Operator,
+    ROUTING_KEY_MISSING => Operator,
+    ROUTING_KEY_GENERATED => Operator,
+    ROUTING_KEY_TRIGGER_MISSING => Operator,
+    CONSTRAINT_MISSING => Operator,
+    /// Warning: a constraint exists but old rows were not validated.
+    CONSTRAINT_NOT_VALIDATED => Operator,
+    /// A contract column is missing or has a type the contract cannot encode.
+    OUTBOX_SCHEMA_DRIFT => Operator,
+    /// Warning: a column's nullability differs from the definition.
+    OUTBOX_COLUMN_NULLABILITY => Operator,
+
+    // The replication slot.
+    SLOT_MISSING => Operator,
+    SLOT_WRONG_PLUGIN => Operator,
+    SLOT_WRONG_DATABASE => Operator,
+    SLOT_NOT_LOGICAL => Operator,
+    SLOT_INVALIDATED => Operator,
+    /// Another process streams from the slot; a relay waits as a standby.
+    SLOT_IN_USE => Operator,
+    PGOUTPUT_MALFORMED => Operator,
+
+    // Relay exclusivity and cutover.
+    DUPLICATE_OUTBOX_RELAY => Operator,
+    NO_OUTBOX_RELAY => Operator,
+    LEASE_WAIT_TIMEOUT => Operator,
+    CDC_RELAY_RUNNING => Operator,
+    SLOT_EXISTS_BEFORE_CUTOVER => Operator,
+    HANDOVER_INCOMPLETE => Operator,
+    HANDOVER_FAILED => Operator,
+    ROW_MARKING_FAILED => Operator,
+
+    // Migrations.
+    MIGRATION_TEMPLATE => Operator,
+    MIGRATION_CHECKSUM_MISMATCH => Operator,
+    MIGRATION_FAILED => Operator,
+
+    // Kafka.
+    KAFKA_CONFIG_INVALID => Operator,
+    KAFKA_UNREACHABLE => Transient,
+    KAFKA_AUTH_FAILED => Operator,
+    /// Not stored for a passing reason (queue timeout, broker down), or the
+    /// producer's task failed: the session restarts and replays.
+    KAFKA_PRODUCE_FAILED => Transient,
+    /// Possibly stored: the session restarts and replays under the same ids.
+    KAFKA_DELIVERY_AMBIGUOUS => Transient,
+    TOPIC_MISSING => Operator,
+
+    // One row: recorded as FAILED with the code.
+    MESSAGE_TOO_LARGE => Row,
+    TOPIC_AUTHORIZATION_FAILED => Row,
+    INVALID_TOPIC => Row,
+    TOPIC_UNKNOWN => Row,
+    INVALID_RECORD => Row,
+    POLICY_VIOLATION => Row,
+    HEADERS_NOT_FLAT => Row,
+    RESERVED_HEADER_NAME => Row,
+    ILLEGAL_TOPIC_NAME => Row,
+    HEADER_UNENCODABLE => Row,
+    ROW_UNDECODABLE => Row,
+    ROW_SHAPE_MISMATCH => Row,
+
+    // The process.
+    /// The runtime or a task of the relay failed.
+    INTERNAL => Operator,
+    /// Standard output or a file could not be written.
+    OUTPUT_UNWRITABLE => Operator,
+    /// `check` found errors.
+    UNHEALTHY => Operator,
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for Code {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+/// A failure: one code, then what happened with its cause beneath it (the
+/// server's message and SQLSTATE, or the OS error), said once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {detail}")]
+pub struct Error {
+    code: Code,
+    detail: String,
+}
+
+impl Error {
+    pub fn new(code: Code, detail: impl Into<String>) -> Error {
+        Error {
+            code,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    pub fn class(&self) -> Class {
+        self.code.class()
+    }
+
+    pub fn is_transient(&self) -> bool {
+        self.class() == Class::Transient
+    }
+
+    /// The message without its code (for reports that show the code apart).
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
+    /// Says what was being done when it failed.
+    pub fn context(mut self, what: impl fmt::Display) -> Error {
+        self.detail = format!("{what}: {}", self.detail);
+        self
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `e` and every source beneath it, joined with `: `, each said once (some
+/// errors repeat their source in their own message).
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_print_as_named_and_are_unique() {
+        assert_eq!(Code::PG_AUTH_FAILED.to_string(), "PG_AUTH_FAILED");
+        let mut names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n);
+        for name in names {
+            assert!(
+                name.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_error_shows_its_code_once_then_its_context_and_cause() {
+        let e = Error::new(Code::PG_CONNECT_FAILED, "Connection refused (os error 111)")
+            .context("cannot connect to 127.0.0.1:1");
+        assert_eq!(
+            e.to_string(),
+            "PG_CONNECT_FAILED: cannot connect to 127.0.0.1:1: Connection refused (os error 111)"
+        );
+        assert_eq!(e.class(), Class::Transient);
+        assert_eq!(e.code(), "PG_CONNECT_FAILED");
+    }
+}

@@ -1,0 +1,209 @@
+//! Kafka publishing on rdkafka: an idempotent producer with `acks=all` and
+//! Java-compatible key placement, a delivery context that classifies every
+//! report into three outcomes, and no await per message.
+//!
+//! Error policy (the evidence is librdkafka's per-message persistence status,
+//! not the error code alone):
+//! - persisted: `Confirmed`;
+//! - not persisted and refused for good (too large, not authorised, invalid
+//!   topic): `Rejected`, recorded as FAILED and never retried;
+//! - not persisted for a reason that may pass (timeout in queue, broker
+//!   down): `Retry` (`KAFKA_PRODUCE_FAILED`);
+//! - possibly persisted: `Ambiguous` (`KAFKA_DELIVERY_AMBIGUOUS`).
+//!
+//! `Retry` and `Ambiguous` both end the session, which rebuilds the producer
+//! and replays from the last settled LSN under the same ids.
+
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::ClientContext;
+use tokio::sync::mpsc;
+
+use crate::contract::mapper::Record;
+use crate::error::{Code, Error};
+
+/// What the relay learns about one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Confirmed,
+    /// Definitely not stored: the row is recorded as FAILED with the code.
+    Rejected(Error),
+    /// Not stored, for a reason that may pass.
+    Retry(Error),
+    /// Possibly stored.
+    Ambiguous(Error),
+}
+
+/// Which message a delivery report is about. `T` is the caller's tag (the
+/// relay's transaction sequence number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket<T> {
+    pub tag: T,
+    pub message_id: crate::contract::value::Uuid,
+    pub bytes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery<T> {
+    pub ticket: Ticket<T>,
+    pub outcome: Outcome,
+    pub partition: i32,
+}
+
+/// Why a record was not enqueued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// librdkafka's local queue is full: try again after reports drain.
+    QueueFull,
+    /// Refused for good before leaving the process (a row's fault).
+    Rejected(Error),
+    /// Refused for a reason that may pass.
+    Failed(Error),
+}
+
+/// Codes for failures that no retry can fix, when nothing was stored.
+fn permanent(code: RDKafkaErrorCode) -> Option<Code> {
+    use RDKafkaErrorCode::*;
+    Some(match code {
+        MessageSizeTooLarge | MessageBatchTooLarge | InvalidMessageSize => Code::MESSAGE_TOO_LARGE,
+        TopicAuthorizationFailed => Code::TOPIC_AUTHORIZATION_FAILED,
+        InvalidTopic => Code::INVALID_TOPIC,
+        UnknownTopicOrPartition | UnknownTopic | UnknownPartition => Code::TOPIC_UNKNOWN,
+        InvalidRecord | InvalidMessage => Code::INVALID_RECORD,
+        PolicyViolation => Code::POLICY_VIOLATION,
+        _ => return None,
+    })
+}
+
+/// librdkafka's per-message persistence status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PersistStatus {
+    NotPersisted,
+    PossiblyPersisted,
+    Persisted,
+}
+
+/// The three-outcome classification of one report.
+pub fn classify(error: Option<&KafkaError>, status: PersistStatus) -> Outcome {
+    let Some(error) = error else {
+        return Outcome::Confirmed;
+    };
+    let detail = crate::error::chain(error);
+    match status {
+        PersistStatus::Persisted => Outcome::Confirmed,
+        PersistStatus::PossiblyPersisted => {
+            Outcome::Ambiguous(Error::new(Code::KAFKA_DELIVERY_AMBIGUOUS, detail))
+        }
+        PersistStatus::NotPersisted => match error.rdkafka_error_code().and_then(permanent) {
+            Some(code) => Outcome::Rejected(Error::new(code, detail)),
+            None => Outcome::Retry(Error::new(Code::KAFKA_PRODUCE_FAILED, detail)),
+        },
+    }
+}
+
+fn persist_status(result: &DeliveryResult<'_>) -> PersistStatus {
+    let message = match result {
+        Ok(m) => m,
+        Err((_, m)) => m,
+    };
+    // SAFETY: the pointer is the live message of this delivery report; the
+    // call only reads its status field.
+    let status = unsafe { rdkafka::bindings::rd_kafka_message_status(message.ptr()) };
+    match status {
+        rdkafka::bindings::rd_kafka_msg_status_t::RD_KAFKA_MSG_STATUS_PERSISTED => {
+            PersistStatus::Persisted
+        }
+        rdkafka::bindings::rd_kafka_msg_status_t::RD_KAFKA_MSG_STATUS_POSSIBLY_PERSISTED => {
+            PersistStatus::PossiblyPersisted
+        }
+        rdkafka::bindings::rd_kafka_msg_status_t::RD_KAFKA_MSG_STATUS_NOT_PERSISTED => {
+            PersistStatus::NotPersisted
+        }
+    }
+}
+
+/// Delivery reports go to the relay through an unbounded channel; the relay
+/// bounds what is in flight, so the channel cannot grow past that.
+pub struct DeliveryContext<T> {
+    reports: mpsc::UnboundedSender<Delivery<T>>,
+}
+
+impl<T: Send + Sync + 'static> ClientContext for DeliveryContext<T> {}
+
+impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
+    type DeliveryOpaque = Box<Ticket<T>>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, ticket: Box<Ticket<T>>) {
+        use rdkafka::Message;
+        let status = persist_status(result);
+        let (error, partition) = match result {
+            Ok(m) => (None, m.partition()),
+            Err((e, m)) => (Some(e), m.partition()),
+        };
+        let _ = self.reports.send(Delivery {
+            ticket: *ticket,
+            outcome: classify(error, status),
+            partition,
+        });
+    }
+}
+
+/// One producer and the receiver of its delivery reports.
+pub struct Publisher<T: Copy + Send + Sync + 'static> {
+    producer: ThreadedProducer<DeliveryContext<T>>,
+}
+
+impl<T: Copy + Send + Sync + 'static> Publisher<T> {
+    pub fn new(cc: &ClientConfig) -> Result<(Self, mpsc::UnboundedReceiver<Delivery<T>>), Error> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let producer = cc
+            .create_with_context(DeliveryContext { reports: tx })
+            .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))?;
+        Ok((Publisher { producer }, rx))
+    }
+
+    /// Enqueues a record; its report arrives on the receiver.
+    pub fn send(&self, record: &Record, ticket: Ticket<T>) -> Result<(), SendError> {
+        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+        for (name, value) in &record.headers {
+            headers = headers.insert(Header {
+                key: name,
+                value: value.as_deref(),
+            });
+        }
+        let mut br = BaseRecord::with_opaque_to(&record.topic, Box::new(ticket))
+            .key(&record.key)
+            .payload(&record.value)
+            .headers(headers);
+        if let Some(ts) = record.timestamp_ms {
+            br = br.timestamp(ts);
+        }
+        match self.producer.send(br) {
+            Ok(()) => Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                Err(SendError::QueueFull)
+            }
+            Err((e, _)) => {
+                let detail = crate::error::chain(&e);
+                Err(match e.rdkafka_error_code().and_then(permanent) {
+                    Some(code) => SendError::Rejected(Error::new(code, detail)),
+                    None => SendError::Failed(Error::new(Code::KAFKA_PRODUCE_FAILED, detail)),
+                })
+            }
+        }
+    }
+
+    /// Messages queued or in flight.
+    pub fn in_flight(&self) -> i32 {
+        self.producer.in_flight_count()
+    }
+
+    /// Drops whatever is queued or in flight (before a rebuild). Their
+    /// reports arrive as failures and are ignored by the caller.
+    pub fn purge(&self) {
+        self.producer
+            .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+    }
+}

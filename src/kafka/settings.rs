@@ -1,0 +1,127 @@
+//! The librdkafka settings of the relay's producer: the ones the product owns
+//! (delivery guarantees and key placement are part of the record contract,
+//! not tuning) and the defaults an operator may change.
+
+use rdkafka::config::ClientConfig;
+
+use crate::config::{Config, Env};
+use crate::error::Error;
+
+/// A property `kafka.properties` may not set, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owned {
+    pub key: &'static str,
+    /// The value the relay sets; `None` when it comes from elsewhere.
+    pub value: Option<&'static str>,
+    pub why: &'static str,
+}
+
+const OWNED: [Owned; 6] = [
+    Owned {
+        key: "bootstrap.servers",
+        value: None,
+        why: "set `kafka.bootstrap_servers` instead",
+    },
+    Owned {
+        key: "enable.idempotence",
+        value: Some("true"),
+        why: "the relay always runs an idempotent producer",
+    },
+    Owned {
+        key: "acks",
+        value: Some("all"),
+        why: "the relay always uses acks=all",
+    },
+    // Java's murmur2 placement, so keys land where Kafka's Java producer (and
+    // so Debezium) puts them. librdkafka's default is CRC32.
+    Owned {
+        key: "partitioner",
+        value: Some("murmur2_random"),
+        why: "the relay uses murmur2_random so keys land where Kafka's Java producer puts them",
+    },
+    Owned {
+        key: "transactional.id",
+        value: None,
+        why: "the relay does not use transactions",
+    },
+    Owned {
+        key: "max.in.flight.requests.per.connection",
+        value: Some("5"),
+        why: "the idempotent producer keeps order with at most 5",
+    },
+];
+
+/// Defaults the operator may override through `kafka.properties`.
+/// `message.timeout.ms` counts time in librdkafka's local queue too, so it
+/// must cover a full in-flight window on a slow cluster.
+const DEFAULTS: [(&str, &str); 4] = [
+    ("message.timeout.ms", "120000"),
+    ("linger.ms", "5"),
+    ("batch.num.messages", "10000"),
+    ("queue.buffering.max.kbytes", "1048576"),
+];
+
+/// The owned property named `key`, if it is one.
+pub fn owned(key: &str) -> Option<&'static Owned> {
+    OWNED.iter().find(|o| o.key == key)
+}
+
+/// The owned properties with fixed values.
+pub fn owned_values() -> impl Iterator<Item = (&'static str, &'static str)> {
+    OWNED.iter().filter_map(|o| o.value.map(|v| (o.key, v)))
+}
+
+/// The producer's configuration: defaults, then the operator's properties
+/// (secrets resolved), then what the relay owns.
+pub fn producer_config(cfg: &Config, env: &Env) -> Result<ClientConfig, Error> {
+    let mut cc = ClientConfig::new();
+    cc.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
+    for (k, v) in DEFAULTS {
+        cc.set(k, v);
+    }
+    for (k, v) in cfg.kafka_properties(env)? {
+        cc.set(k, v.expose());
+    }
+    for (k, v) in owned_values() {
+        cc.set(k, v);
+    }
+    Ok(cc)
+}
+
+/// A consumer's configuration with the operator's connection properties
+/// (TLS, SASL); producer-only settings would make the consumer refuse to start.
+pub fn consumer_config(cfg: &Config, env: &Env) -> Result<ClientConfig, Error> {
+    let mut cc = ClientConfig::new();
+    cc.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
+    for (k, v) in cfg.kafka_properties(env)? {
+        if !is_producer_only(&k) {
+            cc.set(k, v.expose());
+        }
+    }
+    Ok(cc)
+}
+
+fn is_producer_only(key: &str) -> bool {
+    DEFAULTS.iter().any(|(k, _)| *k == key) || key == "compression.type"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_contract_settings_are_owned() {
+        let values: Vec<_> = owned_values().collect();
+        assert_eq!(
+            values,
+            vec![
+                ("enable.idempotence", "true"),
+                ("acks", "all"),
+                ("partitioner", "murmur2_random"),
+                ("max.in.flight.requests.per.connection", "5"),
+            ]
+        );
+        assert!(owned("transactional.id").is_some());
+        assert!(owned("linger.ms").is_none());
+    }
+}

@@ -1,0 +1,232 @@
+//! `outbox-cdc run`: slot → mapper → Kafka → watermark → slot.
+//!
+//! [`Relay::prepare`] checks both sides before anything touches the slot.
+//! [`Relay::run`] runs sessions under the [`Supervisor`]: one session is one
+//! replication stream and one producer. A rejected message is recorded as
+//! FAILED and the stream goes on; an ambiguous or transient failure ends the
+//! session, and the next one starts from the last settled LSN with a new
+//! producer, publishing the unsettled messages again under the same ids
+//! (never one message alone: that could reorder its key).
+
+mod handover;
+mod marks;
+mod session;
+pub mod stats;
+pub mod supervisor;
+pub mod watermark;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+pub use stats::RelayStats;
+pub use supervisor::{Attempt, Backoff, SessionEnd, Supervisor};
+
+use crate::config::{Config, Env};
+use crate::contract::value::Uuid;
+use crate::error::{Code, Error};
+use crate::kafka::{probe, settings};
+use crate::pg::checks::{self, Purpose};
+use crate::pg::connect;
+use crate::pg::lsn::Lsn;
+use crate::pg::marks::Marker;
+use crate::preflight;
+use crate::replication::{self, Feedback, SourceOptions, Stream};
+use marks::PublishedMarks;
+use session::Session;
+
+/// How long queued PUBLISHED marks may take to be written at a stop.
+const MARKS_FLUSH: Duration = Duration::from_secs(30);
+
+pub struct Relay {
+    cfg: Config,
+    env: Arc<Env>,
+    kafka: ClientConfig,
+    source: SourceOptions,
+    marker: Arc<Marker>,
+    /// FAILED rows, the hand-over and the preflight; reconnected by the
+    /// next session when a restart finds it closed.
+    sql: tokio::sync::Mutex<Client>,
+    /// Settled position, across sessions: a new session starts after it.
+    feedback: Feedback,
+    marks: Option<PublishedMarks>,
+    pub stats: Arc<RelayStats>,
+}
+
+impl Relay {
+    /// Validates both sides before anything touches the slot: Kafka answers,
+    /// the SQL and replication log-ins work, this relay may own the outbox,
+    /// and no cutover is half done.
+    pub async fn prepare(cfg: Config, env: Arc<Env>) -> Result<Relay, Error> {
+        let kafka = settings::producer_config(&cfg, &*env)?;
+        probe::reachable(&cfg, &*env).await?;
+        let sql = connect::connect(&cfg, &*env).await?;
+        let ownership = checks::ownership(&sql, &cfg).await?;
+        preflight::first_error(checks::ownership_findings(
+            &ownership,
+            &cfg,
+            Purpose::Stream {
+                create_slot: cfg.relay.create_slot,
+            },
+        ))?;
+        handover::require_not_preparing(&sql, &cfg).await?;
+        let source = SourceOptions::from_config(&cfg, &*env)?;
+        replication::check_log_in(&source.connect).await?;
+        let marker = Arc::new(Marker::new(&cfg));
+        let stats = Arc::new(RelayStats::default());
+        let marks = cfg.relay.mark_published.then(|| {
+            PublishedMarks::start(cfg.clone(), env.clone(), marker.clone(), stats.clone())
+        });
+        let (feedback, _) = Feedback::new(Lsn::ZERO);
+        Ok(Relay {
+            cfg,
+            env,
+            kafka,
+            source,
+            marker,
+            sql: tokio::sync::Mutex::new(sql),
+            feedback,
+            marks,
+            stats,
+        })
+    }
+
+    /// Streams until `shutdown`, restarting sessions after transient
+    /// failures. Queued PUBLISHED marks are flushed at any stop.
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
+        let mut supervisor = Supervisor::new(self.feedback.clone());
+        let this = &self;
+        let result = supervisor
+            .run(&shutdown, |attempt| this.session(attempt, &shutdown))
+            .await;
+        self.stats
+            .restarts
+            .store(supervisor.restarts(), std::sync::atomic::Ordering::Relaxed);
+        self.finish_marks().await;
+        match &result {
+            Ok(()) => tracing::info!(settled = %self.feedback.settled(), "relay stopped"),
+            Err(e) => {
+                tracing::error!(code = %e.code(), error = %e, settled = %self.feedback.settled(), "relay stopped")
+            }
+        }
+        result
+    }
+
+    /// Publishes a READY hand-over list and returns without streaming: the
+    /// backlog of a cutover to Debezium, which streams from its own slot.
+    pub async fn handover_only(mut self, shutdown: CancellationToken) -> Result<(), Error> {
+        let result = async {
+            let sql = self.sql.lock().await;
+            let mut session = Session::new(&self, &sql)?;
+            let end =
+                handover::publish(&mut session, &sql, &self.cfg, &self.marker, &shutdown).await;
+            let clean = matches!(end, Ok(None | Some(SessionEnd::Stopped)));
+            session.close(clean);
+            match end? {
+                None | Some(SessionEnd::Stopped) => Ok(()),
+                Some(SessionEnd::Restart(reason)) => Err(handover::interrupted(reason)),
+            }
+        }
+        .await;
+        self.finish_marks().await;
+        result
+    }
+
+    async fn session(
+        &self,
+        attempt: Attempt,
+        shutdown: &CancellationToken,
+    ) -> Result<SessionEnd, Error> {
+        let mut sql = self.sql.lock().await;
+        if sql.is_closed() {
+            *sql = connect::connect(&self.cfg, &*self.env).await?;
+            tracing::info!("reconnected the bookkeeping connection");
+        }
+        let mut stream = match Stream::open(&sql, &self.source, &self.feedback).await {
+            Ok(s) => s,
+            Err(e) => return Err(self.diagnose(&sql, e).await),
+        };
+        if attempt.after_standby {
+            tracing::info!(slot = %self.source.slot, "the slot is free: taking over");
+        }
+        let mut session = match Session::new(self, &sql) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = stream.stop().await;
+                return Err(e);
+            }
+        };
+        // The backlog of a cutover goes first, while this session holds the slot.
+        let end =
+            match handover::publish(&mut session, &sql, &self.cfg, &self.marker, shutdown).await {
+                Ok(None) => session.pump(&mut stream, shutdown).await,
+                Ok(Some(end)) => Ok(end),
+                Err(e) => Err(e),
+            };
+        let published = session.close(matches!(end, Ok(SessionEnd::Stopped)));
+        let reader = stream.stop().await;
+        self.queue_marks(published).await;
+        match (end, reader) {
+            (Err(e), _) => Err(e),
+            (Ok(end), Ok(_)) => Ok(end),
+            (Ok(SessionEnd::Stopped), Err(e)) => {
+                tracing::warn!(code = %e.code(), error = %e, "the reader ended with an error while stopping");
+                Ok(SessionEnd::Stopped)
+            }
+            // The stream ended under the session: the reader says why.
+            (Ok(SessionEnd::Restart(_)), Err(e)) => Err(self.diagnose(&sql, e).await),
+        }
+    }
+
+    /// A replication command the server refused names no specific code (a
+    /// dropped publication, an invalidated slot share SQLSTATEs with other
+    /// conditions): the preflight's rules read the catalog and name it.
+    async fn diagnose(&self, sql: &Client, e: Error) -> Error {
+        if e.code() != Code::PG_SERVER_ERROR {
+            return e;
+        }
+        let found = async {
+            let server = checks::server(sql).await?;
+            let publication = checks::publication(
+                sql,
+                &self.source.publication,
+                &self.source.schema,
+                &self.source.table,
+            )
+            .await?;
+            let slot = checks::slot(sql, &self.source.slot).await?;
+            preflight::first_error([
+                checks::publication_finding(
+                    publication.as_ref(),
+                    &self.source.publication,
+                    &self.cfg.qualified_table(),
+                ),
+                checks::slot_finding(slot.as_ref(), &self.source.slot, &server, Purpose::Report),
+            ])
+        }
+        .await;
+        match found {
+            Err(specific) if specific.code() != e.code() => {
+                specific.context(format!("the server stopped the stream ({})", e.detail()))
+            }
+            _ => e,
+        }
+    }
+
+    /// Queues rows to be marked PUBLISHED (waits only when the marking task
+    /// is far behind).
+    async fn queue_marks(&self, ids: Vec<Uuid>) {
+        if let Some(marks) = &self.marks {
+            marks.queue(ids).await;
+        }
+    }
+
+    async fn finish_marks(&mut self) {
+        if let Some(marks) = self.marks.take() {
+            marks.finish(MARKS_FLUSH).await;
+        }
+    }
+}

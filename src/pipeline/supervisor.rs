@@ -1,0 +1,238 @@
+//! The one reconnect loop. It runs sessions until shutdown: a session that
+//! ends for a transient reason is started again after a capped exponential
+//! backoff whose jitter differs per instance (replicas never retry in
+//! lock-step); `SLOT_IN_USE` makes the relay a standby that polls until the
+//! slot is free; any other error ends the loop with its code.
+//!
+//! The relay runs its sessions here; the replication tests run a bare
+//! reader here, so the loop they exercise is the production one.
+
+use std::collections::hash_map::RandomState;
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Class, Code, Error};
+use crate::replication::Feedback;
+
+/// Capped exponential backoff with per-instance random jitter.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    attempt: u32,
+    state: u64,
+}
+
+impl Backoff {
+    pub fn new(base: Duration, max: Duration) -> Backoff {
+        // RandomState is seeded per process (and per call): two replicas get
+        // different sequences.
+        let mut h = RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        Backoff {
+            base,
+            max,
+            attempt: 0,
+            state: h.finish() | 1,
+        }
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// The next delay: between half and all of `base * 2^attempt`, capped.
+    pub fn next_delay(&mut self) -> Duration {
+        let exp = self
+            .base
+            .saturating_mul(1u32.checked_shl(self.attempt.min(16)).unwrap_or(u32::MAX))
+            .min(self.max);
+        self.attempt = self.attempt.saturating_add(1);
+        let half = exp / 2;
+        let span = (exp - half).as_micros().max(1) as u64;
+        half + Duration::from_micros(self.next_random() % span)
+    }
+
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+/// How a session ended, when it did not fail.
+#[derive(Debug)]
+pub enum SessionEnd {
+    /// Shutdown was asked for and the session drained.
+    Stopped,
+    /// A transient failure (its error says which): start another session.
+    Restart(Error),
+}
+
+/// What a session is told when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    /// 0 for the first session.
+    pub number: u32,
+    /// The previous attempt found the slot in use (this relay was a standby).
+    pub after_standby: bool,
+}
+
+/// Restart policy.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    backoff: Backoff,
+    /// A session that ran this long earns a fresh backoff.
+    pub healthy_after: Duration,
+    /// How often a standby looks at the slot again.
+    pub standby_poll: Duration,
+    /// Where the next session starts from, for the restart log line.
+    feedback: Feedback,
+    restarts: u64,
+}
+
+impl Supervisor {
+    /// The relay's policy: 0.5 s doubling to 30 s.
+    pub fn new(feedback: Feedback) -> Supervisor {
+        Supervisor::with_backoff(
+            feedback,
+            Duration::from_millis(500),
+            Duration::from_secs(30),
+        )
+    }
+
+    pub fn with_backoff(feedback: Feedback, base: Duration, max: Duration) -> Supervisor {
+        Supervisor {
+            backoff: Backoff::new(base, max),
+            healthy_after: Duration::from_secs(30),
+            standby_poll: Duration::from_secs(1),
+            feedback,
+            restarts: 0,
+        }
+    }
+
+    /// Sessions restarted so far.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// Runs `session` until it stops, shutdown is asked for (both `Ok`), or
+    /// it fails with an error that is not transient.
+    pub async fn run<F, Fut>(
+        &mut self,
+        shutdown: &CancellationToken,
+        mut session: F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<SessionEnd, Error>>,
+    {
+        let mut attempt = Attempt {
+            number: 0,
+            after_standby: false,
+        };
+        let mut announced_standby = false;
+        loop {
+            let began = Instant::now();
+            let end = session(attempt).await;
+            attempt.number += 1;
+            attempt.after_standby = false;
+            let reason = match end {
+                Ok(SessionEnd::Stopped) => return Ok(()),
+                Ok(SessionEnd::Restart(reason)) => reason,
+                Err(e) if e.code() == Code::SLOT_IN_USE => {
+                    if !announced_standby {
+                        tracing::info!(error = %e, "standby: another relay streams from the slot; waiting to take over");
+                        announced_standby = true;
+                    }
+                    attempt.after_standby = true;
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(self.standby_poll) => continue,
+                    }
+                }
+                Err(e) if e.class() == Class::Transient => e,
+                Err(e) => return Err(e),
+            };
+            announced_standby = false;
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            self.restarts += 1;
+            if began.elapsed() > self.healthy_after {
+                self.backoff.reset();
+            }
+            let delay = self.backoff.next_delay();
+            tracing::warn!(code = %reason.code(), error = %reason, ?delay, settled = %self.feedback.settled(), "restarting the pipeline from the last settled position");
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_grow_are_capped_and_differ_between_instances() {
+        let mut a = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+        let da: Vec<Duration> = (0..12).map(|_| a.next_delay()).collect();
+        let db: Vec<Duration> = (0..12).map(|_| b.next_delay()).collect();
+        assert!(
+            da[0] >= Duration::from_millis(50) && da[0] <= Duration::from_millis(100),
+            "{da:?}"
+        );
+        assert!(
+            da[3] >= Duration::from_millis(400) && da[3] <= Duration::from_millis(800),
+            "{da:?}"
+        );
+        assert!(da.iter().all(|d| *d <= Duration::from_secs(5)), "{da:?}");
+        assert!(da[11] >= Duration::from_millis(2500), "{da:?}");
+        assert_ne!(da, db, "two instances must not retry in lock-step");
+    }
+
+    #[tokio::test]
+    async fn transient_failures_restart_standby_waits_and_anything_else_stops() {
+        let shutdown = CancellationToken::new();
+        let (feedback, _) = Feedback::new(crate::pg::lsn::Lsn::ZERO);
+        let mut sup =
+            Supervisor::with_backoff(feedback, Duration::from_millis(1), Duration::from_millis(2));
+        sup.standby_poll = Duration::from_millis(1);
+        let mut seen = Vec::new();
+        let result = sup
+            .run(&shutdown, |attempt| {
+                seen.push(attempt);
+                let n = attempt.number;
+                async move {
+                    match n {
+                        0 => Err(Error::new(Code::PG_CONNECTION_LOST, "gone")),
+                        1 => Ok(SessionEnd::Restart(Error::new(
+                            Code::KAFKA_DELIVERY_AMBIGUOUS,
+                            "maybe",
+                        ))),
+                        2 => Err(Error::new(Code::SLOT_IN_USE, "held")),
+                        _ => Err(Error::new(Code::SLOT_MISSING, "gone for good")),
+                    }
+                }
+            })
+            .await;
+        assert_eq!(result.unwrap_err().code(), Code::SLOT_MISSING);
+        assert_eq!(sup.restarts(), 2, "standby waits are not restarts");
+        assert_eq!(seen.len(), 4);
+        assert!(seen[3].after_standby && !seen[2].after_standby);
+
+        let stopped = sup
+            .run(&shutdown, |_| async { Ok(SessionEnd::Stopped) })
+            .await;
+        assert!(stopped.is_ok());
+    }
+}

@@ -1,0 +1,188 @@
+//! Preflight findings and the report `outbox-cdc check` prints. The rules
+//! live beside the facts they read ([`crate::pg::checks`],
+//! [`crate::kafka::probe`]); `run` applies the same rules and stops on the
+//! first error, so a condition has one code wherever it is found.
+
+use serde::Serialize;
+
+use crate::config::{Config, Env};
+use crate::error::{Code, Error};
+use crate::kafka::probe;
+use crate::pg::checks::{self, Purpose};
+use crate::pg::connect;
+use crate::replication::{self, ConnectOptions};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Ok,
+    Warn,
+    Error,
+}
+
+/// One thing checked, with a code when it is not ok.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub check: &'static str,
+    pub level: Level,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<Code>,
+    pub detail: String,
+}
+
+impl Finding {
+    pub fn ok(check: &'static str, detail: impl Into<String>) -> Finding {
+        Finding {
+            check,
+            level: Level::Ok,
+            code: None,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn warn(check: &'static str, code: Code, detail: impl Into<String>) -> Finding {
+        Finding {
+            check,
+            level: Level::Warn,
+            code: Some(code),
+            detail: detail.into(),
+        }
+    }
+
+    pub fn error(check: &'static str, code: Code, detail: impl Into<String>) -> Finding {
+        Finding {
+            check,
+            level: Level::Error,
+            code: Some(code),
+            detail: detail.into(),
+        }
+    }
+
+    /// A failure as a finding: its code, and its message without the code.
+    pub fn failed(check: &'static str, e: &Error) -> Finding {
+        Finding::error(check, e.code(), e.detail())
+    }
+
+    /// `Err` for an error-level finding: how `run` applies a rule.
+    pub fn into_result(self) -> Result<(), Error> {
+        match (self.level, self.code) {
+            (Level::Error, Some(code)) => Err(Error::new(code, self.detail)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The first error among `findings`, as an [`Error`].
+pub fn first_error(findings: impl IntoIterator<Item = Finding>) -> Result<(), Error> {
+    findings.into_iter().try_for_each(Finding::into_result)
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub ok: bool,
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    pub fn codes(&self) -> Vec<&'static str> {
+        self.findings
+            .iter()
+            .filter_map(|f| f.code.map(Code::as_str))
+            .collect()
+    }
+
+    pub fn render_human(&self) -> String {
+        let mut out = String::new();
+        for f in &self.findings {
+            let level = match f.level {
+                Level::Ok => "ok   ",
+                Level::Warn => "WARN ",
+                Level::Error => "ERROR",
+            };
+            match f.code {
+                Some(code) => {
+                    out.push_str(&format!("{level} {:<22} {code}: {}\n", f.check, f.detail))
+                }
+                None => out.push_str(&format!("{level} {:<22} {}\n", f.check, f.detail)),
+            }
+        }
+        out.push_str(if self.ok {
+            "healthy\n"
+        } else {
+            "not healthy\n"
+        });
+        out
+    }
+}
+
+/// Every check: the database, the replication log-in, Kafka and the topics
+/// of pending rows.
+pub async fn report(cfg: &Config, env: &Env) -> Report {
+    let mut findings = Vec::new();
+    let mut destinations = Vec::new();
+    match connect::connect(cfg, env).await {
+        Err(e) => findings.push(Finding::failed("postgres", &e)),
+        Ok(client) => match database(&client, cfg, &mut findings).await {
+            Ok(d) => destinations = d,
+            Err(e) => findings.push(Finding::failed("postgres", &e)),
+        },
+    }
+    let log_in = match ConnectOptions::from_config(cfg, env) {
+        Ok(opts) => replication::check_log_in(&opts).await,
+        Err(e) => Err(e),
+    };
+    findings.push(match log_in {
+        Ok(()) => Finding::ok(
+            "replication_log_in",
+            format!("{} may stream", cfg.postgres.user),
+        ),
+        Err(e) if e.code() == Code::PG_PERMISSION_DENIED => Finding::error(
+            "replication_log_in",
+            e.code(),
+            format!(
+                "{} (ALTER ROLE {} REPLICATION)",
+                e.detail(),
+                cfg.postgres.user
+            ),
+        ),
+        Err(e) => Finding::failed("replication_log_in", &e),
+    });
+    findings.extend(probe::findings(cfg, env, &destinations).await);
+    Report {
+        ok: findings.iter().all(|f| f.level != Level::Error),
+        findings,
+    }
+}
+
+async fn database(
+    c: &tokio_postgres::Client,
+    cfg: &Config,
+    out: &mut Vec<Finding>,
+) -> Result<Vec<String>, Error> {
+    let server = checks::server(c).await?;
+    out.extend(server.findings());
+    out.extend(server.headroom());
+    let publication = checks::publication(
+        c,
+        &cfg.postgres.publication,
+        &cfg.outbox.schema,
+        &cfg.outbox.table,
+    )
+    .await?;
+    out.push(checks::publication_finding(
+        publication.as_ref(),
+        &cfg.postgres.publication,
+        &cfg.qualified_table(),
+    ));
+    out.extend(checks::schema_findings(c, cfg).await?);
+    let slot = checks::slot(c, &cfg.postgres.slot).await?;
+    out.push(checks::slot_finding(
+        slot.as_ref(),
+        &cfg.postgres.slot,
+        &server,
+        Purpose::Report,
+    ));
+    let ownership = checks::ownership(c, cfg).await?;
+    out.extend(checks::ownership_findings(&ownership, cfg, Purpose::Report));
+    checks::pending_destinations(c, cfg).await
+}

@@ -1,0 +1,66 @@
+//! Slot commands over a replication session. Whether a slot may be used is
+//! decided by [`crate::preflight`] from the catalog; this module only speaks
+//! the replication protocol.
+
+use super::connection::{Command, ReplicationConnection};
+use crate::error::{Code, Error};
+use crate::pg::lsn::Lsn;
+
+/// A slot just created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedSlot {
+    /// Where streaming from the slot starts.
+    pub consistent_point: Lsn,
+    /// The exported snapshot's name, valid while the creating session stays
+    /// idle: the database as of the consistent point.
+    pub snapshot: Option<String>,
+}
+
+pub(crate) fn literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+pub(crate) fn ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// `CREATE_REPLICATION_SLOT ... LOGICAL pgoutput`, exporting a snapshot when
+/// asked (a cutover lists the backlog under it).
+pub async fn create(
+    conn: &mut ReplicationConnection,
+    slot: &str,
+    export_snapshot: bool,
+) -> Result<CreatedSlot, Error> {
+    let snapshot = if export_snapshot {
+        "EXPORT_SNAPSHOT"
+    } else {
+        "NOEXPORT_SNAPSHOT"
+    };
+    let rows = conn
+        .simple_query(
+            &format!(
+                "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput {snapshot}",
+                ident(slot)
+            ),
+            Command::CreateSlot,
+        )
+        .await
+        .map_err(|e| e.context(format!("creating slot {slot}")))?;
+    // slot_name, consistent_point, snapshot_name, output_plugin
+    let row = rows.first();
+    let field = |i: usize| row.and_then(|r| r.get(i)).cloned().flatten();
+    let consistent_point = field(1)
+        .ok_or_else(|| {
+            Error::new(
+                Code::PG_PROTOCOL,
+                "CREATE_REPLICATION_SLOT gave no consistent point",
+            )
+        })?
+        .parse()
+        .map_err(|e| Error::new(Code::PG_PROTOCOL, format!("consistent point: {e}")))?;
+    tracing::info!(%slot, at = %consistent_point, "created replication slot");
+    Ok(CreatedSlot {
+        consistent_point,
+        snapshot: field(2),
+    })
+}
