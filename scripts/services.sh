@@ -30,6 +30,9 @@ JVM_CACHE=${OUTBOX_TEST_JVM_CACHE:-$repo/.cache/jvm}
 PG_BIN=${OUTBOX_TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
 # Misconfigured variants, for the tests of `outbox-cdc check`.
 PG_WAL_LEVEL=${OUTBOX_TEST_PG_WAL_LEVEL:-logical}
+# The language of the server's messages (a translated locale, e.g.
+# de_DE.UTF-8, shows that error codes never depend on message text).
+PG_LC_MESSAGES=${OUTBOX_TEST_PG_LC_MESSAGES:-C}
 KAFKA_AUTO_CREATE=${OUTBOX_TEST_KAFKA_AUTO_CREATE:-true}
 
 log() { printf '[services] %s\n' "$*" >&2; }
@@ -91,6 +94,21 @@ make_test_certificates() {
   chmod 644 "$dir/ca.crt"
 }
 
+# The locale lc_messages names must exist on the system.
+ensure_locale() {
+  local want=$1
+  [ "$want" = C ] && return
+  local norm
+  norm=$(printf '%s' "$want" | tr '[:upper:]' '[:lower:]' | sed 's/utf-8/utf8/')
+  if locale -a 2>/dev/null | tr '[:upper:]' '[:lower:]' | grep -qx "$norm"; then return; fi
+  [ "$(id -u)" = 0 ] || die "locale $want is missing; generate it (localedef -i ${want%%.*} -f UTF-8 $want)"
+  if ! command -v localedef >/dev/null || [ ! -d /usr/share/i18n/locales ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq locales >/dev/null
+  fi
+  log "generating the locale $want"
+  localedef -i "${want%%.*}" -f UTF-8 "$want" || die "cannot generate the locale $want"
+}
+
 pg_running() {
   [ -f "$STATE/pg/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" status >/dev/null 2>&1
 }
@@ -99,6 +117,7 @@ start_pg() {
   if pg_running; then log "PostgreSQL already running on 127.0.0.1:$PG_PORT"; return; fi
   mkdir -p "$STATE"
   chmod 755 "$STATE"
+  ensure_locale "$PG_LC_MESSAGES"
   if [ ! -f "$STATE/pg/PG_VERSION" ]; then
     log "creating a throwaway PostgreSQL 15 cluster in $STATE/pg"
     rm -rf "$STATE/pg" "$STATE/pg-socket"
@@ -117,6 +136,7 @@ listen_addresses = '127.0.0.1'
 port = $PG_PORT
 unix_socket_directories = '$STATE/pg-socket'
 wal_level = $PG_WAL_LEVEL
+lc_messages = '$PG_LC_MESSAGES'
 max_replication_slots = 32
 max_wal_senders = 32
 max_connections = 200
