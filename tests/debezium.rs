@@ -262,7 +262,11 @@ INSERT INTO public.messaging_outbox (message_id, destination, message_type, mess
  ('00000000-0000-4000-8000-00000000e007', 'edge_cases', 'FarPast', 1, 'x', '\x02', '0044-03-15 12:00:00+00 BC',
    NULL, '1582-10-15 00:00:00+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
  ('00000000-0000-4000-8000-00000000e008', 'edge_cases', 'FarFuture', 1, 'x', '\x03', '2999-12-31 23:59:59.123+00',
-   NULL, '2262-04-11 23:47:16.854775+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+   NULL, '2262-04-11 23:47:16.854775+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+ ('00000000-0000-4000-8000-00000000e009', 'edge_cases', 'Infinite', 1, 'x', '\x04', 'infinity',
+   NULL, '-infinity', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+ ('00000000-0000-4000-8000-00000000e00a', 'edge_cases', 'NegInfinite', 1, 'x', '\x05', '-infinity',
+   NULL, 'infinity', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 "#;
 
 /// Concurrent writers, many rows per transaction.
@@ -576,6 +580,83 @@ async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration
     stop_debezium(&after);
     tokio::time::sleep(Duration::from_secs(2)).await;
     rep::drop_slot(&db.client, &after.debezium.slot).await;
+    db.drop(&services).await;
+}
+
+/// What real Debezium does when a contract column disappears from the table
+/// (the README's "Schema drift" cites it): its task fails on the next row,
+/// naming the column, and publishes nothing of that row.
+#[tokio::test]
+async fn debezium_fails_its_task_when_a_contract_column_is_dropped() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("dbzdrift");
+    let db = common::migrated_db(&services, "dbzdrift", &prefix).await;
+    let cfg = test_config(&services, &db.name, &prefix, "drift");
+    start_debezium(&cfg, &db.client).await;
+    let insert = |id: &'static str| {
+        format!(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
+             VALUES ('{id}', 'orders', 'T', 1, 'x', '\\x01')"
+        )
+    };
+    db.client
+        .batch_execute(&insert("00000000-0000-4000-8000-0000000000d1"))
+        .await
+        .unwrap();
+    let topic = format!("{prefix}orders");
+    let first = outcome(&cfg, &services.kafka_bootstrap, &topic)
+        .await
+        .expect("Debezium publishes while the table is whole");
+    assert_eq!(first[0].id(), "00000000-0000-4000-8000-0000000000d1");
+
+    db.client
+        .batch_execute(&format!(
+            "ALTER TABLE public.messaging_outbox DROP COLUMN baggage; {}",
+            insert("00000000-0000-4000-8000-0000000000d2")
+        ))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let trace = loop {
+        let (_, text) = http(
+            "GET",
+            &format!("/connectors/{}/status", cfg.debezium.connector_name),
+            None,
+        );
+        let status: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        if let Some(failed) = status["tasks"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["state"] == "FAILED"))
+        {
+            break failed["trace"].as_str().unwrap_or_default().to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Debezium's task did not fail on the drifted row: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let cause: Vec<&str> = trace.lines().filter(|l| l.contains("baggage")).collect();
+    assert!(!cause.is_empty(), "the failure names the column: {trace}");
+    eprintln!(
+        "Debezium on a dropped contract column: {}",
+        cause.join(" | ")
+    );
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        2,
+        Duration::from_secs(3),
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| r.id() != "00000000-0000-4000-8000-0000000000d2"),
+        "Debezium published nothing of the drifted row"
+    );
+    stop_debezium(&cfg);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    rep::drop_slot(&db.client, &cfg.debezium.slot).await;
     db.drop(&services).await;
 }
 

@@ -719,3 +719,133 @@ async fn bad_configuration_ends_start_up_without_touching_the_slot() {
         .unwrap();
     db.drop(&services).await;
 }
+
+#[tokio::test]
+async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_changes_stream_on() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("drift");
+    let db = migrated(&services, "drift", &prefix).await;
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
+    let mut relay = RelayProcess::spawn(&config);
+    wait_slot(&db.client, &slot).await;
+    let topic = format!("{prefix}orders");
+    let insert = |id: &str| {
+        format!(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, tenant)
+             VALUES ('{id}', 'orders', 'T', 1, 'x', '\\x01', 'acme')"
+        )
+    };
+
+    // Compatible changes: an added column, text to varchar(n).
+    db.client
+        .batch_execute(&format!(
+            "{};
+             ALTER TABLE public.messaging_outbox ADD COLUMN note text DEFAULT 'n';
+             ALTER TABLE public.messaging_outbox ALTER COLUMN tenant TYPE varchar(64);
+             {};",
+            insert("00000000-0000-4000-8000-0000000000c1"),
+            insert("00000000-0000-4000-8000-0000000000c2")
+        ))
+        .await
+        .unwrap();
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        2,
+        Duration::from_secs(60),
+    );
+    assert_eq!(kafka::by_id(&records).len(), 2, "both rows streamed");
+    let after = records
+        .iter()
+        .find(|r| r.id() == "00000000-0000-4000-8000-0000000000c2")
+        .unwrap();
+    assert_eq!(after.header("msg.tenant"), Some(&b"acme"[..]));
+    let settled: Lsn = db
+        .client
+        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .await
+        .unwrap()
+        .get::<_, String>(0)
+        .parse()
+        .unwrap();
+    rep::wait_confirmed(&db.client, &slot, |l| l >= settled, Duration::from_secs(30)).await;
+
+    // A contract column dropped: the relay stops, naming it, before the row.
+    db.client
+        .batch_execute(&format!(
+            "ALTER TABLE public.messaging_outbox DROP COLUMN baggage; {};",
+            insert("00000000-0000-4000-8000-0000000000c3")
+        ))
+        .await
+        .unwrap();
+    let committed: Lsn = db
+        .client
+        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .await
+        .unwrap()
+        .get::<_, String>(0)
+        .parse()
+        .unwrap();
+    let status = tokio::task::spawn_blocking(move || {
+        let status = relay.wait(Duration::from_secs(60));
+        (status, relay)
+    })
+    .await
+    .unwrap();
+    relay = status.1;
+    let log = relay.log_text();
+    assert!(
+        status.0.is_some_and(|s| !s.success()),
+        "the relay stops: {log}"
+    );
+    let error = log
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_default();
+    assert!(
+        error.starts_with("error: OUTBOX_SCHEMA_DRIFT")
+            && error.contains("column baggage is missing"),
+        "{log}"
+    );
+    let confirmed = rep::confirmed_flush(&db.client, &slot).await;
+    assert!(
+        confirmed < committed,
+        "the slot stays before the drifted row: {confirmed} vs {committed}"
+    );
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        3,
+        Duration::from_secs(3),
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| r.id() != "00000000-0000-4000-8000-0000000000c3"),
+        "nothing of the drifted row was published"
+    );
+    let pending: String = db
+        .client
+        .query_one(
+            "SELECT status FROM public.messaging_outbox WHERE message_id = '00000000-0000-4000-8000-0000000000c3'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        pending, "PENDING",
+        "the row waits for the operator, not FAILED"
+    );
+
+    // `check` says the same through the catalog comparison.
+    let cfg = outbox_cdc::config::Config::load(&config, &common::env).unwrap();
+    let report = outbox_cdc::preflight::report(&cfg, &common::env).await;
+    let drift = report
+        .findings
+        .iter()
+        .find(|f| f.code.is_some_and(|c| c == "OUTBOX_SCHEMA_DRIFT"))
+        .unwrap_or_else(|| panic!("{:?}", report.codes()));
+    assert!(drift.detail.contains("baggage"), "{}", drift.detail);
+    finish(&services, db, &slot, relay).await;
+}
