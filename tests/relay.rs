@@ -849,3 +849,114 @@ async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_cha
     assert!(drift.detail.contains("baggage"), "{}", drift.detail);
     finish(&services, db, &slot, relay).await;
 }
+
+#[tokio::test]
+async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not_write() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("marks");
+    let db = migrated(&services, "marks", &prefix).await;
+    // A gate that makes every PUBLISHED mark fail while it is closed.
+    db.client
+        .batch_execute(
+            "CREATE TABLE public.mark_gate (closed boolean NOT NULL);
+             INSERT INTO public.mark_gate VALUES (true);
+             CREATE FUNCTION public.refuse_marks() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               IF NEW.status = 'PUBLISHED' AND (SELECT closed FROM public.mark_gate) THEN
+                 RAISE EXCEPTION 'marks are closed for this test';
+               END IF;
+               RETURN NEW;
+             END $$;
+             CREATE TRIGGER refuse_marks BEFORE UPDATE ON public.messaging_outbox
+               FOR EACH ROW EXECUTE FUNCTION public.refuse_marks();",
+        )
+        .await
+        .unwrap();
+    let slot = format!("{}_relay", db.name);
+    let config = relay::config(&services, &db.name, &prefix, &slot, "");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("drain_timeout_secs = 20", "drain_timeout_secs = 3");
+    std::fs::write(&config, text).unwrap();
+    let relay = RelayProcess::spawn(&config);
+    wait_slot(&db.client, &slot).await;
+    let count = |status: &'static str| {
+        let client = &db.client;
+        async move {
+            client
+                .query_one(
+                    "SELECT count(*) FROM public.messaging_outbox WHERE status = $1",
+                    &[&status],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    let write = |n: i64, from: i64| {
+        format!(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
+             SELECT md5('mark' || g)::uuid, 'orders', 'T', 1, 'x', '\\x01' FROM generate_series({from}, {}) g",
+            from + n - 1
+        )
+    };
+    db.client.batch_execute(&write(50, 1)).await.unwrap();
+    let topic = format!("{prefix}orders");
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        50,
+        Duration::from_secs(60),
+    );
+    assert_eq!(kafka::by_id(&records).len(), 50);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !relay
+        .log_text()
+        .contains("could not mark rows PUBLISHED; retrying")
+    {
+        assert!(std::time::Instant::now() < deadline, "{}", relay.log_text());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(count("PUBLISHED").await, 0);
+
+    // The gate opens: the retried marks land, nothing was dropped.
+    db.client
+        .batch_execute("UPDATE public.mark_gate SET closed = false")
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while count("PUBLISHED").await < 50 {
+        assert!(std::time::Instant::now() < deadline, "{}", relay.log_text());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Closed again, then a stop: what cannot be written is counted in the log.
+    db.client
+        .batch_execute("UPDATE public.mark_gate SET closed = true")
+        .await
+        .unwrap();
+    db.client.batch_execute(&write(10, 51)).await.unwrap();
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        60,
+        Duration::from_secs(60),
+    );
+    assert_eq!(kafka::by_id(&records).len(), 60);
+    relay.signal("TERM");
+    let (status, relay) = tokio::task::spawn_blocking(move || {
+        let mut relay = relay;
+        (relay.wait(Duration::from_secs(60)), relay)
+    })
+    .await
+    .unwrap();
+    assert!(status.is_some_and(|s| s.success()), "{}", relay.log_text());
+    let log = relay.log_text();
+    let gave_up = log
+        .lines()
+        .find(|l| l.contains("stopped with rows not marked PUBLISHED"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(gave_up.contains("rows=10"), "{gave_up}");
+    assert_eq!(count("PENDING").await, 10);
+    finish(&services, db, &slot, relay).await;
+}

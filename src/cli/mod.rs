@@ -89,8 +89,11 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("OUTBOX_CDC_LOG")
         .unwrap_or_else(|_| DEFAULT_LOG.into());
+    // Colours only for a person at a terminal, never in a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Human => builder.init(),

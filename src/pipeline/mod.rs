@@ -38,9 +38,6 @@ use crate::replication::{self, Feedback, SourceOptions, Stream};
 use marks::PublishedMarks;
 use session::Session;
 
-/// How long queued PUBLISHED marks may take to be written at a stop.
-const MARKS_FLUSH: Duration = Duration::from_secs(30);
-
 pub struct Relay {
     cfg: Config,
     env: Arc<Env>,
@@ -225,8 +222,10 @@ impl Relay {
     }
 
     async fn finish_marks(&mut self) {
+        // A stop may take the drain's time again to write its marks.
+        let within = Duration::from_secs(self.cfg.relay.drain_timeout_secs);
         if let Some(marks) = self.marks.take() {
-            marks.finish(MARKS_FLUSH).await;
+            marks.finish(within).await;
         }
     }
 }
