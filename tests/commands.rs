@@ -1,0 +1,79 @@
+//! What people see from `tail` and `migrate`.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::ClientConfig;
+
+fn outbox_cdc(args: &[&str], config: &std::path::Path, log: Option<&str>) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"));
+    cmd.args(args).arg("--config").arg(config);
+    match log {
+        Some(filter) => cmd.env("OUTBOX_CDC_LOG", filter),
+        None => cmd.env_remove("OUTBOX_CDC_LOG"),
+    };
+    cmd.output().unwrap()
+}
+
+#[tokio::test]
+async fn tail_shows_the_record_time_in_rfc3339_utc_with_its_type() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("tail");
+    let topic = format!("{prefix}orders");
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &services.kafka_bootstrap)
+        .create()
+        .unwrap();
+    producer
+        .send(
+            BaseRecord::to(&topic)
+                .key("k")
+                .payload("v")
+                .timestamp(1_714_979_290_500),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let db = services.fresh_db("tail").await;
+    let (_, config) = common::relay::default_config(&services, &db.name, &prefix);
+    let out = outbox_cdc(
+        &["tail", "orders", "--from-beginning", "--max", "1"],
+        &config,
+        None,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("ts=2024-05-06T07:08:10.500Z (create time) key=\"k\""),
+        "{stdout}"
+    );
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn migrate_is_quiet_about_the_servers_notices_unless_asked() {
+    let services = require_services!();
+    let quiet = services.fresh_db("quiet").await;
+    let (_, config) = common::relay::default_config(&services, &quiet.name, "quiet.");
+    let out = outbox_cdc(&["migrate"], &config, None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("applied"), "{stderr}");
+    assert!(!stderr.contains("does not exist, skipping"), "{stderr}");
+    quiet.drop(&services).await;
+
+    let asked = services.fresh_db("notices").await;
+    let (_, config) = common::relay::default_config(&services, &asked.name, "notices.");
+    let out = outbox_cdc(&["migrate"], &config, Some("info,tokio_postgres=info"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("does not exist, skipping"), "{stderr}");
+    asked.drop(&services).await;
+}
