@@ -80,7 +80,6 @@ codes! {
     // Server settings and headroom.
     PG_WAL_LEVEL_NOT_LOGICAL => Operator,
     PG_ENCODING_UNSUPPORTED => Operator,
-    NO_REPLICATION_PRIVILEGE => Operator,
     SLOTS_EXHAUSTED => Operator,
     WAL_SENDERS_EXHAUSTED => Operator,
     /// Warning: `max_slot_wal_keep_size = -1`.

@@ -3,7 +3,7 @@
 //! the shared (English) PostgreSQL and against a second one whose
 //! `lc_messages` is German give the same codes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

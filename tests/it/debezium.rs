@@ -2,7 +2,7 @@
 //! generated configuration, Connect's validation accepts every key, and the
 //! records it emits equal the relay's, byte for byte.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};

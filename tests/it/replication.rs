@@ -2,7 +2,7 @@
 //! order, large and concurrent transactions, resume, feedback, idle WAL,
 //! authentication, TLS and set-up failures.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;

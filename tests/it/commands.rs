@@ -1,6 +1,6 @@
 //! What people see from `tail` and `migrate`.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! One relay per outbox: start-up refusals, the cutover with its backlog
 //! hand-over under load, a standby taking over, and the `check` report.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::Path;

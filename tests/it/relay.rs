@@ -2,7 +2,7 @@
 //! Kafka: the records, per-key order, crash safety, FAILED rows, graceful
 //! stop and bad configuration. Expected values are literals or computed here.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -2,7 +2,7 @@
 //! and starts again, and when PostgreSQL restarts. Its own test binary: it
 //! stops services that the other tests share, one fault at a time.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -63,6 +63,7 @@ async fn insert_batch(services: &common::Services, db: &str, from: i32, count: i
 #[tokio::test]
 async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     let services = require_services!();
+    let _alone = crate::ONE_AT_A_TIME.lock().await;
     let prefix = common::unique_prefix("faults");
     let mut db = services.fresh_db("faults").await;
     let cfg = db.config(&prefix);

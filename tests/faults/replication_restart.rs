@@ -3,7 +3,7 @@
 //! settled comes again, and nothing is lost. Its own test binary, because it
 //! restarts the server that the other tests share.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -53,6 +53,7 @@ async fn next_tx(
 #[tokio::test]
 async fn the_reader_recovers_from_a_postgres_restart_without_loss_or_settled_duplicates() {
     let services = require_services!();
+    let _alone = crate::ONE_AT_A_TIME.lock().await;
     let mut db = services.fresh_db("pgrestart").await;
     let cfg = db.config("outbox.");
     migrate::migrate(&mut db.client, &cfg, Scope::All)

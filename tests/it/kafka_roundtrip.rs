@@ -3,7 +3,7 @@
 //! placement (murmur2), headers with null values, and an empty value that is
 //! not a tombstone.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

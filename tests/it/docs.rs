@@ -1,0 +1,29 @@
+//! The README's configuration reference lists every environment override.
+
+#[test]
+fn the_readme_lists_every_environment_override() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let overrides = outbox_cdc::config::env_overrides();
+    assert!(overrides.len() >= 18);
+    for (var, key) in overrides {
+        let row = format!("| `{var}` | `{key}` |");
+        assert!(readme.contains(&row), "README.md lacks the row {row}");
+    }
+    assert!(readme.contains("OUTBOX_CDC_POSTGRES_HOST"));
+}
+
+#[test]
+fn the_readme_lists_every_error_code_with_its_class() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for code in outbox_cdc::error::Code::ALL {
+        let class = match code.class() {
+            outbox_cdc::error::Class::Transient => "transient",
+            outbox_cdc::error::Class::Operator => "operator",
+            outbox_cdc::error::Class::Row => "row",
+        };
+        let row = format!("| `{code}` | {class} |");
+        assert!(readme.contains(&row), "README.md lacks the row {row}");
+    }
+}

@@ -1,0 +1,21 @@
+//! The integration tests against the real PostgreSQL, Kafka and Kafka
+//! Connect that `scripts/services.sh` starts, in one binary: one link
+//! instead of one per file. Tests that restart the shared services live in
+//! `tests/faults`, a binary of their own: cargo runs test binaries one after
+//! another, so those restarts never hit these tests.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod commands;
+mod connector_config;
+mod debezium;
+mod docs;
+mod errors;
+mod exclusivity;
+mod kafka_roundtrip;
+mod mapper;
+mod migrations;
+mod relay;
+mod replication;
