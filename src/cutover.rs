@@ -22,7 +22,7 @@ use crate::pg::sqlstate::query_error;
 use crate::replication::{slot, ConnectOptions, ReplicationConnection};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// This relay: `outbox-cdc run` publishes the backlog, then streams.
     Cdc,
     /// Debezium with the generated configuration: the slot created is
@@ -32,12 +32,12 @@ pub enum Target {
     Polling,
 }
 
-pub struct CutoverOptions {
-    pub target: Target,
-    pub dry_run: bool,
+pub(crate) struct CutoverOptions {
+    pub(crate) target: Target,
+    pub(crate) dry_run: bool,
     /// How long to wait for live polling leases to end.
-    pub lease_wait: Duration,
-    pub reason: String,
+    pub(crate) lease_wait: Duration,
+    pub(crate) reason: String,
 }
 
 fn query(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
@@ -64,7 +64,7 @@ async fn drop_slot(client: &Client, slot: &str) -> Result<(), Error> {
     Ok(())
 }
 
-pub async fn cutover(
+pub(crate) async fn cutover(
     cfg: &Config,
     env: &Env,
     opts: &CutoverOptions,

@@ -1,4 +1,5 @@
 //! outbox-cdc: a change-data-capture relay for a transactional outbox.
+#![warn(unreachable_pub)]
 //!
 //! `docs/ARCHITECTURE.md` is the map. In short: [`contract`] says what a row
 //! and its Kafka record are; [`replication`] streams committed rows from the
@@ -10,7 +11,7 @@
 pub mod cli;
 pub mod config;
 pub mod contract;
-pub mod cutover;
+pub(crate) mod cutover;
 pub mod error;
 pub mod kafka;
 pub mod pg;

@@ -11,14 +11,14 @@ enum ReportFormat {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     #[command(flatten)]
     config: ConfigArg,
     #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
     format: ReportFormat,
 }
 
-pub fn run(args: Args) -> Result<(), Error> {
+pub(super) fn run(args: Args) -> Result<(), Error> {
     let cfg = args.config.load()?;
     let report = super::runtime()?.block_on(preflight::report(&cfg, &super::env));
     match args.format {

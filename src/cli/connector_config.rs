@@ -16,7 +16,7 @@ enum Format {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     #[command(flatten)]
     config: ConfigArg,
     #[arg(long, value_enum, default_value_t = Format::Properties)]
@@ -26,7 +26,7 @@ pub struct Args {
     out: Option<PathBuf>,
 }
 
-pub fn run(args: Args) -> Result<(), Error> {
+pub(super) fn run(args: Args) -> Result<(), Error> {
     let cfg = args.config.load()?;
     let text = debezium::render(
         &cfg,

@@ -19,7 +19,7 @@ enum To {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     #[command(flatten)]
     config: ConfigArg,
     /// `cdc`: fence polling claims, create the slot, hand the backlog to `run`;
@@ -37,7 +37,7 @@ pub struct Args {
     reason: String,
 }
 
-pub fn run(args: Args) -> Result<(), Error> {
+pub(super) fn run(args: Args) -> Result<(), Error> {
     let cfg = args.config.load()?;
     let opts = CutoverOptions {
         target: match args.to {

@@ -6,7 +6,7 @@ use crate::pg::connect;
 use crate::pg::migrate::{self, Scope};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     #[command(flatten)]
     config: ConfigArg,
     /// Only the CDC objects, for an outbox table an application already created.
@@ -17,7 +17,7 @@ pub struct Args {
     print: bool,
 }
 
-pub fn run(args: Args) -> Result<(), Error> {
+pub(super) fn run(args: Args) -> Result<(), Error> {
     let cfg = args.config.load()?;
     let scope = if args.cdc_only {
         Scope::CdcOnly

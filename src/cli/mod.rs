@@ -24,7 +24,7 @@ use crate::error::{Code, Error};
     version,
     about = "Change-data-capture relay for a transactional outbox: PostgreSQL to Kafka"
 )]
-pub struct Cli {
+struct Cli {
     /// Log format on standard error.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "OUTBOX_CDC_LOG_FORMAT")]
     log_format: LogFormat,

@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::pipeline::Relay;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     #[command(flatten)]
     config: ConfigArg,
     /// Only publish the backlog a cutover handed over, then exit (for a
@@ -16,7 +16,7 @@ pub struct Args {
     handover_only: bool,
 }
 
-pub fn run(args: Args) -> Result<(), Error> {
+pub(super) fn run(args: Args) -> Result<(), Error> {
     let cfg = args.config.load()?;
     super::runtime()?.block_on(async {
         let shutdown = shutdown_on_signals();

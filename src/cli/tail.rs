@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::kafka::tail::{self, TailOptions};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     #[command(flatten)]
     config: ConfigArg,
     /// The topic, or a destination (the configured topic prefix is added).
@@ -23,7 +23,7 @@ pub struct Args {
     idle_timeout_secs: Option<u64>,
 }
 
-pub fn run(args: Args) -> Result<(), Error> {
+pub(super) fn run(args: Args) -> Result<(), Error> {
     let cfg = args.config.load()?;
     let opts = TailOptions {
         topic: args.topic,

@@ -69,7 +69,7 @@ fn admin(cfg: &Config, env: &Env) -> Result<AdminClient<ProbeContext>, Error> {
 }
 
 /// Fails unless the cluster answers a metadata request.
-pub async fn reachable(cfg: &Config, env: &Env) -> Result<(), Error> {
+pub(crate) async fn reachable(cfg: &Config, env: &Env) -> Result<(), Error> {
     let admin = admin(cfg, env)?;
     let servers = cfg.kafka.bootstrap_servers.clone();
     tokio::task::spawn_blocking(move || match admin.inner().fetch_metadata(None, TIMEOUT) {
@@ -86,7 +86,7 @@ pub async fn reachable(cfg: &Config, env: &Env) -> Result<(), Error> {
 
 /// Reachability, then whether the topics of `destinations` exist or will be
 /// auto-created.
-pub async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -> Vec<Finding> {
+pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -> Vec<Finding> {
     let admin = match admin(cfg, env) {
         Ok(a) => a,
         Err(e) => return vec![Finding::failed("kafka", &e)],

@@ -26,7 +26,7 @@ use crate::error::{Code, Error};
 
 /// What the relay learns about one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Confirmed,
     /// Definitely not stored: the row is recorded as FAILED with the code.
     Rejected(Error),
@@ -39,22 +39,22 @@ pub enum Outcome {
 /// Which message a delivery report is about. `T` is the caller's tag (the
 /// relay's transaction sequence number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ticket<T> {
-    pub tag: T,
-    pub message_id: crate::contract::value::Uuid,
-    pub bytes: usize,
+pub(crate) struct Ticket<T> {
+    pub(crate) tag: T,
+    pub(crate) message_id: crate::contract::value::Uuid,
+    pub(crate) bytes: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery<T> {
-    pub ticket: Ticket<T>,
-    pub outcome: Outcome,
-    pub partition: i32,
+pub(crate) struct Delivery<T> {
+    pub(crate) ticket: Ticket<T>,
+    pub(crate) outcome: Outcome,
+    pub(crate) partition: i32,
 }
 
 /// Why a record was not enqueued.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SendError {
+pub(crate) enum SendError {
     /// librdkafka's local queue is full: try again after reports drain.
     QueueFull,
     /// Refused for good before leaving the process (a row's fault).
@@ -79,14 +79,14 @@ fn permanent(code: RDKafkaErrorCode) -> Option<Code> {
 
 /// librdkafka's per-message persistence status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PersistStatus {
+pub(crate) enum PersistStatus {
     NotPersisted,
     PossiblyPersisted,
     Persisted,
 }
 
 /// The three-outcome classification of one report.
-pub fn classify(error: Option<&KafkaError>, status: PersistStatus) -> Outcome {
+pub(crate) fn classify(error: Option<&KafkaError>, status: PersistStatus) -> Outcome {
     let Some(error) = error else {
         return Outcome::Confirmed;
     };
@@ -126,7 +126,7 @@ fn persist_status(result: &DeliveryResult<'_>) -> PersistStatus {
 
 /// Delivery reports go to the relay through an unbounded channel; the relay
 /// bounds what is in flight, so the channel cannot grow past that.
-pub struct DeliveryContext<T> {
+pub(crate) struct DeliveryContext<T> {
     reports: mpsc::UnboundedSender<Delivery<T>>,
 }
 
@@ -151,12 +151,14 @@ impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
 }
 
 /// One producer and the receiver of its delivery reports.
-pub struct Publisher<T: Copy + Send + Sync + 'static> {
+pub(crate) struct Publisher<T: Copy + Send + Sync + 'static> {
     producer: ThreadedProducer<DeliveryContext<T>>,
 }
 
 impl<T: Copy + Send + Sync + 'static> Publisher<T> {
-    pub fn new(cc: &ClientConfig) -> Result<(Self, mpsc::UnboundedReceiver<Delivery<T>>), Error> {
+    pub(crate) fn new(
+        cc: &ClientConfig,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Delivery<T>>), Error> {
         let (tx, rx) = mpsc::unbounded_channel();
         let producer = cc
             .create_with_context(DeliveryContext { reports: tx })
@@ -165,7 +167,7 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
     }
 
     /// Enqueues a record; its report arrives on the receiver.
-    pub fn send(&self, record: &Record, ticket: Ticket<T>) -> Result<(), SendError> {
+    pub(crate) fn send(&self, record: &Record, ticket: Ticket<T>) -> Result<(), SendError> {
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
         for (name, value) in &record.headers {
             headers = headers.insert(Header {
@@ -195,14 +197,9 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
         }
     }
 
-    /// Messages queued or in flight.
-    pub fn in_flight(&self) -> i32 {
-        self.producer.in_flight_count()
-    }
-
     /// Drops whatever is queued or in flight (before a rebuild). Their
     /// reports arrive as failures and are ignored by the caller.
-    pub fn purge(&self) {
+    pub(crate) fn purge(&self) {
         self.producer
             .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
     }

@@ -13,11 +13,11 @@ use crate::config::{Config, Env};
 use crate::contract::value::Timestamp;
 use crate::error::{Code, Error};
 
-pub struct TailOptions {
-    pub topic: String,
-    pub from_beginning: bool,
-    pub max: Option<u64>,
-    pub idle_timeout: Option<Duration>,
+pub(crate) struct TailOptions {
+    pub(crate) topic: String,
+    pub(crate) from_beginning: bool,
+    pub(crate) max: Option<u64>,
+    pub(crate) idle_timeout: Option<Duration>,
 }
 
 fn kafka(e: impl std::error::Error + 'static) -> Error {
@@ -41,7 +41,7 @@ fn show(bytes: &[u8]) -> String {
 
 /// A record timestamp as RFC 3339 UTC with millisecond precision, and its
 /// type: `2026-11-30T16:51:48.123Z (create time)`.
-pub fn show_timestamp(ts: KafkaTimestamp) -> String {
+pub(crate) fn show_timestamp(ts: KafkaTimestamp) -> String {
     let (millis, kind) = match ts {
         KafkaTimestamp::NotAvailable => return "none".to_string(),
         KafkaTimestamp::CreateTime(ms) => (ms, "create time"),
@@ -53,7 +53,7 @@ pub fn show_timestamp(ts: KafkaTimestamp) -> String {
     format!("{text} ({kind})")
 }
 
-pub fn tail(
+pub(crate) fn tail(
     cfg: &Config,
     env: &Env,
     opts: &TailOptions,

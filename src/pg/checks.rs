@@ -18,7 +18,7 @@ use crate::preflight::Finding;
 /// Why the rules are asked: some conditions are fine for a health report
 /// but stop a relay that is about to stream, or the other way round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
+pub(crate) enum Purpose {
     /// `outbox-cdc check`.
     Report,
     /// A relay about to stream; it may create its slot when it is missing.
@@ -31,17 +31,17 @@ fn query(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
 
 /// The server's side of logical replication.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Server {
-    pub version: String,
-    pub wal_level: String,
-    pub encoding: String,
-    pub database: String,
-    pub free_slots: i32,
-    pub free_senders: i32,
-    pub max_slot_wal_keep_size: String,
+pub(crate) struct Server {
+    pub(crate) version: String,
+    pub(crate) wal_level: String,
+    pub(crate) encoding: String,
+    pub(crate) database: String,
+    pub(crate) free_slots: i32,
+    pub(crate) free_senders: i32,
+    pub(crate) max_slot_wal_keep_size: String,
 }
 
-pub async fn server(c: &Client) -> Result<Server, Error> {
+pub(crate) async fn server(c: &Client) -> Result<Server, Error> {
     let r = c
         .query_one(
             "SELECT current_setting('server_version'), current_setting('wal_level'),
@@ -67,7 +67,7 @@ pub async fn server(c: &Client) -> Result<Server, Error> {
 
 impl Server {
     /// Settings without which nothing can stream.
-    pub fn findings(&self) -> Vec<Finding> {
+    pub(crate) fn findings(&self) -> Vec<Finding> {
         let mut out = vec![Finding::ok("server_version", &self.version)];
         out.push(if self.wal_level == "logical" {
             Finding::ok("wal_level", "logical")
@@ -97,7 +97,7 @@ impl Server {
     }
 
     /// Room for one more sender, and a bound on retained WAL.
-    pub fn headroom(&self) -> Vec<Finding> {
+    pub(crate) fn headroom(&self) -> Vec<Finding> {
         let mut out = Vec::new();
         out.push(if self.free_senders <= 0 {
             Finding::error(
@@ -126,15 +126,15 @@ impl Server {
 
 /// What a publication publishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Publication {
-    pub insert: bool,
-    pub update: bool,
-    pub delete: bool,
-    pub truncate: bool,
-    pub covers_outbox: bool,
+pub(crate) struct Publication {
+    pub(crate) insert: bool,
+    pub(crate) update: bool,
+    pub(crate) delete: bool,
+    pub(crate) truncate: bool,
+    pub(crate) covers_outbox: bool,
 }
 
-pub async fn publication(
+pub(crate) async fn publication(
     c: &Client,
     name: &str,
     schema: &str,
@@ -165,7 +165,7 @@ pub async fn publication(
 /// The publication must exist, cover the outbox and publish inserts only:
 /// updates (the relay's own PUBLISHED marks) would be decoded and shipped
 /// for nothing.
-pub fn publication_finding(p: Option<&Publication>, name: &str, table: &str) -> Finding {
+pub(crate) fn publication_finding(p: Option<&Publication>, name: &str, table: &str) -> Finding {
     let check = "publication";
     match p {
         None => Finding::error(
@@ -193,20 +193,20 @@ pub fn publication_finding(p: Option<&Publication>, name: &str, table: &str) -> 
 
 /// A replication slot as the catalog shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Slot {
-    pub name: String,
-    pub plugin: Option<String>,
-    pub logical: bool,
-    pub database: Option<String>,
-    pub active: bool,
-    pub active_pid: Option<i32>,
-    pub confirmed_flush: Option<Lsn>,
-    pub wal_status: Option<String>,
+pub(crate) struct Slot {
+    pub(crate) name: String,
+    pub(crate) plugin: Option<String>,
+    pub(crate) logical: bool,
+    pub(crate) database: Option<String>,
+    pub(crate) active: bool,
+    pub(crate) active_pid: Option<i32>,
+    pub(crate) confirmed_flush: Option<Lsn>,
+    pub(crate) wal_status: Option<String>,
     /// Bytes between the server's WAL end and the confirmed position.
-    pub lag_bytes: Option<i64>,
+    pub(crate) lag_bytes: Option<i64>,
 }
 
-pub async fn slot(c: &Client, name: &str) -> Result<Option<Slot>, Error> {
+pub(crate) async fn slot(c: &Client, name: &str) -> Result<Option<Slot>, Error> {
     let Some(r) = c
         .query_opt(
             "SELECT plugin::text, slot_type = 'logical', database::text, active, active_pid,
@@ -235,7 +235,12 @@ pub async fn slot(c: &Client, name: &str) -> Result<Option<Slot>, Error> {
 }
 
 /// Whether the relay's slot can be streamed from (or, missing, created).
-pub fn slot_finding(slot: Option<&Slot>, name: &str, server: &Server, purpose: Purpose) -> Finding {
+pub(crate) fn slot_finding(
+    slot: Option<&Slot>,
+    name: &str,
+    server: &Server,
+    purpose: Purpose,
+) -> Finding {
     let check = "slot";
     let Some(s) = slot else {
         return match purpose {
@@ -321,7 +326,7 @@ pub fn slot_finding(slot: Option<&Slot>, name: &str, server: &Server, purpose: P
 
 /// The outbox's columns (through the catalog comparison), the routing-key
 /// trigger and the constraints.
-pub async fn schema_findings(c: &Client, cfg: &Config) -> Result<Vec<Finding>, Error> {
+pub(crate) async fn schema_findings(c: &Client, cfg: &Config) -> Result<Vec<Finding>, Error> {
     let table = cfg.qualified_table();
     let drift = catalog::compare(c, &cfg.outbox.schema, &cfg.outbox.table).await?;
     let trigger: Option<String> = c
@@ -369,7 +374,7 @@ pub async fn schema_findings(c: &Client, cfg: &Config) -> Result<Vec<Finding>, E
 }
 
 /// Findings from the catalog comparison: one per drifted column.
-pub fn drift_findings(drift: &[Drift]) -> Vec<Finding> {
+pub(crate) fn drift_findings(drift: &[Drift]) -> Vec<Finding> {
     let mut out: Vec<Finding> = drift
         .iter()
         .filter_map(|d| {
@@ -435,15 +440,15 @@ fn constraints_finding(present: &[(String, bool)]) -> Finding {
 
 /// Who publishes the outbox, as the database says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ownership {
-    pub declared: Declared,
-    pub live_leases: i64,
-    pub fence_enabled: bool,
-    pub relay_slot_active: bool,
-    pub debezium_slot: Option<SlotActivity>,
+pub(crate) struct Ownership {
+    pub(crate) declared: Declared,
+    pub(crate) live_leases: i64,
+    pub(crate) fence_enabled: bool,
+    pub(crate) relay_slot_active: bool,
+    pub(crate) debezium_slot: Option<SlotActivity>,
 }
 
-pub async fn ownership(c: &Client, cfg: &Config) -> Result<Ownership, Error> {
+pub(crate) async fn ownership(c: &Client, cfg: &Config) -> Result<Ownership, Error> {
     Ok(Ownership {
         declared: control::declared_mode(c, cfg).await?,
         live_leases: control::live_leases(c, cfg).await?,
@@ -458,7 +463,7 @@ pub async fn ownership(c: &Client, cfg: &Config) -> Result<Ownership, Error> {
 /// Exactly one relay publishes an outbox: declared CDC, no live polling
 /// lease, the fence in place, and not both CDC relays at once. For a report,
 /// a CDC outbox that nothing streams from is an error too.
-pub fn ownership_findings(o: &Ownership, cfg: &Config, purpose: Purpose) -> Vec<Finding> {
+pub(crate) fn ownership_findings(o: &Ownership, cfg: &Config, purpose: Purpose) -> Vec<Finding> {
     let table = cfg.qualified_table();
     let check = "relay_mode";
     let mut out = Vec::new();
@@ -540,7 +545,7 @@ pub fn ownership_findings(o: &Ownership, cfg: &Config, purpose: Purpose) -> Vec<
 
 /// Destinations of rows not yet PUBLISHED or FAILED (at most 100), whose
 /// topics must exist or be creatable.
-pub async fn pending_destinations(c: &Client, cfg: &Config) -> Result<Vec<String>, Error> {
+pub(crate) async fn pending_destinations(c: &Client, cfg: &Config) -> Result<Vec<String>, Error> {
     Ok(c
         .query(
             &format!(

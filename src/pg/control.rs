@@ -15,10 +15,10 @@ fn query(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
 
 /// The declaration in the relay-mode table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Declared {
-    pub mode: Option<RelayMode>,
-    pub changed_by: Option<String>,
-    pub changed_at: Option<String>,
+pub(crate) struct Declared {
+    pub(crate) mode: Option<RelayMode>,
+    pub(crate) changed_by: Option<String>,
+    pub(crate) changed_at: Option<String>,
 }
 
 fn mode_from(text: &str) -> Option<RelayMode> {
@@ -28,7 +28,7 @@ fn mode_from(text: &str) -> Option<RelayMode> {
 }
 
 /// The outbox's declared relay mode (`mode: None` when undeclared).
-pub async fn declared_mode(client: &Client, cfg: &Config) -> Result<Declared, Error> {
+pub(crate) async fn declared_mode(client: &Client, cfg: &Config) -> Result<Declared, Error> {
     let row = client
         .query_opt(
             &format!(
@@ -55,7 +55,7 @@ pub async fn declared_mode(client: &Client, cfg: &Config) -> Result<Declared, Er
 }
 
 /// Declares the mode, recording who and when (and why).
-pub async fn declare(
+pub(crate) async fn declare(
     client: &Client,
     cfg: &Config,
     mode: RelayMode,
@@ -80,7 +80,7 @@ pub async fn declare(
 }
 
 /// Rows a polling relay holds right now (an unexpired lease on IN_FLIGHT).
-pub async fn live_leases(client: &Client, cfg: &Config) -> Result<i64, Error> {
+pub(crate) async fn live_leases(client: &Client, cfg: &Config) -> Result<i64, Error> {
     let row = client
         .query_one(
             &format!(
@@ -100,7 +100,7 @@ pub async fn live_leases(client: &Client, cfg: &Config) -> Result<i64, Error> {
 /// Whether the fence trigger is installed and enabled. With it, no claim can
 /// have happened since the outbox was declared CDC; without it, a polling
 /// relay between two polls holds no lease and would go unnoticed.
-pub async fn fence_enabled(client: &Client, cfg: &Config) -> Result<bool, Error> {
+pub(crate) async fn fence_enabled(client: &Client, cfg: &Config) -> Result<bool, Error> {
     let row = client
         .query_opt(
             "SELECT tgenabled::text FROM pg_trigger WHERE tgrelid = $1::text::regclass AND tgname = $2",
@@ -113,12 +113,15 @@ pub async fn fence_enabled(client: &Client, cfg: &Config) -> Result<bool, Error>
 
 /// A slot's state: `None` when it does not exist.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotActivity {
-    pub active: bool,
-    pub active_pid: Option<i32>,
+pub(crate) struct SlotActivity {
+    pub(crate) active: bool,
+    pub(crate) active_pid: Option<i32>,
 }
 
-pub async fn slot_activity(client: &Client, slot: &str) -> Result<Option<SlotActivity>, Error> {
+pub(crate) async fn slot_activity(
+    client: &Client,
+    slot: &str,
+) -> Result<Option<SlotActivity>, Error> {
     let row = client
         .query_opt(
             "SELECT active, active_pid FROM pg_replication_slots WHERE slot_name = $1",

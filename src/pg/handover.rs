@@ -13,7 +13,7 @@ use crate::error::{Code, Error};
 
 /// Where a hand-over stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
+pub(crate) enum State {
     /// The slot may exist but the list is incomplete: re-run the cutover.
     Preparing,
     /// The relay publishes the list before it streams.
@@ -22,7 +22,7 @@ pub enum State {
 }
 
 impl State {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             State::Preparing => "PREPARING",
             State::Ready => "READY",
@@ -45,7 +45,7 @@ fn list_table(cfg: &Config) -> String {
 }
 
 /// The hand-over state of this outbox and the slot it belongs to.
-pub async fn state(client: &Client, cfg: &Config) -> Result<Option<(State, String)>, Error> {
+pub(crate) async fn state(client: &Client, cfg: &Config) -> Result<Option<(State, String)>, Error> {
     let row = client
         .query_opt(
             &format!(
@@ -59,7 +59,7 @@ pub async fn state(client: &Client, cfg: &Config) -> Result<Option<(State, Strin
     Ok(row.and_then(|r| State::parse(r.get::<_, &str>(0)).map(|s| (s, r.get(1)))))
 }
 
-pub async fn set_state(
+pub(crate) async fn set_state(
     client: &Client,
     cfg: &Config,
     state: State,
@@ -85,7 +85,7 @@ pub async fn set_state(
     Ok(())
 }
 
-pub async fn clear_list(client: &Client, cfg: &Config) -> Result<u64, Error> {
+pub(crate) async fn clear_list(client: &Client, cfg: &Config) -> Result<u64, Error> {
     client
         .execute(
             &format!("DELETE FROM {} WHERE outbox_table = $1", list_table(cfg)),
@@ -97,7 +97,7 @@ pub async fn clear_list(client: &Client, cfg: &Config) -> Result<u64, Error> {
 
 /// The SQL that selects the backlog: rows not yet PUBLISHED or FAILED, oldest
 /// first (commit order is not recorded; creation time orders each key).
-pub fn backlog_query(cfg: &Config) -> String {
+pub(crate) fn backlog_query(cfg: &Config) -> String {
     format!(
         "SELECT {id}::text FROM {table} WHERE {status} NOT IN ('{published}', '{failed}') ORDER BY {created}, {id}",
         id = outbox::MESSAGE_ID.name,
@@ -110,7 +110,7 @@ pub fn backlog_query(cfg: &Config) -> String {
 }
 
 /// Writes the list (in chunks) in the given order.
-pub async fn write_list(client: &Client, cfg: &Config, ids: &[String]) -> Result<(), Error> {
+pub(crate) async fn write_list(client: &Client, cfg: &Config, ids: &[String]) -> Result<(), Error> {
     for (chunk_index, chunk) in ids.chunks(10_000).enumerate() {
         let offset = (chunk_index * 10_000) as i64;
         client
@@ -130,7 +130,7 @@ pub async fn write_list(client: &Client, cfg: &Config, ids: &[String]) -> Result
 
 /// Reads the unpublished rows of the list after `after_seq`, decoded like
 /// streamed rows. Returns `(seq, row)` pairs.
-pub async fn read_chunk(
+pub(crate) async fn read_chunk(
     client: &Client,
     cfg: &Config,
     after_seq: i64,

@@ -13,7 +13,7 @@ use crate::error::{Code, Error};
 
 /// Which rows an update may touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Guard {
+pub(crate) enum Guard {
     /// Streamed rows: only while still PENDING as inserted.
     Pending,
     /// Rows a cutover handed over: any status but PUBLISHED or FAILED
@@ -22,7 +22,7 @@ pub enum Guard {
     HandedOver,
 }
 
-pub struct Marker {
+pub(crate) struct Marker {
     failed: [String; 2],
     published: [String; 2],
 }
@@ -35,7 +35,7 @@ fn index(guard: Guard) -> usize {
 }
 
 impl Marker {
-    pub fn new(cfg: &Config) -> Marker {
+    pub(crate) fn new(cfg: &Config) -> Marker {
         let table = cfg.qualified_table();
         let id = outbox::MESSAGE_ID.name;
         let status = outbox::STATUS.name;
@@ -73,7 +73,7 @@ impl Marker {
     }
 
     /// Records rows as FAILED with `code`; returns how many rows changed.
-    pub async fn failed(
+    pub(crate) async fn failed(
         &self,
         client: &Client,
         ids: &[Uuid],
@@ -88,7 +88,7 @@ impl Marker {
     }
 
     /// Marks rows PUBLISHED; returns how many rows changed.
-    pub async fn published(
+    pub(crate) async fn published(
         &self,
         client: &Client,
         ids: &[Uuid],

@@ -3,12 +3,12 @@
 //! control tables (relay mode, hand-over), row bookkeeping and migrations.
 
 pub mod catalog;
-pub mod checks;
+pub(crate) mod checks;
 pub mod connect;
-pub mod control;
-pub mod handover;
+pub(crate) mod control;
+pub(crate) mod handover;
 pub mod lsn;
-pub mod marks;
+pub(crate) mod marks;
 pub mod migrate;
-pub mod sqlstate;
-pub mod tls;
+pub(crate) mod sqlstate;
+pub(crate) mod tls;

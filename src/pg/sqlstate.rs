@@ -5,11 +5,11 @@ use crate::error::{Code, Error};
 
 /// The fields of an ErrorResponse that a report needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ServerError {
-    pub sqlstate: String,
-    pub message: String,
-    pub detail: Option<String>,
-    pub hint: Option<String>,
+pub(crate) struct ServerError {
+    pub(crate) sqlstate: String,
+    pub(crate) message: String,
+    pub(crate) detail: Option<String>,
+    pub(crate) hint: Option<String>,
 }
 
 impl std::fmt::Display for ServerError {
@@ -29,21 +29,21 @@ impl std::fmt::Display for ServerError {
 /// The connection is gone or the server cannot serve now: connection
 /// exceptions, operator intervention (shutdown, restart) and insufficient
 /// resources (too many connections, out of memory, disk full).
-pub fn is_transient(sqlstate: &str) -> bool {
+pub(crate) fn is_transient(sqlstate: &str) -> bool {
     sqlstate.starts_with("08") || sqlstate.starts_with("57P") || sqlstate.starts_with("53")
 }
 
 /// When in a connection's life a failure happened: the same SQLSTATE means
 /// "cannot connect" during log-in and "lost it" afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     Connecting,
     Connected,
 }
 
 /// The code for a server error, or `None` when the caller's own code for a
 /// refused statement applies.
-pub fn code_for(sqlstate: &str, phase: Phase) -> Option<Code> {
+pub(crate) fn code_for(sqlstate: &str, phase: Phase) -> Option<Code> {
     Some(match sqlstate {
         // Invalid password; invalid authorization (unknown role, no
         // pg_hba.conf entry).
@@ -63,7 +63,7 @@ pub fn code_for(sqlstate: &str, phase: Phase) -> Option<Code> {
 /// SQLSTATE, or the I/O error beneath "error connecting to server".
 /// `refused` is the code for a statement the server refused for a reason of
 /// its own (e.g. `ROW_MARKING_FAILED`).
-pub fn sql_error(e: &tokio_postgres::Error, phase: Phase, refused: Code) -> Error {
+pub(crate) fn sql_error(e: &tokio_postgres::Error, phase: Phase, refused: Code) -> Error {
     match e.as_db_error() {
         Some(db) => {
             let server = ServerError {
@@ -88,7 +88,7 @@ pub fn sql_error(e: &tokio_postgres::Error, phase: Phase, refused: Code) -> Erro
 
 /// A statement failure on an open connection: lost connections are
 /// transient, anything else the server refused gets `refused`.
-pub fn query_error(refused: Code) -> impl Fn(tokio_postgres::Error) -> Error {
+pub(crate) fn query_error(refused: Code) -> impl Fn(tokio_postgres::Error) -> Error {
     move |e| sql_error(&e, Phase::Connected, refused)
 }
 

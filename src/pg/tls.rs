@@ -137,7 +137,7 @@ fn roots(path: &Path) -> Result<RootCertStore, Error> {
 }
 
 /// The rustls configuration for `mode`; `None` for `disable`.
-pub fn client_config(
+pub(crate) fn client_config(
     mode: SslMode,
     root_cert: Option<&Path>,
 ) -> Result<Option<Arc<ClientConfig>>, Error> {
@@ -179,7 +179,7 @@ pub fn client_config(
 /// SHA-384 and SHA-512 signature OIDs (RSA and ECDSA) in the certificate's
 /// bytes, not by parsing it: a certificate whose other fields happen to hold
 /// those bytes would be hashed wrongly and SCRAM-PLUS would fail, never pass.
-pub fn server_end_point(cert_der: &[u8]) -> Vec<u8> {
+pub(crate) fn server_end_point(cert_der: &[u8]) -> Vec<u8> {
     const SHA384_OIDS: [&[u8]; 2] = [
         &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0c],
         &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03],

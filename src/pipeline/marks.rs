@@ -22,7 +22,7 @@ use crate::pg::marks::{Guard, Marker};
 const CHUNK: usize = 5000;
 
 /// The handle the pipeline queues batches on.
-pub struct PublishedMarks {
+pub(super) struct PublishedMarks {
     batches: mpsc::Sender<Vec<Uuid>>,
     task: tokio::task::JoinHandle<()>,
     /// When the queue is closed, how long the task may keep trying.
@@ -84,7 +84,7 @@ impl Writer {
 }
 
 impl PublishedMarks {
-    pub fn start(
+    pub(super) fn start(
         cfg: Config,
         env: Arc<Env>,
         marker: Arc<Marker>,
@@ -123,7 +123,7 @@ impl PublishedMarks {
     }
 
     /// Queues rows to be marked (waits only when the task is far behind).
-    pub async fn queue(&self, ids: Vec<Uuid>) {
+    pub(super) async fn queue(&self, ids: Vec<Uuid>) {
         if ids.is_empty() {
             return;
         }
@@ -136,7 +136,7 @@ impl PublishedMarks {
     }
 
     /// Writes what is queued, trying for at most `within`.
-    pub async fn finish(self, within: Duration) {
+    pub(super) async fn finish(self, within: Duration) {
         let _ = self
             .flush_deadline
             .send(Some(tokio::time::Instant::now() + within));

@@ -11,9 +11,9 @@
 mod handover;
 mod marks;
 mod session;
-pub mod stats;
-pub mod supervisor;
-pub mod watermark;
+mod stats;
+mod supervisor;
+mod watermark;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,7 +9,7 @@ use crate::pg::lsn::Lsn;
 /// The relay's sequence number of a source transaction within a session:
 /// what a delivery report names to settle its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TxSeq(u64);
+pub(super) struct TxSeq(u64);
 
 #[derive(Debug)]
 struct Tx {
@@ -21,18 +21,18 @@ struct Tx {
 }
 
 #[derive(Debug, Default)]
-pub struct Watermark {
+pub(super) struct Watermark {
     txs: VecDeque<Tx>,
     next_seq: u64,
 }
 
 impl Watermark {
-    pub fn new() -> Watermark {
+    pub(super) fn new() -> Watermark {
         Watermark::default()
     }
 
     /// Opens a transaction; returns its sequence number.
-    pub fn begin(&mut self) -> TxSeq {
+    pub(super) fn begin(&mut self) -> TxSeq {
         let seq = TxSeq(self.next_seq);
         self.next_seq += 1;
         self.txs.push_back(Tx {
@@ -50,20 +50,20 @@ impl Watermark {
     }
 
     /// One more message to settle in `seq`.
-    pub fn add(&mut self, seq: TxSeq) {
+    pub(super) fn add(&mut self, seq: TxSeq) {
         if let Some(tx) = self.tx(seq) {
             tx.outstanding += 1;
         }
     }
 
     /// One message of `seq` is settled (confirmed, or recorded as FAILED).
-    pub fn settle_one(&mut self, seq: TxSeq) {
+    pub(super) fn settle_one(&mut self, seq: TxSeq) {
         if let Some(tx) = self.tx(seq) {
             tx.outstanding = tx.outstanding.saturating_sub(1);
         }
     }
 
-    pub fn commit(&mut self, seq: TxSeq, end_lsn: Lsn) {
+    pub(super) fn commit(&mut self, seq: TxSeq, end_lsn: Lsn) {
         if let Some(tx) = self.tx(seq) {
             tx.end_lsn = Some(end_lsn);
         }
@@ -71,7 +71,7 @@ impl Watermark {
 
     /// Drops fully settled transactions from the front; returns the end LSN
     /// of the last one dropped.
-    pub fn advance(&mut self) -> Option<Lsn> {
+    pub(super) fn advance(&mut self) -> Option<Lsn> {
         let mut settled = None;
         while let Some(front) = self.txs.front() {
             match front.end_lsn {
@@ -86,7 +86,8 @@ impl Watermark {
     }
 
     /// Transactions not yet settled.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    fn pending(&self) -> usize {
         self.txs.len()
     }
 }

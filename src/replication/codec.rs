@@ -9,7 +9,7 @@ use tokio_util::codec::{Decoder, Encoder};
 /// PostgreSQL caps a message at 1 GiB; anything larger is corruption.
 const MAX_FRAME: usize = (1 << 30) + 64;
 
-pub enum Backend {
+pub(crate) enum Backend {
     Message(Message),
     /// 'W': postgres-protocol does not parse it; the walsender sends it once
     /// before streaming.
@@ -17,7 +17,7 @@ pub enum Backend {
 }
 
 #[derive(Debug, Default)]
-pub struct PgCodec;
+pub(crate) struct PgCodec;
 
 impl Decoder for PgCodec {
     type Item = Backend;

@@ -10,9 +10,9 @@
 
 pub(crate) mod codec;
 pub mod connection;
-pub mod pgoutput;
-pub mod reader;
-pub mod relations;
+pub(crate) mod pgoutput;
+pub(crate) mod reader;
+pub(crate) mod relations;
 pub mod slot;
 
 use std::sync::Arc;

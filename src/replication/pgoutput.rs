@@ -8,7 +8,7 @@ use crate::pg::lsn::Lsn;
 
 /// One column of a tuple.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TupleValue {
+pub(crate) enum TupleValue {
     Null,
     /// An unchanged TOASTed value (updates only).
     Unchanged,
@@ -17,24 +17,24 @@ pub enum TupleValue {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RelationColumn {
-    pub key: bool,
-    pub name: String,
-    pub type_oid: u32,
-    pub type_modifier: i32,
+pub(crate) struct RelationColumn {
+    pub(crate) key: bool,
+    pub(crate) name: String,
+    pub(crate) type_oid: u32,
+    pub(crate) type_modifier: i32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Relation {
-    pub oid: u32,
-    pub namespace: String,
-    pub name: String,
-    pub replica_identity: u8,
-    pub columns: Vec<RelationColumn>,
+pub(crate) struct Relation {
+    pub(crate) oid: u32,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) replica_identity: u8,
+    pub(crate) columns: Vec<RelationColumn>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PgOutput {
+pub(crate) enum PgOutput {
     Begin {
         /// LSN of the commit record.
         final_lsn: Lsn,
@@ -80,7 +80,7 @@ pub enum PgOutput {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("PGOUTPUT_MALFORMED: {0}")]
-pub struct DecodeError(pub String);
+pub(crate) struct DecodeError(pub String);
 
 struct Cursor {
     buf: Bytes,
@@ -189,7 +189,7 @@ impl Cursor {
 }
 
 /// Decodes one pgoutput message.
-pub fn decode(buf: Bytes) -> Result<PgOutput, DecodeError> {
+pub(crate) fn decode(buf: Bytes) -> Result<PgOutput, DecodeError> {
     let mut c = Cursor { buf, pos: 0 };
     let tag = c.u8("message tag")?;
     let msg = match tag {

@@ -119,16 +119,16 @@ impl Default for Tuning {
 
 /// Everything one streaming run needs; [`super::Stream::open`] builds it.
 pub(crate) struct Reader {
-    pub conn: ReplicationConnection,
-    pub slot: String,
-    pub schema: String,
-    pub table: String,
-    pub tuning: Tuning,
-    pub start: Lsn,
-    pub events: mpsc::Sender<Event>,
-    pub settled: watch::Receiver<Lsn>,
-    pub cancel: CancellationToken,
-    pub stats: Arc<ReaderStats>,
+    pub(crate) conn: ReplicationConnection,
+    pub(crate) slot: String,
+    pub(crate) schema: String,
+    pub(crate) table: String,
+    pub(crate) tuning: Tuning,
+    pub(crate) start: Lsn,
+    pub(crate) events: mpsc::Sender<Event>,
+    pub(crate) settled: watch::Receiver<Lsn>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) stats: Arc<ReaderStats>,
 }
 
 fn now_pg_micros() -> i64 {

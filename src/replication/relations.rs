@@ -10,20 +10,26 @@ use crate::contract::outbox;
 use crate::contract::row::{OutboxRow, RowDecoder};
 use crate::error::{Code, Error};
 
-/// Per column of the outbox relation, its index in the definition.
-type ColumnMap = Vec<Option<usize>>;
+/// A relation the stream announced.
+#[derive(Debug)]
+enum Known {
+    /// A published table other than the outbox (the heartbeat table).
+    Other,
+    /// The outbox: per column of the relation, its index in the definition
+    /// (`None` for a column the definition does not know).
+    Outbox(Vec<Option<usize>>),
+}
 
 /// Relations seen in the stream, by oid; replaced when re-sent after DDL.
 #[derive(Debug, Default)]
-pub struct Relations {
-    /// `None` for a published table other than the outbox.
-    by_oid: HashMap<u32, Option<ColumnMap>>,
+pub(crate) struct Relations {
+    by_oid: HashMap<u32, Known>,
     schema: String,
     table: String,
 }
 
 impl Relations {
-    pub fn new(schema: &str, table: &str) -> Relations {
+    pub(crate) fn new(schema: &str, table: &str) -> Relations {
         Relations {
             by_oid: HashMap::new(),
             schema: schema.to_string(),
@@ -34,9 +40,9 @@ impl Relations {
     /// Learns a Relation message. For the outbox, every contract column must
     /// be there in a type the contract can decode: otherwise
     /// `OUTBOX_SCHEMA_DRIFT` names the column. Added columns are ignored.
-    pub fn learn(&mut self, rel: &Relation) -> Result<(), Error> {
+    pub(crate) fn learn(&mut self, rel: &Relation) -> Result<(), Error> {
         if rel.namespace != self.schema || rel.name != self.table {
-            self.by_oid.insert(rel.oid, None);
+            self.by_oid.insert(rel.oid, Known::Other);
             return Ok(());
         }
         for column in outbox::COLUMNS {
@@ -66,19 +72,21 @@ impl Relations {
             .iter()
             .map(|c| outbox::COLUMNS.iter().position(|d| d.name == c.name))
             .collect();
-        self.by_oid.insert(rel.oid, Some(map));
+        self.by_oid.insert(rel.oid, Known::Outbox(map));
         Ok(())
     }
 
     /// `Some(true)` for the outbox, `Some(false)` for another published table,
     /// `None` for an oid no Relation message announced.
-    pub fn is_outbox(&self, oid: u32) -> Option<bool> {
-        self.by_oid.get(&oid).map(Option::is_some)
+    pub(crate) fn is_outbox(&self, oid: u32) -> Option<bool> {
+        self.by_oid.get(&oid).map(|k| matches!(k, Known::Outbox(_)))
     }
 
     /// Decodes an inserted tuple of the outbox relation.
-    pub fn decode(&self, oid: u32, tuple: &[TupleValue]) -> Option<OutboxRow> {
-        let map = self.by_oid.get(&oid)?.as_ref()?;
+    pub(crate) fn decode(&self, oid: u32, tuple: &[TupleValue]) -> Option<OutboxRow> {
+        let Known::Outbox(map) = self.by_oid.get(&oid)? else {
+            return None;
+        };
         let mut row = RowDecoder::new();
         if tuple.len() != map.len() {
             row.problem(
