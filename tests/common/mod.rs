@@ -200,6 +200,52 @@ impl TestDb {
     }
 }
 
+/// A second set of services (PostgreSQL, and Kafka when asked) on their
+/// own ports and state directory, configured through `scripts/services.sh`'s
+/// variables; stopped and removed on drop.
+pub struct ExtraServices {
+    envs: Vec<(&'static str, String)>,
+    state: std::path::PathBuf,
+}
+
+impl ExtraServices {
+    /// Starts what `starts` names (`start-postgres`, `start-kafka`) with
+    /// these variables.
+    pub fn start(label: &str, envs: &[(&'static str, String)], starts: &[&str]) -> ExtraServices {
+        let state = std::env::temp_dir().join(format!("outbox-cdc-{label}-{}", std::process::id()));
+        let mut all = vec![("OUTBOX_TEST_STATE_DIR", state.display().to_string())];
+        all.extend(envs.iter().cloned());
+        let s = ExtraServices { envs: all, state };
+        for arg in starts {
+            s.script(arg);
+        }
+        s
+    }
+
+    fn script(&self, arg: &str) {
+        let script = std::env::var("OUTBOX_TEST_SERVICES")
+            .expect("OUTBOX_TEST_SERVICES from scripts/services.sh env");
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(script).arg(arg);
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+        assert!(
+            out.status.success(),
+            "services.sh {arg}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for ExtraServices {
+    fn drop(&mut self) {
+        self.script("stop");
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
 pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
@@ -413,6 +459,17 @@ pub mod replication {
             }
         }
         done
+    }
+
+    /// The server's current WAL position.
+    pub async fn current_lsn(client: &tokio_postgres::Client) -> Lsn {
+        client
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .await
+            .unwrap()
+            .get::<_, String>(0)
+            .parse()
+            .unwrap()
     }
 
     /// `confirmed_flush_lsn` of a slot.

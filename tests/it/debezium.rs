@@ -475,21 +475,28 @@ CREATE TABLE public.outbox_cdc_heartbeat (id bigserial PRIMARY KEY, connector te
 CREATE PUBLICATION outbox_cdc_publication FOR TABLE public.messaging_outbox, public.outbox_cdc_heartbeat WITH (publish = 'insert');
 ";
 
+/// The connector's status, and the trace of a failed task if one failed.
+fn task_failure(cfg: &Config) -> (String, Option<String>) {
+    let (_, text) = http(
+        "GET",
+        &format!("/connectors/{}/status", cfg.debezium.connector_name),
+        None,
+    );
+    let status: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let trace = status["tasks"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["state"] == "FAILED"))
+        .map(|failed| failed["trace"].as_str().unwrap_or_default().to_string());
+    (text, trace)
+}
+
 /// Waits for the connector's task to fail, or for `count` records on `topic`.
 async fn outcome(cfg: &Config, bootstrap: &str, topic: &str) -> Result<Vec<Consumed>, String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (_, text) = http(
-            "GET",
-            &format!("/connectors/{}/status", cfg.debezium.connector_name),
-            None,
-        );
-        let status: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        if let Some(failed) = status["tasks"]
-            .as_array()
-            .and_then(|t| t.iter().find(|t| t["state"] == "FAILED"))
-        {
-            return Err(failed["trace"].as_str().unwrap_or_default().to_string());
+        let (text, failed) = task_failure(cfg);
+        if let Some(trace) = failed {
+            return Err(trace);
         }
         if kafka::topic_exists(bootstrap, topic) {
             let records = kafka::consume_ids(bootstrap, &[topic], 1, Duration::from_secs(2));
@@ -618,17 +625,9 @@ async fn debezium_fails_its_task_when_a_contract_column_is_dropped() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let trace = loop {
-        let (_, text) = http(
-            "GET",
-            &format!("/connectors/{}/status", cfg.debezium.connector_name),
-            None,
-        );
-        let status: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        if let Some(failed) = status["tasks"]
-            .as_array()
-            .and_then(|t| t.iter().find(|t| t["state"] == "FAILED"))
-        {
-            break failed["trace"].as_str().unwrap_or_default().to_string();
+        let (text, failed) = task_failure(&cfg);
+        if let Some(trace) = failed {
+            break trace;
         }
         assert!(
             Instant::now() < deadline,

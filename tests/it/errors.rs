@@ -8,6 +8,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
 use std::time::{Duration, Instant};
 
 use common::replication as rep;
@@ -261,61 +262,26 @@ async fn every_failure_shows_its_cause_once_after_one_code() {
     }
 }
 
-/// A second PostgreSQL 15 whose server messages are German, on its own port,
-/// stopped on drop.
-struct TranslatedPostgres {
-    envs: Vec<(&'static str, String)>,
-    state: PathBuf,
-}
-
-impl TranslatedPostgres {
-    const PORT: u16 = 54349;
-
-    fn start() -> TranslatedPostgres {
-        let state =
-            std::env::temp_dir().join(format!("outbox-cdc-translated-{}", std::process::id()));
-        let envs = vec![
-            ("OUTBOX_TEST_STATE_DIR", state.display().to_string()),
-            ("OUTBOX_TEST_PG_PORT", Self::PORT.to_string()),
-            ("OUTBOX_TEST_PG_LC_MESSAGES", "de_DE.UTF-8".to_string()),
-        ];
-        let pg = TranslatedPostgres { envs, state };
-        pg.script("start-postgres");
-        pg
-    }
-
-    fn script(&self, arg: &str) {
-        let script = std::env::var("OUTBOX_TEST_SERVICES")
-            .expect("OUTBOX_TEST_SERVICES from scripts/services.sh env");
-        let mut cmd = Command::new("bash");
-        cmd.arg(script).arg(arg);
-        for (k, v) in &self.envs {
-            cmd.env(k, v);
-        }
-        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
-        assert!(
-            out.status.success(),
-            "services.sh {arg}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for TranslatedPostgres {
-    fn drop(&mut self) {
-        self.script("stop-postgres");
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
+/// Where the second, German-speaking PostgreSQL listens.
+const GERMAN_PORT: u16 = 54349;
 
 #[tokio::test]
 async fn a_server_speaking_german_gives_the_same_codes() {
     let services = require_services!();
-    let german = tokio::task::spawn_blocking(TranslatedPostgres::start)
-        .await
-        .unwrap();
+    let german = tokio::task::spawn_blocking(|| {
+        common::ExtraServices::start(
+            "translated",
+            &[
+                ("OUTBOX_TEST_PG_PORT", GERMAN_PORT.to_string()),
+                ("OUTBOX_TEST_PG_LC_MESSAGES", "de_DE.UTF-8".to_string()),
+            ],
+            &["start-postgres"],
+        )
+    })
+    .await
+    .unwrap();
     let other = Services {
-        pg_port: TranslatedPostgres::PORT,
+        pg_port: GERMAN_PORT,
         ..services
     };
     let seen = failure_paths(&other).await;

@@ -631,70 +631,38 @@ async fn check_reports_each_misconfiguration_with_its_code() {
     db.drop(&services).await;
 }
 
-/// A second, deliberately misconfigured PostgreSQL (wal_level=replica) and
-/// Kafka (no topic auto-creation) on their own ports, stopped on drop.
-struct MisconfiguredServices {
-    envs: Vec<(&'static str, String)>,
-    state: std::path::PathBuf,
-}
-
-impl MisconfiguredServices {
-    const PG_PORT: u16 = 54339;
-    const KAFKA_PORT: u16 = 39192;
-
-    fn start() -> MisconfiguredServices {
-        let state =
-            std::env::temp_dir().join(format!("outbox-cdc-misconfigured-{}", std::process::id()));
-        let envs = vec![
-            ("OUTBOX_TEST_STATE_DIR", state.display().to_string()),
-            ("OUTBOX_TEST_PG_PORT", Self::PG_PORT.to_string()),
-            ("OUTBOX_TEST_KAFKA_PORT", Self::KAFKA_PORT.to_string()),
-            (
-                "OUTBOX_TEST_KAFKA_CONTROLLER_PORT",
-                (Self::KAFKA_PORT + 1).to_string(),
-            ),
-            ("OUTBOX_TEST_PG_WAL_LEVEL", "replica".to_string()),
-            ("OUTBOX_TEST_KAFKA_AUTO_CREATE", "false".to_string()),
-        ];
-        let s = MisconfiguredServices { envs, state };
-        s.script("start-postgres");
-        s.script("start-kafka");
-        s
-    }
-
-    fn script(&self, arg: &str) {
-        let script = std::env::var("OUTBOX_TEST_SERVICES")
-            .expect("OUTBOX_TEST_SERVICES from scripts/services.sh env");
-        let mut cmd = Command::new("bash");
-        cmd.arg(script).arg(arg);
-        for (k, v) in &self.envs {
-            cmd.env(k, v);
-        }
-        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
-        assert!(
-            out.status.success(),
-            "services.sh {arg}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for MisconfiguredServices {
-    fn drop(&mut self) {
-        self.script("stop");
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
+/// Ports of a second, deliberately misconfigured PostgreSQL
+/// (wal_level=replica) and Kafka (no topic auto-creation).
+const MISCONFIGURED_PG_PORT: u16 = 54339;
+const MISCONFIGURED_KAFKA_PORT: u16 = 39192;
 
 #[tokio::test]
 async fn check_reports_wal_level_and_topics_that_cannot_be_created() {
     let services = require_services!();
-    let bad = tokio::task::spawn_blocking(MisconfiguredServices::start)
-        .await
-        .unwrap();
+    let bad = tokio::task::spawn_blocking(|| {
+        common::ExtraServices::start(
+            "misconfigured",
+            &[
+                ("OUTBOX_TEST_PG_PORT", MISCONFIGURED_PG_PORT.to_string()),
+                (
+                    "OUTBOX_TEST_KAFKA_PORT",
+                    MISCONFIGURED_KAFKA_PORT.to_string(),
+                ),
+                (
+                    "OUTBOX_TEST_KAFKA_CONTROLLER_PORT",
+                    (MISCONFIGURED_KAFKA_PORT + 1).to_string(),
+                ),
+                ("OUTBOX_TEST_PG_WAL_LEVEL", "replica".to_string()),
+                ("OUTBOX_TEST_KAFKA_AUTO_CREATE", "false".to_string()),
+            ],
+            &["start-postgres", "start-kafka"],
+        )
+    })
+    .await
+    .unwrap();
     let other = common::Services {
-        pg_port: MisconfiguredServices::PG_PORT,
-        kafka_bootstrap: format!("127.0.0.1:{}", MisconfiguredServices::KAFKA_PORT),
+        pg_port: MISCONFIGURED_PG_PORT,
+        kafka_bootstrap: format!("127.0.0.1:{MISCONFIGURED_KAFKA_PORT}"),
         ..services
     };
     let db = common::migrated_db(&other, "misconf", "bad.").await;

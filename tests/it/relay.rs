@@ -760,14 +760,7 @@ async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_cha
         .find(|r| r.id() == "00000000-0000-4000-8000-0000000000c2")
         .unwrap();
     assert_eq!(after.header("msg.tenant"), Some(&b"acme"[..]));
-    let settled: Lsn = db
-        .client
-        .query_one("SELECT pg_current_wal_lsn()::text", &[])
-        .await
-        .unwrap()
-        .get::<_, String>(0)
-        .parse()
-        .unwrap();
+    let settled = rep::current_lsn(&db.client).await;
     rep::wait_confirmed(&db.client, &slot, |l| l >= settled, Duration::from_secs(30)).await;
 
     // A contract column dropped: the relay stops, naming it, before the row.
@@ -778,14 +771,7 @@ async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_cha
         ))
         .await
         .unwrap();
-    let committed: Lsn = db
-        .client
-        .query_one("SELECT pg_current_wal_lsn()::text", &[])
-        .await
-        .unwrap()
-        .get::<_, String>(0)
-        .parse()
-        .unwrap();
+    let committed = rep::current_lsn(&db.client).await;
     let status = tokio::task::spawn_blocking(move || {
         let status = relay.wait(Duration::from_secs(60));
         (status, relay)
