@@ -124,6 +124,7 @@ impl Args {
                         .map(|e| match e {
                             "outbox-cdc" => Ok(Engine::Relay),
                             "outbox-cdc-unmarked" => Ok(Engine::RelayUnmarked),
+                            "outbox-cdc-baseline" => Ok(Engine::RelayBaseline),
                             "debezium" => Ok(Engine::Debezium),
                             other => Err(anyhow!("unknown engine {other}")),
                         })
@@ -228,6 +229,9 @@ enum Engine {
     Relay,
     /// The relay without its PUBLISHED bookkeeping, to show what that costs.
     RelayUnmarked,
+    /// Another build of the relay (`BENCH_BASELINE_BIN`), to compare two
+    /// versions in one run.
+    RelayBaseline,
     Debezium,
 }
 
@@ -236,6 +240,7 @@ impl Engine {
         match self {
             Engine::Relay => "outbox-cdc",
             Engine::RelayUnmarked => "outbox-cdc (mark_published = false)",
+            Engine::RelayBaseline => "outbox-cdc (BENCH_BASELINE_BIN)",
             Engine::Debezium => "debezium",
         }
     }
@@ -244,7 +249,18 @@ impl Engine {
         match self {
             Engine::Relay => "relay",
             Engine::RelayUnmarked => "relay_unmarked",
+            Engine::RelayBaseline => "relay_baseline",
             Engine::Debezium => "debezium",
+        }
+    }
+
+    /// The relay binary this engine runs.
+    fn relay_bin(self) -> PathBuf {
+        match self {
+            Engine::RelayBaseline => std::env::var_os("BENCH_BASELINE_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(RELAY_BIN)),
+            _ => PathBuf::from(RELAY_BIN),
         }
     }
 }
@@ -346,7 +362,7 @@ topic_prefix = "{run}"
     // The documented deployment: cutover declares the relay and creates its
     // slot before any row is written.
     let target = match engine {
-        Engine::Relay | Engine::RelayUnmarked => "cdc",
+        Engine::Relay | Engine::RelayUnmarked | Engine::RelayBaseline => "cdc",
         Engine::Debezium => "debezium",
     };
     relay_command(&config_path, &["cutover", "--to", target])?;
@@ -598,9 +614,9 @@ enum Running {
 impl Running {
     async fn start(s: &Services, engine: Engine, b: &Bench) -> Result<(Running, Usage)> {
         match engine {
-            Engine::Relay | Engine::RelayUnmarked => {
+            Engine::Relay | Engine::RelayUnmarked | Engine::RelayBaseline => {
                 let log = File::create(b.config_path.with_extension("log"))?;
-                let child = Command::new(RELAY_BIN)
+                let child = Command::new(engine.relay_bin())
                     .args(["run", "--config"])
                     .arg(&b.config_path)
                     .stdout(Stdio::null())

@@ -12,6 +12,10 @@
 # BENCH_RELAY_SETTINGS and BENCH_KAFKA_PROPERTIES add TOML lines to the
 # relay's [relay] and [kafka.properties] tables, e.g.
 #   BENCH_RELAY_SETTINGS='max_in_flight_messages = 5000' scripts/bench.sh --only backlog
+# To compare two builds of the relay in one run, point BENCH_BASELINE_BIN at
+# the other build's binary and add the engine `outbox-cdc-baseline`, e.g.
+#   BENCH_BASELINE_BIN=../old/target/release/outbox-cdc \
+#     scripts/bench.sh --only backlog --engines outbox-cdc,outbox-cdc-baseline --out /tmp/compare
 # Settings other than the defaults are recorded in the results.
 # Services this script started are stopped at the end; the Kafka Connect
 # worker is started and stopped by the bench itself.
