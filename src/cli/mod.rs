@@ -118,10 +118,15 @@ pub fn main() -> ExitCode {
 
 /// 2 for a configuration the operator must fix, 1 for everything else.
 fn exit_status(e: &Error) -> u8 {
-    if e.code().as_str().starts_with("CONFIG_") {
-        2
-    } else {
-        1
+    match e.code() {
+        Code::CONFIG_UNREADABLE
+        | Code::CONFIG_SYNTAX
+        | Code::CONFIG_UNKNOWN_KEY
+        | Code::CONFIG_MISSING_KEY
+        | Code::CONFIG_INVALID_VALUE
+        | Code::CONFIG_SECRET_IN_FILE
+        | Code::CONFIG_SECRET_UNAVAILABLE => 2,
+        _ => 1,
     }
 }
 
