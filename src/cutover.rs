@@ -91,95 +91,37 @@ pub(crate) async fn cutover(
     let slot = control::slot_activity(&client, &cfg.postgres.slot).await?;
     let state = handover::state(&client, cfg).await?;
     let mode = declared.mode.map_or("undeclared", RelayMode::as_str);
-    writeln!(
+    say(
         out,
-        "{table}: relay mode {mode}; {leases} live polling leases; {backlog} rows not yet PUBLISHED or FAILED; \
-         slot {} {}; hand-over {}",
-        cfg.postgres.slot,
-        match &slot {
-            None => "missing",
-            Some(s) if s.active => "active",
-            Some(_) => "inactive",
-        },
-        state.as_ref().map_or("none", |(s, _)| s.as_str())
-    )
-    .map_err(output)?;
+        format_args!(
+            "{table}: relay mode {mode}; {leases} live polling leases; {backlog} rows not yet PUBLISHED or FAILED; \
+             slot {} {}; hand-over {}",
+            cfg.postgres.slot,
+            match &slot {
+                None => "missing",
+                Some(s) if s.active => "active",
+                Some(_) => "inactive",
+            },
+            state.as_ref().map_or("none", |(s, _)| s.as_str())
+        ),
+    )?;
 
+    let had_slot = slot.is_some();
+    let relay_active = slot.as_ref().is_some_and(|s| s.active);
     match opts.target {
-        Target::Polling => {
-            if opts.dry_run {
-                writeln!(
-                    out,
-                    "dry run: would declare POLLING, drop slot {} and the hand-over list; unpublished rows stay PENDING for the polling relay",
-                    cfg.postgres.slot
-                )
-                .map_err(output)?;
-                return Ok(());
-            }
-            if slot.as_ref().is_some_and(|s| s.active) {
-                return Err(Error::new(
-                    Code::CDC_RELAY_RUNNING,
-                    format!(
-                        "the relay's slot {} is active; stop `outbox-cdc run` before switching back to polling",
-                        cfg.postgres.slot
-                    ),
-                ));
-            }
-            if let Some(d) = control::slot_activity(&client, &cfg.debezium.slot).await? {
-                if d.active {
-                    return Err(Error::new(
-                        Code::DUPLICATE_OUTBOX_RELAY,
-                        format!(
-                            "Debezium's slot {} is active; stop the connector before returning to polling",
-                            cfg.debezium.slot
-                        ),
-                    ));
-                }
-            }
-            control::declare(&client, cfg, RelayMode::Polling, &opts.reason).await?;
-            if slot.is_some() {
-                drop_slot(&client, &cfg.postgres.slot).await?;
-            }
-            // Debezium's slot (stopped, as checked above) would retain WAL too.
-            if control::slot_activity(&client, &cfg.debezium.slot)
-                .await?
-                .is_some()
-            {
-                drop_slot(&client, &cfg.debezium.slot).await?;
-            }
-            handover::clear_list(&client, cfg).await?;
-            client
-                .execute(
-                    &format!(
-                        "DELETE FROM {}.{} WHERE outbox_table = $1",
-                        cfg.outbox.schema,
-                        objects::HANDOVER_STATE_TABLE
-                    ),
-                    &[&table],
-                )
-                .await
-                .map_err(query("clearing the hand-over state"))?;
-            writeln!(
-                out,
-                "declared POLLING; dropped slot {} (it would retain WAL); the polling relay may start",
-                cfg.postgres.slot
-            )
-            .map_err(output)?;
-            Ok(())
-        }
+        Target::Polling => back_to_polling(cfg, opts, &client, had_slot, relay_active, out).await,
         Target::Cdc | Target::Debezium => {
             let already = declared.mode == Some(RelayMode::ChangeDataCapture)
-                && slot.is_some()
+                && had_slot
                 && matches!(state, Some((State::Ready | State::Done, _)));
             if already {
-                writeln!(
+                say(
                     out,
-                    "already cut over to CHANGE_DATA_CAPTURE; nothing to do"
-                )
-                .map_err(output)?;
+                    "already cut over to CHANGE_DATA_CAPTURE; nothing to do",
+                )?;
                 return Ok(());
             }
-            if slot.is_some() && !matches!(state, Some((State::Preparing, _))) {
+            if had_slot && !matches!(state, Some((State::Preparing, _))) {
                 return Err(Error::new(
                     Code::SLOT_EXISTS_BEFORE_CUTOVER,
                     format!(
@@ -190,19 +132,92 @@ pub(crate) async fn cutover(
                 ));
             }
             if opts.dry_run {
-                writeln!(
+                say(
                     out,
-                    "dry run: would declare CHANGE_DATA_CAPTURE (fencing claims), wait up to {:?} for {leases} live leases, \
-                     create slot {} with an exported snapshot and hand over the rows not yet PUBLISHED or FAILED \
-                     ({backlog} now) to `outbox-cdc run`",
-                    opts.lease_wait, cfg.postgres.slot
-                )
-                .map_err(output)?;
+                    format_args!(
+                        "dry run: would declare CHANGE_DATA_CAPTURE (fencing claims), wait up to {:?} for {leases} live leases, \
+                         create slot {} with an exported snapshot and hand over the rows not yet PUBLISHED or FAILED \
+                         ({backlog} now) to `outbox-cdc run`",
+                        opts.lease_wait, cfg.postgres.slot
+                    ),
+                )?;
                 return Ok(());
             }
-            cut_over_to_cdc(cfg, env, opts, &client, slot.is_some(), out).await
+            cut_over_to_cdc(cfg, env, opts, &client, had_slot, out).await
         }
     }
+}
+
+/// Gives the outbox back to the polling relay: both CDC relays must be
+/// stopped; their slots are dropped so they do not retain WAL.
+async fn back_to_polling(
+    cfg: &Config,
+    opts: &CutoverOptions,
+    client: &Client,
+    had_slot: bool,
+    relay_active: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<(), Error> {
+    if opts.dry_run {
+        say(
+            out,
+            format_args!(
+                "dry run: would declare POLLING, drop slot {} and the hand-over list; unpublished rows stay PENDING for the polling relay",
+                cfg.postgres.slot
+            ),
+        )?;
+        return Ok(());
+    }
+    if relay_active {
+        return Err(Error::new(
+            Code::CDC_RELAY_RUNNING,
+            format!(
+                "the relay's slot {} is active; stop `outbox-cdc run` before switching back to polling",
+                cfg.postgres.slot
+            ),
+        ));
+    }
+    let debezium = control::slot_activity(client, &cfg.debezium.slot).await?;
+    if debezium.as_ref().is_some_and(|d| d.active) {
+        return Err(Error::new(
+            Code::DUPLICATE_OUTBOX_RELAY,
+            format!(
+                "Debezium's slot {} is active; stop the connector before returning to polling",
+                cfg.debezium.slot
+            ),
+        ));
+    }
+    control::declare(client, cfg, RelayMode::Polling, &opts.reason).await?;
+    if had_slot {
+        drop_slot(client, &cfg.postgres.slot).await?;
+    }
+    if debezium.is_some() {
+        drop_slot(client, &cfg.debezium.slot).await?;
+    }
+    handover::clear_list(client, cfg).await?;
+    client
+        .execute(
+            &format!(
+                "DELETE FROM {}.{} WHERE outbox_table = $1",
+                cfg.outbox.schema,
+                objects::HANDOVER_STATE_TABLE
+            ),
+            &[&cfg.qualified_table()],
+        )
+        .await
+        .map_err(query("clearing the hand-over state"))?;
+    say(
+        out,
+        format_args!(
+            "declared POLLING; dropped slot {} (it would retain WAL); the polling relay may start",
+            cfg.postgres.slot
+        ),
+    )
+}
+
+/// One line of progress for the operator.
+fn say(out: &mut (dyn Write + Send), line: impl std::fmt::Display) -> Result<(), Error> {
+    writeln!(out, "{line}").map_err(output)
 }
 
 async fn cut_over_to_cdc(
@@ -214,11 +229,10 @@ async fn cut_over_to_cdc(
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
     control::declare(client, cfg, RelayMode::ChangeDataCapture, &opts.reason).await?;
-    writeln!(
+    say(
         out,
-        "declared CHANGE_DATA_CAPTURE: polling claims are now refused"
-    )
-    .map_err(output)?;
+        "declared CHANGE_DATA_CAPTURE: polling claims are now refused",
+    )?;
 
     let began = Instant::now();
     loop {
@@ -235,12 +249,13 @@ async fn cut_over_to_cdc(
                 ),
             ));
         }
-        writeln!(
+        say(
             out,
-            "waiting for {live} live polling leases to end ({}s)",
-            began.elapsed().as_secs()
-        )
-        .map_err(output)?;
+            format_args!(
+                "waiting for {live} live polling leases to end ({}s)",
+                began.elapsed().as_secs()
+            ),
+        )?;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
@@ -262,8 +277,37 @@ async fn cut_over_to_cdc(
         )
     })?;
 
-    // The backlog as of the slot's starting point: the exported snapshot is
-    // valid while the replication session that exported it stays idle.
+    let ids = backlog_as_of(cfg, env, &snapshot).await?;
+    repl.close().await;
+
+    handover::write_list(client, cfg, &ids).await?;
+    handover::set_state(
+        client,
+        cfg,
+        State::Ready,
+        ids.len() as i64,
+        Some(consistent),
+    )
+    .await?;
+    let next = if opts.target == Target::Debezium {
+        "`outbox-cdc run --handover-only` publishes them; then start the Debezium connector, which streams from this slot"
+    } else {
+        "`outbox-cdc run` publishes them, then streams"
+    };
+    say(
+        out,
+        format_args!(
+            "created slot {} at {consistent}; handed over {} rows committed before it: {next}",
+            cfg.postgres.slot,
+            ids.len()
+        ),
+    )
+}
+
+/// The ids of the backlog as of the slot's starting point, listed under the
+/// snapshot the slot exported (valid while the replication session that
+/// exported it stays idle).
+async fn backlog_as_of(cfg: &Config, env: &Env, snapshot: &str) -> Result<Vec<String>, Error> {
     let listing = query("listing the backlog under the slot's snapshot");
     let mut reader = connect::connect(cfg, env).await?;
     let tx = reader
@@ -287,28 +331,5 @@ async fn cut_over_to_cdc(
         .map(|r| r.get(0))
         .collect();
     tx.commit().await.map_err(&listing)?;
-    repl.close().await;
-
-    handover::write_list(client, cfg, &ids).await?;
-    handover::set_state(
-        client,
-        cfg,
-        State::Ready,
-        ids.len() as i64,
-        Some(consistent),
-    )
-    .await?;
-    let next = if opts.target == Target::Debezium {
-        "`outbox-cdc run --handover-only` publishes them; then start the Debezium connector, which streams from this slot"
-    } else {
-        "`outbox-cdc run` publishes them, then streams"
-    };
-    writeln!(
-        out,
-        "created slot {} at {consistent}; handed over {} rows committed before it: {next}",
-        cfg.postgres.slot,
-        ids.len()
-    )
-    .map_err(output)?;
-    Ok(())
+    Ok(ids)
 }
