@@ -734,28 +734,38 @@ async fn wait_until_seen(
 }
 
 /// A backlog written while nothing reads the slot, then drained; `repeat`
-/// times, each on a fresh database (and, for Debezium, a fresh worker).
-async fn backlog(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Result<Json> {
-    let mut runs = Vec::new();
+/// times per engine, each on a fresh database (and, for Debezium, a fresh
+/// worker). The engines take turns within each repetition, so a drift of the
+/// machine over the run does not favour whichever engine runs last.
+async fn backlog(s: &Services, a: &Args, engines: &[Engine], per_tx: i64) -> Result<Vec<Json>> {
+    let mut runs: Vec<Vec<Json>> = vec![Vec::new(); engines.len()];
     for i in 0..a.repeat {
-        eprintln!(
-            "[bench] {}: backlog of {} rows in transactions of {per_tx} ({}/{})",
-            engine.tag(),
-            a.rows,
-            i + 1,
-            a.repeat
-        );
-        runs.push(backlog_once(s, a, engine, per_tx).await?);
+        for (engine, runs) in engines.iter().zip(runs.iter_mut()) {
+            eprintln!(
+                "[bench] {}: backlog of {} rows in transactions of {per_tx} ({}/{})",
+                engine.tag(),
+                a.rows,
+                i + 1,
+                a.repeat
+            );
+            runs.push(backlog_once(s, a, *engine, per_tx).await?);
+        }
     }
-    Ok(summary(
-        json!({
-            "scenario": format!("backlog_tx{per_tx}"),
-            "engine": engine.tag(),
-            "rows": a.rows,
-            "rows_per_transaction": per_tx,
-        }),
-        runs,
-    ))
+    Ok(engines
+        .iter()
+        .zip(runs)
+        .map(|(engine, runs)| {
+            summary(
+                json!({
+                    "scenario": format!("backlog_tx{per_tx}"),
+                    "engine": engine.tag(),
+                    "rows": a.rows,
+                    "rows_per_transaction": per_tx,
+                }),
+                runs,
+            )
+        })
+        .collect())
 }
 
 /// The medians of repeated runs (peak memory: the highest), with every run.
@@ -1422,13 +1432,13 @@ async fn main() -> Result<()> {
             produces,
         ));
     }
-    for engine in a.engines.clone() {
-        if runs("backlog") {
-            for tx in &a.tx_sizes {
-                results.push(backlog(&s, &a, engine, *tx).await?);
-            }
+    if runs("backlog") {
+        for tx in &a.tx_sizes {
+            results.extend(backlog(&s, &a, &a.engines, *tx).await?);
         }
-        if runs("steady") {
+    }
+    if runs("steady") {
+        for engine in a.engines.clone() {
             results.push(steady(&s, &a, engine).await?);
         }
     }

@@ -648,6 +648,14 @@ async fn trust_cleartext_md5_and_scram_log_ins_work_and_bad_credentials_are_refu
         format!("relay_norepl_{pid}"),
     );
     let (trust, clear) = (format!("relay_trust_{pid}"), format!("relay_clear_{pid}"));
+    // pg_hba.conf (scripts/services.sh) trusts members of relay_trust and asks
+    // members of relay_clear for a cleartext password.
+    for group in ["relay_trust", "relay_clear"] {
+        let _ = db
+            .client
+            .batch_execute(&format!("CREATE ROLE {group} NOLOGIN"))
+            .await;
+    }
     db.client
         .batch_execute(&format!(
             "SET password_encryption = 'scram-sha-256';
@@ -656,8 +664,8 @@ async fn trust_cleartext_md5_and_scram_log_ins_work_and_bad_credentials_are_refu
              DROP ROLE IF EXISTS {md5}; CREATE ROLE {md5} LOGIN REPLICATION PASSWORD 'md5-pw';
              DROP ROLE IF EXISTS {norepl}; CREATE ROLE {norepl} LOGIN PASSWORD 'x';
              SET password_encryption = 'scram-sha-256';
-             DROP ROLE IF EXISTS {trust}; CREATE ROLE {trust} LOGIN REPLICATION;
-             DROP ROLE IF EXISTS {clear}; CREATE ROLE {clear} LOGIN REPLICATION PASSWORD 'clear-pw';"
+             DROP ROLE IF EXISTS {trust}; CREATE ROLE {trust} LOGIN REPLICATION IN ROLE relay_trust;
+             DROP ROLE IF EXISTS {clear}; CREATE ROLE {clear} LOGIN REPLICATION PASSWORD 'clear-pw' IN ROLE relay_clear;"
         ))
         .await
         .unwrap();
@@ -696,9 +704,20 @@ async fn trust_cleartext_md5_and_scram_log_ins_work_and_bad_credentials_are_refu
     opts.password = Some(rep::secret("x"));
     assert_eq!(identify(&opts).await, Err("PG_PERMISSION_DENIED".into()));
 
+    // Trust: no password asked, none needed.
+    opts.user = trust.clone();
+    opts.password = None;
+    assert_eq!(identify(&opts).await, Ok(false));
+    // Cleartext: the server asks for the password itself.
+    opts.user = clear.clone();
+    opts.password = Some(rep::secret("clear-pw"));
+    assert_eq!(identify(&opts).await, Ok(false));
+    opts.password = Some(rep::secret("wrong"));
+    assert_eq!(identify(&opts).await, Err("PG_AUTH_FAILED".into()));
+
     db.client
         .batch_execute(&format!(
-            "DROP ROLE {scram}; DROP ROLE {md5}; DROP ROLE {norepl};"
+            "DROP ROLE {scram}; DROP ROLE {md5}; DROP ROLE {norepl}; DROP ROLE {trust}; DROP ROLE {clear};"
         ))
         .await
         .unwrap();
