@@ -78,12 +78,36 @@ pub(crate) fn sql_error(e: &tokio_postgres::Error, phase: Phase, refused: Code) 
         // No SQLSTATE: the socket, TLS or the protocol failed.
         None => {
             let code = match phase {
+                _ if is_tls_failure(e) => Code::PG_TLS_FAILED,
                 Phase::Connecting => Code::PG_CONNECT_FAILED,
                 Phase::Connected => Code::PG_CONNECTION_LOST,
             };
             Error::new(code, crate::error::chain(e))
         }
     }
+}
+
+/// Whether rustls refused the connection (a certificate that does not
+/// verify, a handshake that failed), found by the error's type in its
+/// source chain. An `io::Error` hides its inner error from `source()`, so it
+/// is opened with `get_ref`.
+fn is_tls_failure(e: &tokio_postgres::Error) -> bool {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = next {
+        if err.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(inner) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            if inner.is::<rustls::Error>() {
+                return true;
+            }
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// A statement failure on an open connection: lost connections are

@@ -766,6 +766,35 @@ async fn tls_verify_full_works_with_the_test_ca_and_wrong_names_or_cas_fail() {
     std::fs::write(&other_ca, other.cert.pem()).unwrap();
     opts.sslrootcert = Some(other_ca.clone());
     assert_eq!(identify(&opts).await, Err("PG_TLS_FAILED".into()));
+
+    // The SQL connections say the same, from rustls's error type.
+    let sql = |ca: &std::path::Path| {
+        let text = common::config_head(
+            ("localhost", services.pg_port, &scram),
+            &db.name,
+            None,
+            "tls.",
+            "127.0.0.1:1",
+        )
+        .replace(
+            "sslmode = \"disable\"",
+            &format!(
+                "sslmode = \"verify-full\"\nsslrootcert = {:?}",
+                ca.display().to_string()
+            ),
+        );
+        outbox_cdc::config::Config::parse(&text, std::path::Path::new("tls.toml"), &|_| None)
+            .unwrap()
+    };
+    let env = |n: &str| (n == "OUTBOX_TEST_PG_PASSWORD").then(|| "tls-pw".to_string());
+    let refused = outbox_cdc::pg::connect::connect(&sql(&other_ca), &env)
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(refused.code(), "PG_TLS_FAILED", "{refused}");
+    outbox_cdc::pg::connect::connect(&sql(std::path::Path::new(&ca)), &env)
+        .await
+        .unwrap();
     std::fs::remove_file(other_ca).unwrap();
 
     db.client
