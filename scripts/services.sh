@@ -12,6 +12,12 @@
 #   scripts/services.sh reset     stop both and remove their state
 #   scripts/services.sh stop-kafka|start-kafka|stop-postgres|start-postgres
 #                                 one service, for fault tests
+#   scripts/services.sh kafka-acl ARGS...
+#                                 Kafka's AclCommand as the super user, for ACL tests
+#
+# The broker has a second listener (OUTBOX_TEST_KAFKA_SECURE_PORT) with TLS
+# and SASL/SCRAM-SHA-512 under ACLs, for the relay's principal
+# (OUTBOX_TEST_KAFKA_RELAY_USER); `env` prints where its password and CA are.
 #
 # Every command is idempotent. Ports and paths can be moved with the variables
 # below; state lives outside the work tree so several clones do not mix.
@@ -23,6 +29,14 @@ repo=$(cd "$here/.." && pwd)
 PG_PORT=${OUTBOX_TEST_PG_PORT:-54329}
 KAFKA_PORT=${OUTBOX_TEST_KAFKA_PORT:-39092}
 KAFKA_CONTROLLER_PORT=${OUTBOX_TEST_KAFKA_CONTROLLER_PORT:-39093}
+# The secured listener: TLS with the test CA and SASL/SCRAM-SHA-512, under
+# ACLs (the plain listener's anonymous principal is a super user, so the
+# plain tests see an open broker).
+KAFKA_SECURE_PORT=${OUTBOX_TEST_KAFKA_SECURE_PORT:-$((KAFKA_PORT + 2))}
+# The relay's principal on the secured listener, and the topic prefix its
+# ACLs cover.
+KAFKA_RELAY_USER=${OUTBOX_TEST_KAFKA_RELAY_USER:-relay}
+KAFKA_SECURE_PREFIX=${OUTBOX_TEST_KAFKA_SECURE_PREFIX:-sec.}
 CONNECT_PORT=${OUTBOX_TEST_CONNECT_PORT:-38083}
 PG_PASSWORD=${OUTBOX_TEST_PG_PASSWORD:-outbox-cdc-test}
 STATE=${OUTBOX_TEST_STATE_DIR:-${TMPDIR:-/tmp}/outbox-cdc-services-$(id -u)-$PG_PORT}
@@ -72,8 +86,13 @@ install() {
   install_jvm_profile debezium
 }
 
-# A throwaway CA and a server certificate for localhost, for TLS tests.
+# A throwaway CA and a server certificate for localhost, for TLS tests;
+# made once per state directory.
 make_test_certificates() {
+  if [ -f "$STATE/tls/server.crt" ]; then
+    [ -f "$STATE/tls/kafka-keystore.pem" ] || cat "$STATE/tls/server.key" "$STATE/tls/server.crt" >"$STATE/tls/kafka-keystore.pem"
+    return
+  fi
   command -v openssl >/dev/null || {
     [ "$(id -u)" = 0 ] || die "openssl is missing"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
@@ -88,10 +107,16 @@ make_test_certificates() {
   printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n' >"$dir/server.ext"
   openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
     -days 3650 -out "$dir/server.crt" -extfile "$dir/server.ext" 2>/dev/null
-  cp "$dir/server.crt" "$dir/server.key" "$STATE/pg/"
+  chmod 644 "$dir/ca.crt"
+  # Kafka reads a PEM keystore: the private key and the certificate in one file.
+  cat "$dir/server.key" "$dir/server.crt" >"$dir/kafka-keystore.pem"
+}
+
+# The PostgreSQL cluster's copy of the server certificate.
+install_pg_certificates() {
+  cp "$STATE/tls/server.crt" "$STATE/tls/server.key" "$STATE/pg/"
   chmod 600 "$STATE/pg/server.key"
   if [ "$(id -u)" = 0 ]; then chown postgres: "$STATE/pg/server.crt" "$STATE/pg/server.key"; fi
-  chmod 644 "$dir/ca.crt"
 }
 
 # The locale lc_messages names must exist on the system.
@@ -130,6 +155,7 @@ start_pg() {
       || { cat "$STATE/initdb.log" >&2; die "initdb failed"; }
     rm -f "$pwfile"
     make_test_certificates
+    install_pg_certificates
     cat >>"$STATE/pg/postgresql.conf" <<EOF
 # outbox-cdc test cluster
 listen_addresses = '127.0.0.1'
@@ -207,15 +233,22 @@ start_kafka() {
   if kafka_pid >/dev/null; then log "Kafka already running on 127.0.0.1:$KAFKA_PORT"; return; fi
   local cp="$JVM_CACHE/kafka/*" conf="$STATE/kafka.properties"
   mkdir -p "$STATE"
+  make_test_certificates
   cat >"$conf" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://localhost:$KAFKA_SECURE_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$STATE/tls/kafka-keystore.pem
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
 log.dirs=$STATE/kafka-logs
 num.partitions=6
 auto.create.topics.enable=$KAFKA_AUTO_CREATE
@@ -265,6 +298,33 @@ EOF
     [ $SECONDS -lt $deadline ] || { tail -n 40 "$STATE/kafka.log" >&2; die "Kafka did not start within 120 s"; }
     sleep 0.5
   done
+  secure_kafka
+}
+
+# A Kafka command-line tool, as the super user of the plain listener.
+kafka_tool() {
+  local class=$1
+  shift
+  java -Dlog4j2.configurationFile="$STATE/kafka-log4j2.properties" -cp "$JVM_CACHE/kafka/*" \
+    "$class" --bootstrap-server "127.0.0.1:$KAFKA_PORT" "$@"
+}
+
+# The relay's principal on the secured listener gets exactly what the README
+# lists: WRITE and DESCRIBE on the topic prefix, IDEMPOTENT_WRITE on the
+# cluster. Its SCRAM password is made per state directory.
+secure_kafka() {
+  local pwfile="$STATE/kafka-relay-password"
+  [ -s "$pwfile" ] || openssl rand -hex 16 >"$pwfile"
+  chmod 600 "$pwfile"
+  kafka_tool kafka.admin.ConfigCommand --alter --entity-type users --entity-name "$KAFKA_RELAY_USER" \
+    --add-config "SCRAM-SHA-512=[iterations=4096,password=$(cat "$pwfile")]" >"$STATE/kafka-secure.log" 2>&1 \
+    || { cat "$STATE/kafka-secure.log" >&2; die "cannot create the SCRAM credential of $KAFKA_RELAY_USER"; }
+  kafka_tool org.apache.kafka.tools.AclCommand --add --allow-principal "User:$KAFKA_RELAY_USER" \
+    --operation Write --operation Describe --topic "$KAFKA_SECURE_PREFIX" --resource-pattern-type prefixed \
+    >>"$STATE/kafka-secure.log" 2>&1 || { cat "$STATE/kafka-secure.log" >&2; die "cannot grant the relay's topic ACLs"; }
+  kafka_tool org.apache.kafka.tools.AclCommand --add --allow-principal "User:$KAFKA_RELAY_USER" \
+    --operation IdempotentWrite --cluster \
+    >>"$STATE/kafka-secure.log" 2>&1 || { cat "$STATE/kafka-secure.log" >&2; die "cannot grant the relay's cluster ACL"; }
 }
 
 stop_kafka() { stop_process kafka Kafka; }
@@ -337,6 +397,10 @@ export OUTBOX_TEST_PG_BIN=$PG_BIN
 export OUTBOX_TEST_PG_DATA=$STATE/pg
 export OUTBOX_TEST_PG_CA=$STATE/tls/ca.crt
 export OUTBOX_TEST_KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
+export OUTBOX_TEST_KAFKA_SECURE_BOOTSTRAP=localhost:$KAFKA_SECURE_PORT
+export OUTBOX_TEST_KAFKA_RELAY_USER=$KAFKA_RELAY_USER
+export OUTBOX_TEST_KAFKA_RELAY_PASSWORD_FILE=$STATE/kafka-relay-password
+export OUTBOX_TEST_KAFKA_SECURE_PREFIX=$KAFKA_SECURE_PREFIX
 export OUTBOX_TEST_CONNECT_URL=http://127.0.0.1:$CONNECT_PORT
 export OUTBOX_TEST_STATE_DIR=$STATE
 export OUTBOX_TEST_SERVICES=$here/services.sh
@@ -361,5 +425,8 @@ case "${1:-}" in
   start-kafka) install_jvm_profile kafka; start_kafka ;;
   stop-postgres) stop_pg ;;
   start-postgres) install_pg; start_pg ;;
-  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres" >&2; exit 2 ;;
+  # For tests of ACLs: AclCommand's own arguments, e.g.
+  #   kafka-acl --add --deny-principal User:relay --operation Write --topic sec.x
+  kafka-acl) shift; kafka_tool org.apache.kafka.tools.AclCommand "$@" ;;
+  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres|kafka-acl ARGS" >&2; exit 2 ;;
 esac

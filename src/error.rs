@@ -130,6 +130,9 @@ codes! {
     KAFKA_CONFIG_INVALID => Operator,
     KAFKA_UNREACHABLE => Transient,
     KAFKA_AUTH_FAILED => Operator,
+    /// The TLS handshake with the cluster failed (e.g. a CA that does not
+    /// match the brokers' certificates).
+    KAFKA_TLS_FAILED => Operator,
     /// Not stored for a passing reason (queue timeout, broker down), or the
     /// producer's task failed: the session restarts and replays.
     KAFKA_PRODUCE_FAILED => Transient,

@@ -1,12 +1,14 @@
 //! Is Kafka there, may we write, and do the topics of pending rows exist?
 //! Used by `run` before it touches the slot and by `check`.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
-use std::sync::Mutex;
-
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::metadata::Metadata;
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::ClientContext;
 
 use super::settings;
@@ -16,95 +18,104 @@ use crate::preflight::Finding;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Keeps the first client-level error librdkafka reports (a failed SASL
-/// handshake arrives here, not as the metadata request's error).
+/// Collects the client-level errors librdkafka reports: a failed SASL
+/// exchange or TLS handshake arrives here, while the metadata request only
+/// learns that no broker answered.
 #[derive(Default)]
 struct ProbeContext {
-    first_error: Mutex<Option<(RDKafkaErrorCode, String)>>,
+    errors: Mutex<Vec<(RDKafkaErrorCode, String)>>,
+}
+
+impl rdkafka::producer::ProducerContext for ProbeContext {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::producer::DeliveryResult<'_>, _: ()) {}
 }
 
 impl ClientContext for ProbeContext {
     fn error(&self, error: KafkaError, reason: &str) {
-        if let (Some(code), Ok(mut first)) = (error.rdkafka_error_code(), self.first_error.lock()) {
-            first.get_or_insert((code, reason.to_string()));
+        if let (Some(code), Ok(mut errors)) = (error.rdkafka_error_code(), self.errors.lock()) {
+            errors.push((code, reason.to_string()));
         }
     }
 }
 
-fn is_auth(code: RDKafkaErrorCode) -> bool {
-    matches!(
-        code,
+/// The operator's failure among librdkafka's codes, if one is there.
+fn operator_code(code: RDKafkaErrorCode) -> Option<Code> {
+    match code {
         RDKafkaErrorCode::Authentication
-            | RDKafkaErrorCode::SaslAuthenticationFailed
-            | RDKafkaErrorCode::ClusterAuthorizationFailed
-    )
+        | RDKafkaErrorCode::SaslAuthenticationFailed
+        | RDKafkaErrorCode::ClusterAuthorizationFailed
+        | RDKafkaErrorCode::UnsupportedSASLMechanism
+        | RDKafkaErrorCode::IllegalSASLState => Some(Code::KAFKA_AUTH_FAILED),
+        RDKafkaErrorCode::SSL => Some(Code::KAFKA_TLS_FAILED),
+        _ => None,
+    }
 }
 
-/// A metadata failure's code, by librdkafka's error codes: authentication
-/// is the operator's to fix, anything else may pass.
-fn metadata_error(admin: &AdminClient<ProbeContext>, servers: &str, e: &KafkaError) -> Error {
-    let seen = admin
-        .inner()
-        .context()
-        .first_error
-        .lock()
-        .ok()
-        .and_then(|f| f.clone());
-    let (code, cause) = match (e.rdkafka_error_code(), seen) {
-        (Some(c), _) if is_auth(c) => (Code::KAFKA_AUTH_FAILED, crate::error::chain(e)),
-        (_, Some((c, reason))) if is_auth(c) => (Code::KAFKA_AUTH_FAILED, reason),
-        (_, Some((_, reason))) => (
-            Code::KAFKA_UNREACHABLE,
-            format!("{}: {reason}", crate::error::chain(e)),
-        ),
-        (_, None) => (Code::KAFKA_UNREACHABLE, crate::error::chain(e)),
-    };
-    Error::new(code, format!("the Kafka cluster at {servers}: {cause}"))
-}
-
-fn admin(cfg: &Config, env: &Env) -> Result<AdminClient<ProbeContext>, Error> {
-    settings::producer_config(cfg, env)?
+/// Asks the cluster for its metadata with the relay's own settings (TLS,
+/// SASL), and names a failure by librdkafka's error codes: authentication
+/// and TLS are the operator's to fix, anything else may pass. Blocking.
+fn fetch_metadata(cc: &rdkafka::ClientConfig, servers: &str) -> Result<Metadata, Error> {
+    let producer: BaseProducer<ProbeContext> = cc
         .create_with_context(ProbeContext::default())
-        .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))
+        .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))?;
+    let failed = match producer.client().fetch_metadata(None, TIMEOUT) {
+        Ok(md) if !md.brokers().is_empty() => return Ok(md),
+        Ok(_) => "no broker in metadata".to_string(),
+        Err(e) => crate::error::chain(&e),
+    };
+    // Serve the error callbacks the failure left queued.
+    producer.poll(Duration::from_millis(100));
+    let errors = producer
+        .context()
+        .errors
+        .lock()
+        .map(|e| e.clone())
+        .unwrap_or_default();
+    let operator = errors
+        .iter()
+        .find_map(|(code, reason)| operator_code(*code).map(|c| (c, reason)));
+    Err(match operator {
+        Some((code, reason)) => {
+            Error::new(code, format!("the Kafka cluster at {servers}: {reason}"))
+        }
+        None => {
+            let cause = match errors.first() {
+                Some((_, reason)) => format!("{failed}: {reason}"),
+                None => failed,
+            };
+            Error::new(
+                Code::KAFKA_UNREACHABLE,
+                format!("the Kafka cluster at {servers}: {cause}"),
+            )
+        }
+    })
 }
 
 /// Fails unless the cluster answers a metadata request.
 pub(crate) async fn reachable(cfg: &Config, env: &Env) -> Result<(), Error> {
-    let admin = admin(cfg, env)?;
+    let cc = settings::producer_config(cfg, env)?;
     let servers = cfg.kafka.bootstrap_servers.clone();
-    tokio::task::spawn_blocking(move || match admin.inner().fetch_metadata(None, TIMEOUT) {
-        Ok(md) if !md.brokers().is_empty() => Ok(()),
-        Ok(_) => Err(Error::new(
-            Code::KAFKA_UNREACHABLE,
-            format!("the Kafka cluster at {servers}: no broker in metadata"),
-        )),
-        Err(e) => Err(metadata_error(&admin, &servers, &e)),
-    })
-    .await
-    .map_err(|e| Error::new(Code::INTERNAL, format!("the Kafka probe task: {e}")))?
+    tokio::task::spawn_blocking(move || fetch_metadata(&cc, &servers).map(|_| ()))
+        .await
+        .map_err(|e| Error::new(Code::INTERNAL, format!("the Kafka probe task: {e}")))?
 }
 
 /// Reachability, then whether the topics of `destinations` exist or will be
 /// auto-created.
 pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -> Vec<Finding> {
-    let admin = match admin(cfg, env) {
-        Ok(a) => a,
+    let cc = match settings::producer_config(cfg, env) {
+        Ok(cc) => cc,
         Err(e) => return vec![Finding::failed("kafka", &e)],
     };
     let servers = cfg.kafka.bootstrap_servers.clone();
-    let fetched = tokio::task::spawn_blocking(move || {
-        let md = admin.inner().fetch_metadata(None, TIMEOUT);
-        (admin, md)
-    })
-    .await;
-    let (admin, md) = match fetched {
-        Ok((admin, Ok(md))) => (admin, md),
-        Ok((admin, Err(e))) => {
-            return vec![Finding::failed(
-                "kafka",
-                &metadata_error(&admin, &servers, &e),
-            )]
-        }
+    let probe = {
+        let (cc, servers) = (cc.clone(), servers.clone());
+        tokio::task::spawn_blocking(move || fetch_metadata(&cc, &servers)).await
+    };
+    let md = match probe {
+        Ok(Ok(md)) => md,
+        Ok(Err(e)) => return vec![Finding::failed("kafka", &e)],
         Err(e) => {
             return vec![Finding::error(
                 "kafka",
@@ -132,6 +143,10 @@ pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -
         return out;
     }
     let broker = md.brokers().first().map(|b| b.id()).unwrap_or(0);
+    let admin: Option<AdminClient<DefaultClientContext>> = cc.create().ok();
+    let Some(admin) = admin else {
+        return out;
+    };
     let auto_create = admin
         .describe_configs(
             &[ResourceSpecifier::Broker(broker)],

@@ -246,6 +246,53 @@ impl Drop for ExtraServices {
     }
 }
 
+/// The secured listener `scripts/services.sh` starts beside the plain one:
+/// TLS with the test CA, SASL/SCRAM-SHA-512, ACLs for the relay's principal
+/// on topics under `prefix`.
+pub struct Secured {
+    pub bootstrap: String,
+    pub user: String,
+    pub password_file: String,
+    pub prefix: String,
+    pub ca: String,
+}
+
+impl Secured {
+    pub fn from_env() -> Secured {
+        let v = |n: &str| {
+            var(n).unwrap_or_else(|| {
+                panic!("{n} from scripts/services.sh env (the secured Kafka listener)")
+            })
+        };
+        Secured {
+            bootstrap: v("OUTBOX_TEST_KAFKA_SECURE_BOOTSTRAP"),
+            user: v("OUTBOX_TEST_KAFKA_RELAY_USER"),
+            password_file: v("OUTBOX_TEST_KAFKA_RELAY_PASSWORD_FILE"),
+            prefix: v("OUTBOX_TEST_KAFKA_SECURE_PREFIX"),
+            ca: v("OUTBOX_TEST_PG_CA"),
+        }
+    }
+
+    /// `[kafka]` and `[kafka.properties]` for the relay over SASL_SSL, the
+    /// password as a secret reference to `password_file`.
+    pub fn kafka_tables(&self, password_file: &str, ca: &str) -> String {
+        format!(
+            r#"[kafka]
+bootstrap_servers = "{}"
+
+[kafka.properties]
+"security.protocol" = "SASL_SSL"
+"sasl.mechanisms" = "SCRAM-SHA-512"
+"sasl.username" = "{}"
+"sasl.password" = {{ file = "{password_file}" }}
+"ssl.ca.location" = "{ca}"
+"message.timeout.ms" = "120000"
+"#,
+            self.bootstrap, self.user
+        )
+    }
+}
+
 pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
@@ -631,6 +678,24 @@ pub mod kafka {
                     .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
             })
             .unwrap_or(false)
+    }
+
+    /// Creates a topic as the harness's super user (a least-privilege
+    /// principal may not auto-create it).
+    pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+        let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .unwrap();
+        let t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        for r in admin
+            .create_topics([&t], &AdminOptions::new())
+            .await
+            .unwrap()
+        {
+            r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+        }
     }
 
     /// Partition counts of topics (waiting for them to exist).

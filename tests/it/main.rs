@@ -19,3 +19,4 @@ mod mapper;
 mod migrations;
 mod relay;
 mod replication;
+mod secured;

@@ -1,0 +1,203 @@
+//! The relay through the secured listener: TLS with the test CA,
+//! SASL/SCRAM-SHA-512, and ACLs that grant its principal only what the
+//! README lists.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::common::{self, kafka, relay::RelayProcess, replication as rep, Secured, Services};
+
+/// A relay configuration for `db` over the secured listener.
+fn secured_config(
+    s: &Services,
+    sec: &Secured,
+    db: &str,
+    prefix: &str,
+    password_file: &str,
+    ca: &str,
+) -> PathBuf {
+    let head = common::config_head(
+        (&s.pg_host, s.pg_port, &s.pg_user),
+        db,
+        Some(&format!("{db}_relay")),
+        prefix,
+        "unused",
+    );
+    let head = &head[..head.find("[kafka]").unwrap()];
+    let text = format!(
+        "{head}{}\n[relay]\ndrain_timeout_secs = 20\ncreate_slot = true\n",
+        sec.kafka_tables(password_file, ca)
+    );
+    let dir = std::env::temp_dir().join(format!("outbox-cdc-secured-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{db}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The same rows in any database: fixed ids, keys, times and headers.
+const ROWS: &str = "
+INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload,
+    created_at, partition_key, tenant, correlation_id, traceparent)
+SELECT md5('secured' || g)::uuid, 'orders', 'OrderPlaced', g, 'application/json',
+       convert_to('{\"n\":' || g || '}', 'UTF8'), timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second',
+       CASE WHEN g % 3 = 0 THEN NULL ELSE 'customer-' || (g % 17) END, 'acme', 'corr-' || g,
+       '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+FROM generate_series(1, 300) g";
+
+async fn wait_active(client: &tokio_postgres::Client, slot: &str) {
+    for _ in 0..300 {
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
+                &[&slot],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the relay never became active on {slot}");
+}
+
+/// Topic without prefix, partition, key, value, headers, by message id.
+type Comparable = (
+    String,
+    i32,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(String, Option<Vec<u8>>)>,
+);
+
+fn comparable(
+    records: &[kafka::Consumed],
+    prefix: &str,
+) -> std::collections::BTreeMap<String, Comparable> {
+    records
+        .iter()
+        .map(|r| {
+            (
+                r.id(),
+                (
+                    r.topic.trim_start_matches(prefix).to_string(),
+                    r.partition,
+                    r.key.clone(),
+                    r.value.clone(),
+                    r.headers.clone(),
+                ),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn over_sasl_ssl_the_relay_publishes_the_records_it_publishes_in_plain() {
+    let services = require_services!();
+    let sec = Secured::from_env();
+    let plain_prefix = common::unique_prefix("plain");
+    let secure_prefix = format!("{}{}", sec.prefix, common::unique_prefix("r"));
+    let plain = common::migrated_db(&services, "secplain", &plain_prefix).await;
+    let secure = common::migrated_db(&services, "secured", &secure_prefix).await;
+    for (db, prefix) in [(&plain, &plain_prefix), (&secure, &secure_prefix)] {
+        db.declare_cdc().await;
+        kafka::create_topic(&services.kafka_bootstrap, &format!("{prefix}orders"), 6).await;
+    }
+    let (_, plain_config) = common::relay::default_config(&services, &plain.name, &plain_prefix);
+    let secure_config = secured_config(
+        &services,
+        &sec,
+        &secure.name,
+        &secure_prefix,
+        &sec.password_file,
+        &sec.ca,
+    );
+    let plain_relay = RelayProcess::spawn(&plain_config);
+    let secure_relay = RelayProcess::spawn(&secure_config);
+    wait_active(&plain.client, &format!("{}_relay", plain.name)).await;
+    wait_active(&secure.client, &format!("{}_relay", secure.name)).await;
+    plain.client.batch_execute(ROWS).await.unwrap();
+    secure.client.batch_execute(ROWS).await.unwrap();
+
+    let topics = [
+        format!("{plain_prefix}orders"),
+        format!("{secure_prefix}orders"),
+    ];
+    let read = |topic: &str| {
+        kafka::consume_ids(
+            &services.kafka_bootstrap,
+            &[topic],
+            300,
+            Duration::from_secs(60),
+        )
+    };
+    let over_plain = comparable(&read(&topics[0]), &plain_prefix);
+    let over_tls = comparable(&read(&topics[1]), &secure_prefix);
+    assert_eq!(over_plain.len(), 300, "{}", plain_relay.log_text());
+    assert_eq!(over_tls.len(), 300, "{}", secure_relay.log_text());
+    assert!(
+        over_plain == over_tls,
+        "the records differ between the listeners"
+    );
+
+    for (db, relay) in [(plain, plain_relay), (secure, secure_relay)] {
+        drop(relay);
+        rep::drop_slot(&db.client, &format!("{}_relay", db.name)).await;
+        db.drop(&services).await;
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_password_or_ca_ends_start_up_with_its_code_before_the_slot() {
+    let services = require_services!();
+    let sec = Secured::from_env();
+    let prefix = format!("{}{}", sec.prefix, common::unique_prefix("bad"));
+    let db = common::migrated_db(&services, "secbad", &prefix).await;
+    db.declare_cdc().await;
+    let dir = std::env::temp_dir().join(format!("outbox-cdc-secured-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrong_password = dir.join("wrong-password");
+    std::fs::write(&wrong_password, "not-the-password\n").unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let other_ca = dir.join("other-ca.pem");
+    std::fs::write(&other_ca, other.cert.pem()).unwrap();
+
+    for (password, ca, code) in [
+        (
+            wrong_password.display().to_string(),
+            sec.ca.clone(),
+            "KAFKA_AUTH_FAILED",
+        ),
+        (
+            sec.password_file.clone(),
+            other_ca.display().to_string(),
+            "KAFKA_TLS_FAILED",
+        ),
+    ] {
+        let config = secured_config(&services, &sec, &db.name, &prefix, &password, &ca);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+            .args(["run", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains(&format!("error: {code}: ")),
+            "{code}: {stderr}"
+        );
+        let slots: i64 = db
+            .client
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
+                &[&format!("{}_relay", db.name)],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(slots, 0, "{code}: the slot was not touched");
+    }
+    db.drop(&services).await;
+}
