@@ -258,6 +258,11 @@ pub struct RelayConfig {
     /// comes from `outbox-cdc cutover`, which hands the backlog over.
     #[serde(default)]
     pub create_slot: bool,
+    /// Records the broker refuses for an operator's reason (authorization,
+    /// a missing topic, a policy) in one session before it ends; the relay
+    /// then retries with backoff. No row is marked FAILED for them.
+    #[serde(default = "default_operator_error_threshold")]
+    pub operator_error_threshold: usize,
 }
 
 impl Default for RelayConfig {
@@ -268,6 +273,7 @@ impl Default for RelayConfig {
             max_in_flight_messages: default_max_in_flight_messages(),
             max_in_flight_bytes: default_max_in_flight_bytes(),
             create_slot: false,
+            operator_error_threshold: default_operator_error_threshold(),
         }
     }
 }
@@ -291,6 +297,9 @@ fn default_drain_timeout() -> u64 {
 }
 fn default_max_in_flight_messages() -> usize {
     10_000
+}
+fn default_operator_error_threshold() -> usize {
+    1
 }
 fn default_max_in_flight_bytes() -> usize {
     64 << 20
@@ -501,6 +510,12 @@ impl Config {
             }
         }
         let relay = &self.relay;
+        if relay.operator_error_threshold == 0 {
+            return Err(invalid(
+                "relay.operator_error_threshold",
+                "must be positive",
+            ));
+        }
         if relay.max_in_flight_messages == 0 {
             return Err(invalid("relay.max_in_flight_messages", "must be positive"));
         }

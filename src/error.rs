@@ -140,13 +140,17 @@ codes! {
     KAFKA_DELIVERY_AMBIGUOUS => Transient,
     TOPIC_MISSING => Operator,
 
+    // The broker refused a record for a reason of the operator's (an ACL, a
+    // missing topic, a policy): no row is marked FAILED for it; the session
+    // ends and the relay retries with backoff until it is fixed.
+    TOPIC_AUTHORIZATION_FAILED => Operator,
+    TOPIC_UNKNOWN => Operator,
+    POLICY_VIOLATION => Operator,
+
     // One row: recorded as FAILED with the code.
     MESSAGE_TOO_LARGE => Row,
-    TOPIC_AUTHORIZATION_FAILED => Row,
     INVALID_TOPIC => Row,
-    TOPIC_UNKNOWN => Row,
     INVALID_RECORD => Row,
-    POLICY_VIOLATION => Row,
     HEADERS_NOT_FLAT => Row,
     RESERVED_HEADER_NAME => Row,
     ILLEGAL_TOPIC_NAME => Row,

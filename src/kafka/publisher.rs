@@ -85,12 +85,13 @@ pub(crate) enum PersistStatus {
     Persisted,
 }
 
-/// The three-outcome classification of one report.
-pub(crate) fn classify(error: Option<&KafkaError>, status: PersistStatus) -> Outcome {
+/// The three-outcome classification of one report about a record for
+/// `topic` (named in the error, since the broker's message does not).
+pub(crate) fn classify(error: Option<&KafkaError>, status: PersistStatus, topic: &str) -> Outcome {
     let Some(error) = error else {
         return Outcome::Confirmed;
     };
-    let detail = crate::error::chain(error);
+    let detail = format!("topic {topic}: {}", crate::error::chain(error));
     match status {
         PersistStatus::Persisted => Outcome::Confirmed,
         PersistStatus::PossiblyPersisted => {
@@ -138,13 +139,13 @@ impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
     fn delivery(&self, result: &DeliveryResult<'_>, ticket: Box<Ticket<T>>) {
         use rdkafka::Message;
         let status = persist_status(result);
-        let (error, partition) = match result {
-            Ok(m) => (None, m.partition()),
-            Err((e, m)) => (Some(e), m.partition()),
+        let (outcome, partition) = match result {
+            Ok(m) => (classify(None, status, ""), m.partition()),
+            Err((e, m)) => (classify(Some(e), status, m.topic()), m.partition()),
         };
         let _ = self.reports.send(Delivery {
             ticket: *ticket,
-            outcome: classify(error, status),
+            outcome,
             partition,
         });
     }
@@ -188,7 +189,7 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
                 Err(SendError::QueueFull)
             }
             Err((e, _)) => {
-                let detail = crate::error::chain(&e);
+                let detail = format!("topic {}: {}", record.topic, crate::error::chain(&e));
                 Err(match e.rdkafka_error_code().and_then(permanent) {
                     Some(code) => SendError::Rejected(Error::new(code, detail)),
                     None => SendError::Failed(Error::new(Code::KAFKA_PRODUCE_FAILED, detail)),

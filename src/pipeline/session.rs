@@ -19,7 +19,7 @@ use crate::contract::mapper::{self, Record};
 use crate::contract::outbox;
 use crate::contract::row::{OutboxRow, Value};
 use crate::contract::value::{Timestamp, Uuid};
-use crate::error::{Code, Error};
+use crate::error::{Class, Code, Error};
 use crate::kafka::publisher::{Delivery, Outcome, Publisher, SendError, Ticket};
 use crate::pg::marks::Guard;
 use crate::replication::{Event, Stream};
@@ -56,6 +56,10 @@ pub(super) struct Session<'a> {
     published: Vec<Uuid>,
     /// Set by the first ambiguous or transient failure; ends the session.
     restart: Option<Error>,
+    /// Records the broker refused for an operator's reason (an ACL, a
+    /// missing topic): never FAILED, they hold the watermark until the
+    /// session ends and a later one publishes them again.
+    operator_rejections: usize,
 }
 
 impl<'a> Session<'a> {
@@ -72,6 +76,7 @@ impl<'a> Session<'a> {
             failures: Vec::new(),
             published: Vec::new(),
             restart: None,
+            operator_rejections: 0,
         })
     }
 
@@ -222,11 +227,7 @@ impl<'a> Session<'a> {
                     self.published.push(d.ticket.message_id);
                 }
             }
-            Outcome::Rejected(error) => self.failures.push(Failure {
-                tx: d.ticket.tag,
-                id: d.ticket.message_id,
-                error,
-            }),
+            Outcome::Rejected(error) => self.rejected(d.ticket.tag, d.ticket.message_id, error),
             Outcome::Retry(error) | Outcome::Ambiguous(error) => {
                 self.restart.get_or_insert_with(|| {
                     error.context(format!("message {}", d.ticket.message_id))
@@ -290,11 +291,7 @@ impl<'a> Session<'a> {
                     return;
                 }
                 Err(SendError::Rejected(error)) => {
-                    self.failures.push(Failure {
-                        tx,
-                        id: record.message_id,
-                        error,
-                    });
+                    self.rejected(tx, record.message_id, error);
                     return;
                 }
                 Err(SendError::Failed(error)) => {
@@ -318,6 +315,22 @@ impl<'a> Session<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// A record Kafka refused for good. A row's fault is recorded as FAILED;
+    /// an operator's (authorization, a missing topic, a policy) is never:
+    /// past `relay.operator_error_threshold` such refusals the session ends,
+    /// and the relay retries with backoff until the operator fixes it.
+    fn rejected(&mut self, tx: TxSeq, id: Uuid, error: Error) {
+        if error.class() == Class::Row {
+            self.failures.push(Failure { tx, id, error });
+            return;
+        }
+        self.operator_rejections += 1;
+        if self.operator_rejections >= self.relay.cfg.relay.operator_error_threshold {
+            self.restart
+                .get_or_insert_with(|| error.context(format!("message {id}")));
         }
     }
 

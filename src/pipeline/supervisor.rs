@@ -168,7 +168,12 @@ impl Supervisor {
                 self.backoff.reset();
             }
             let delay = self.backoff.next_delay();
-            tracing::warn!(code = %reason.code(), error = %reason, ?delay, settled = %self.feedback.settled(), "restarting the pipeline from the last settled position");
+            if reason.class() == Class::Operator {
+                // Not ready until someone acts: say so loudly, every time.
+                tracing::error!(code = %reason.code(), error = %reason, ?delay, settled = %self.feedback.settled(), "not ready: an operator must act; restarting the pipeline from the last settled position after the delay");
+            } else {
+                tracing::warn!(code = %reason.code(), error = %reason, ?delay, settled = %self.feedback.settled(), "restarting the pipeline from the last settled position");
+            }
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(delay) => {}

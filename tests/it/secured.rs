@@ -201,3 +201,125 @@ async fn a_wrong_password_or_ca_ends_start_up_with_its_code_before_the_slot() {
     }
     db.drop(&services).await;
 }
+
+/// Kafka's AclCommand as the harness's super user.
+fn acl(args: &[&str]) {
+    let script = std::env::var("OUTBOX_TEST_SERVICES").expect("OUTBOX_TEST_SERVICES");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg("kafka-acl")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kafka-acl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn count(client: &tokio_postgres::Client, status: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM public.messaging_outbox WHERE status = $1",
+            &[&status],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn a_missing_write_acl_holds_the_stream_and_fails_no_row_until_it_is_granted() {
+    let services = require_services!();
+    let sec = Secured::from_env();
+    let prefix = format!("{}{}", sec.prefix, common::unique_prefix("acl"));
+    let db = common::migrated_db(&services, "secacl", &prefix).await;
+    db.declare_cdc().await;
+    let (allowed, forbidden) = (format!("{prefix}orders"), format!("{prefix}forbidden"));
+    kafka::create_topic(&services.kafka_bootstrap, &allowed, 3).await;
+    kafka::create_topic(&services.kafka_bootstrap, &forbidden, 3).await;
+    let deny = [
+        "--deny-principal",
+        &format!("User:{}", sec.user),
+        "--operation",
+        "Write",
+        "--topic",
+        &forbidden,
+    ];
+    acl(&[&["--add"][..], &deny[..]].concat());
+
+    let config = secured_config(
+        &services,
+        &sec,
+        &db.name,
+        &prefix,
+        &sec.password_file,
+        &sec.ca,
+    );
+    let relay = RelayProcess::spawn(&config);
+    let slot = format!("{}_relay", db.name);
+    wait_active(&db.client, &slot).await;
+    let insert = |destination: &str, from: i32, n: i32| {
+        format!(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
+             SELECT md5('acl' || g)::uuid, '{destination}', 'T', g, 'x', '\\x01', 'k' || (g % 3)
+             FROM generate_series({from}, {}) g",
+            from + n - 1
+        )
+    };
+    db.client
+        .batch_execute(&insert("orders", 1, 5))
+        .await
+        .unwrap();
+    db.client
+        .batch_execute(&insert("forbidden", 6, 1))
+        .await
+        .unwrap();
+    let held_from = rep::current_lsn(&db.client).await;
+    db.client
+        .batch_execute(&insert("orders", 7, 5))
+        .await
+        .unwrap();
+
+    // The relay stops at the refusal, says which topic, and fails no row.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = relay.log_text();
+        if log.lines().any(|l| {
+            l.contains("not ready: an operator must act")
+                && l.contains("TOPIC_AUTHORIZATION_FAILED")
+                && l.contains(&forbidden)
+        }) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{log}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(count(&db.client, "FAILED").await, 0);
+    let confirmed = rep::confirmed_flush(&db.client, &slot).await;
+    assert!(
+        confirmed <= held_from,
+        "the slot waits before the held row: {confirmed} vs {held_from}"
+    );
+
+    // Granted: every held row goes out, still none FAILED.
+    acl(&[&["--remove", "--force"][..], &deny[..]].concat());
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while count(&db.client, "PUBLISHED").await < 11 {
+        assert!(std::time::Instant::now() < deadline, "{}", relay.log_text());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(count(&db.client, "FAILED").await, 0);
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&allowed, &forbidden],
+        11,
+        Duration::from_secs(30),
+    );
+    assert_eq!(kafka::by_id(&records).len(), 11);
+    drop(relay);
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
