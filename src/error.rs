@@ -70,6 +70,9 @@ codes! {
     PG_AUTH_UNSUPPORTED => Operator,
     /// E.g. the role lacks `REPLICATION`.
     PG_PERMISSION_DENIED => Operator,
+    /// The role lacks a table privilege the relay needs (the message names
+    /// it and the `GRANT` that fixes it).
+    PG_PRIVILEGE_MISSING => Operator,
     /// Bytes from the server the client does not understand.
     PG_PROTOCOL => Transient,
     /// A statement the server refused, with its SQLSTATE.

@@ -9,7 +9,7 @@ use crate::config::{Config, Env};
 use crate::error::{Code, Error};
 use crate::kafka::probe;
 use crate::pg::checks::{self, Purpose};
-use crate::pg::connect;
+use crate::pg::{connect, grants};
 use crate::replication::{self, ConnectOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -182,6 +182,7 @@ async fn database(
         &server,
         Purpose::Report,
     ));
+    out.extend(grants::findings(c, cfg).await?);
     let ownership = checks::ownership(c, cfg).await?;
     out.extend(checks::ownership_findings(&ownership, cfg, Purpose::Report));
     checks::pending_destinations(c, cfg).await

@@ -1,9 +1,9 @@
 //! `outbox-cdc migrate`.
 
 use super::ConfigArg;
-use crate::error::Error;
-use crate::pg::connect;
+use crate::error::{Code, Error};
 use crate::pg::migrate::{self, Scope};
+use crate::pg::{connect, grants};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -15,6 +15,9 @@ pub(super) struct Args {
     /// Print the SQL instead of applying it.
     #[arg(long)]
     print: bool,
+    /// Print the grants a least-privilege role for the relay needs, and exit.
+    #[arg(long, value_name = "ROLE")]
+    print_grants: Option<String>,
 }
 
 pub(super) fn run(args: Args) -> Result<(), Error> {
@@ -24,6 +27,22 @@ pub(super) fn run(args: Args) -> Result<(), Error> {
     } else {
         Scope::All
     };
+    if let Some(role) = args.print_grants {
+        let plain = !role.is_empty()
+            && role.len() <= 63
+            && role.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && role
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !plain {
+            return Err(Error::new(
+                Code::CONFIG_INVALID_VALUE,
+                format!("`--print-grants`: {role:?} must be a lowercase SQL identifier"),
+            ));
+        }
+        print!("{}", grants::grant_sql(&cfg, &role));
+        return Ok(());
+    }
     if args.print {
         print!("{}", migrate::print(&cfg, scope)?);
         return Ok(());

@@ -30,9 +30,9 @@ use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::kafka::{probe, settings};
 use crate::pg::checks::{self, Purpose};
-use crate::pg::connect;
 use crate::pg::lsn::Lsn;
 use crate::pg::marks::Marker;
+use crate::pg::{connect, grants};
 use crate::preflight;
 use crate::replication::{self, Feedback, SourceOptions, Stream};
 use marks::PublishedMarks;
@@ -61,6 +61,7 @@ impl Relay {
         let kafka = settings::producer_config(&cfg, &*env)?;
         probe::reachable(&cfg, &*env).await?;
         let sql = connect::connect(&cfg, &*env).await?;
+        preflight::first_error(grants::findings(&sql, &cfg).await?)?;
         let ownership = checks::ownership(&sql, &cfg).await?;
         preflight::first_error(checks::ownership_findings(
             &ownership,

@@ -15,6 +15,7 @@ mod docs;
 mod errors;
 mod exclusivity;
 mod kafka_roundtrip;
+mod least_privilege;
 mod mapper;
 mod migrations;
 mod relay;
