@@ -1,6 +1,7 @@
 //! Kafka: the producer's settings, the publisher with its three-outcome
 //! classification, the start-up probe and the `tail` consumer.
 
+pub(crate) mod access;
 pub(crate) mod probe;
 pub(crate) mod publisher;
 pub mod settings;

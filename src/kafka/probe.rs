@@ -11,6 +11,7 @@ use rdkafka::metadata::Metadata;
 use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::ClientContext;
 
+use super::access::{self, Access};
 use super::settings;
 use crate::config::{Config, Env};
 use crate::error::{Code, Error};
@@ -101,6 +102,58 @@ pub(crate) async fn reachable(cfg: &Config, env: &Env) -> Result<(), Error> {
         .map_err(|e| Error::new(Code::INTERNAL, format!("the Kafka probe task: {e}")))?
 }
 
+/// Whether the relay's principal may WRITE and DESCRIBE `topics`, as the
+/// brokers report it for the principal itself.
+async fn access_findings(cc: &rdkafka::ClientConfig, topics: Vec<String>) -> Vec<Finding> {
+    if topics.is_empty() {
+        return Vec::new();
+    }
+    let cc = cc.clone();
+    let asked = tokio::task::spawn_blocking(move || {
+        let producer: BaseProducer = cc.create().ok()?;
+        access::topic_access(producer.client(), &topics, TIMEOUT)
+    })
+    .await
+    .ok()
+    .flatten();
+    let Some(answers) = asked else {
+        return vec![Finding::ok(
+            "topic_permissions",
+            "the cluster did not report the principal's operations",
+        )];
+    };
+    let mut out = Vec::new();
+    for (topic, access) in &answers {
+        let lacks = match access {
+            Access::Granted {
+                write: true,
+                describe: true,
+            }
+            | Access::Unknown => continue,
+            // A missing topic is reported above.
+            Access::Refused(RDKafkaErrorCode::UnknownTopicOrPartition) => continue,
+            Access::Refused(RDKafkaErrorCode::TopicAuthorizationFailed) => "DESCRIBE",
+            Access::Refused(_) => continue,
+            Access::Granted { write: false, .. } => "WRITE",
+            Access::Granted {
+                describe: false, ..
+            } => "DESCRIBE",
+        };
+        out.push(Finding::error(
+            "topic_permissions",
+            Code::TOPIC_AUTHORIZATION_FAILED,
+            format!("the relay's principal may not {lacks} topic {topic}; grant it WRITE and DESCRIBE on the topic prefix"),
+        ));
+    }
+    if out.is_empty() {
+        out.push(Finding::ok(
+            "topic_permissions",
+            format!("WRITE and DESCRIBE on {} target topics", answers.len()),
+        ));
+    }
+    out
+}
+
 /// Reachability, then whether the topics of `destinations` exist or will be
 /// auto-created.
 pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -> Vec<Finding> {
@@ -140,8 +193,19 @@ pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -
             "topics",
             format!("{} target topics present", destinations.len()),
         ));
+        let present = destinations
+            .iter()
+            .map(|d| format!("{prefix}{d}"))
+            .collect();
+        out.extend(access_findings(&cc, present).await);
         return out;
     }
+    let present: Vec<String> = destinations
+        .iter()
+        .map(|d| format!("{prefix}{d}"))
+        .filter(|t| existing.contains(&t.as_str()))
+        .collect();
+    out.extend(access_findings(&cc, present).await);
     let broker = md.brokers().first().map(|b| b.id()).unwrap_or(0);
     let admin: Option<AdminClient<DefaultClientContext>> = cc.create().ok();
     let Some(admin) = admin else {

@@ -298,6 +298,24 @@ async fn a_missing_write_acl_holds_the_stream_and_fails_no_row_until_it_is_grant
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(count(&db.client, "FAILED").await, 0);
+    // `check`, as the relay's principal, names the missing permission.
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        report
+            .lines()
+            .any(|l| l.contains("TOPIC_AUTHORIZATION_FAILED")
+                && l.contains(&format!("may not WRITE topic {forbidden}"))),
+        "{report}"
+    );
+    assert!(
+        !report.contains(&format!("may not WRITE topic {allowed}")),
+        "{report}"
+    );
     let confirmed = rep::confirmed_flush(&db.client, &slot).await;
     assert!(
         confirmed <= held_from,
