@@ -341,3 +341,122 @@ async fn a_missing_write_acl_holds_the_stream_and_fails_no_row_until_it_is_grant
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
+
+#[tokio::test]
+async fn no_password_or_scram_material_escapes_at_the_most_verbose_log_level() {
+    let services = require_services!();
+    let sec = Secured::from_env();
+    let prefix = format!("{}{}", sec.prefix, common::unique_prefix("leak"));
+    let db = common::migrated_db(&services, "secleak", &prefix).await;
+    db.declare_cdc().await;
+    kafka::create_topic(&services.kafka_bootstrap, &format!("{prefix}orders"), 3).await;
+    let config = secured_config(
+        &services,
+        &sec,
+        &db.name,
+        &prefix,
+        &sec.password_file,
+        &sec.ca,
+    );
+    // librdkafka's every debug context on top of the relay's trace level.
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text = text.replace(
+        "\"message.timeout.ms\" = \"120000\"",
+        "\"message.timeout.ms\" = \"120000\"\n\"debug\" = \"all\"",
+    );
+    std::fs::write(&config, &text).unwrap();
+    let kafka_password = std::fs::read_to_string(&sec.password_file).unwrap();
+    let secrets = [
+        kafka_password.trim().to_string(),
+        services.pg_password.clone(),
+    ];
+    let dir = config.with_extension("out");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |args: &[&str], name: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .env("OUTBOX_CDC_LOG", "trace")
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::write(dir.join(name), &all).unwrap();
+        all
+    };
+
+    let log_path = dir.join("run.log");
+    let mut relay = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("OUTBOX_CDC_LOG", "trace")
+        .stdout(std::fs::File::create(dir.join("run.out")).unwrap())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let slot = format!("{}_relay", db.name);
+    wait_active(&db.client, &slot).await;
+    db.client.batch_execute(ROWS).await.unwrap();
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&format!("{prefix}orders")],
+        300,
+        Duration::from_secs(60),
+    );
+    assert_eq!(kafka::by_id(&records).len(), 300);
+    std::process::Command::new("kill")
+        .args(["-TERM", &relay.id().to_string()])
+        .status()
+        .unwrap();
+    let status = tokio::task::spawn_blocking(move || relay.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+
+    let mut outputs = vec![
+        (
+            "run",
+            std::fs::read_to_string(&log_path).unwrap()
+                + &std::fs::read_to_string(dir.join("run.out")).unwrap(),
+        ),
+        (
+            "check --format json",
+            run(&["check", "--format", "json"], "check.json"),
+        ),
+        (
+            "connector-config",
+            run(&["connector-config"], "connector.properties"),
+        ),
+        (
+            "connector-config --format json",
+            run(&["connector-config", "--format", "json"], "connector.json"),
+        ),
+    ];
+    outputs.push((
+        "migrate --print",
+        run(&["migrate", "--print"], "migrate.sql"),
+    ));
+    assert!(
+        outputs[0].1.contains(" TRACE "),
+        "the relay logged at its most verbose"
+    );
+    for (what, out) in &outputs {
+        for secret in &secrets {
+            assert!(!out.contains(secret.as_str()), "{what} shows a password");
+        }
+        // SCRAM's client messages: the GS2 header, base64 of "n,," and "y,,".
+        for scram in ["n,,n=", "c=biws", "c=eSws"] {
+            assert!(
+                !out.contains(scram),
+                "{what} shows SCRAM material ({scram})"
+            );
+        }
+    }
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
