@@ -131,7 +131,7 @@ async fn failure_paths(s: &Services) -> BTreeMap<&'static str, Failure> {
     db.client
         .batch_execute(&format!(
             "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN PASSWORD 'pw';
-             GRANT SELECT, UPDATE ON ALL TABLES IN SCHEMA public TO {role};"
+             GRANT ALL ON ALL TABLES IN SCHEMA public TO {role};"
         ))
         .await
         .unwrap();

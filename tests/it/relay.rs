@@ -696,8 +696,7 @@ async fn bad_configuration_ends_start_up_without_touching_the_slot() {
     db.client
         .batch_execute(&format!(
             "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN PASSWORD 'pw';
-             GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role};
-             GRANT UPDATE ON public.messaging_outbox TO {role};"
+             GRANT ALL ON ALL TABLES IN SCHEMA public TO {role};"
         ))
         .await
         .unwrap();
