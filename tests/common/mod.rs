@@ -508,6 +508,29 @@ pub mod replication {
         done
     }
 
+    /// Waits until a relay streams from `slot`. A slot is active while it
+    /// is being created too, before its consistent point, so `active` alone
+    /// would let a test write rows the slot will never carry; a confirmed
+    /// position is set only once creation is done.
+    pub async fn wait_streaming(client: &tokio_postgres::Client, slot: &str) {
+        for _ in 0..300 {
+            let n: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_replication_slots
+                      WHERE slot_name = $1 AND active AND confirmed_flush_lsn IS NOT NULL",
+                    &[&slot],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if n == 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("nothing streamed from {slot}");
+    }
+
     /// The server's current WAL position.
     pub async fn current_lsn(client: &tokio_postgres::Client) -> Lsn {
         client

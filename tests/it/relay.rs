@@ -11,30 +11,11 @@ use common::kafka::{self, java_partition, Consumed};
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
 use outbox_cdc::pg::lsn::Lsn;
-use tokio_postgres::Client;
 
 async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
     let db = common::migrated_db(services, label, prefix).await;
     db.declare_cdc().await;
     db
-}
-
-async fn wait_slot(client: &Client, slot: &str) {
-    for _ in 0..300 {
-        let n: i64 = client
-            .query_one(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
-                &[&slot],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if n == 1 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the relay never became active on {slot}");
 }
 
 /// Stops the relay, drops its slot and the database.
@@ -55,7 +36,7 @@ async fn every_committed_insert_appears_in_kafka_as_the_contract_says() {
     let db = migrated(&services, "records", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let relay = RelayProcess::spawn(&config);
-    wait_slot(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
 
     let before_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -308,7 +289,7 @@ async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
     let db = migrated(&services, "order", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let relay = RelayProcess::spawn(&config);
-    wait_slot(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
 
     write_keyed(&services, &db.name, 10, 1000, 100).await;
     let topic = format!("{prefix}keyed");
@@ -350,7 +331,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
     let db = migrated(&services, "crash", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut relay = RelayProcess::spawn(&config);
-    wait_slot(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
 
     const TOTAL: usize = 50_000;
     let writer = {
@@ -485,7 +466,7 @@ async fn rejected_and_refused_rows_become_failed_and_the_stream_goes_on() {
         .unwrap();
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let relay = RelayProcess::spawn(&config);
-    wait_slot(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
 
     db.client
         .batch_execute(
@@ -582,7 +563,7 @@ async fn after_sigterm_the_slot_covers_everything_acknowledged() {
     let db = migrated(&services, "term", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut relay = RelayProcess::spawn(&config);
-    wait_slot(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
     write_keyed(&services, &db.name, 4, 500, 20).await;
     let topic = format!("{prefix}keyed");
     let first = kafka::consume_ids(
@@ -613,7 +594,7 @@ async fn after_sigterm_the_slot_covers_everything_acknowledged() {
     .len();
 
     let mut again = RelayProcess::spawn(&config);
-    wait_slot(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
     write_keyed(&services, &db.name, 1, 1, 20).await;
     let all = kafka::consume_ids(
         &services.kafka_bootstrap,
@@ -726,7 +707,7 @@ async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_cha
     let db = migrated(&services, "drift", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut relay = RelayProcess::spawn(&config);
-    wait_slot(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
     let topic = format!("{prefix}orders");
     let insert = |id: &str| {
         format!(
@@ -864,7 +845,7 @@ async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not
         .replace("drain_timeout_secs = 20", "drain_timeout_secs = 3");
     std::fs::write(&config, text).unwrap();
     let relay = RelayProcess::spawn(&config);
-    wait_slot(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
     let count = |status: &'static str| {
         let client = &db.client;
         async move {

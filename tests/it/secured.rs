@@ -45,24 +45,6 @@ SELECT md5('secured' || g)::uuid, 'orders', 'OrderPlaced', g, 'application/json'
        '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
 FROM generate_series(1, 300) g";
 
-async fn wait_active(client: &tokio_postgres::Client, slot: &str) {
-    for _ in 0..300 {
-        let n: i64 = client
-            .query_one(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
-                &[&slot],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if n == 1 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the relay never became active on {slot}");
-}
-
 /// Topic without prefix, partition, key, value, headers, by message id.
 type Comparable = (
     String,
@@ -116,8 +98,8 @@ async fn over_sasl_ssl_the_relay_publishes_the_records_it_publishes_in_plain() {
     );
     let plain_relay = RelayProcess::spawn(&plain_config);
     let secure_relay = RelayProcess::spawn(&secure_config);
-    wait_active(&plain.client, &format!("{}_relay", plain.name)).await;
-    wait_active(&secure.client, &format!("{}_relay", secure.name)).await;
+    rep::wait_streaming(&plain.client, &format!("{}_relay", plain.name)).await;
+    rep::wait_streaming(&secure.client, &format!("{}_relay", secure.name)).await;
     plain.client.batch_execute(ROWS).await.unwrap();
     secure.client.batch_execute(ROWS).await.unwrap();
 
@@ -260,7 +242,7 @@ async fn a_missing_write_acl_holds_the_stream_and_fails_no_row_until_it_is_grant
     );
     let relay = RelayProcess::spawn(&config);
     let slot = format!("{}_relay", db.name);
-    wait_active(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
     let insert = |destination: &str, from: i32, n: i32| {
         format!(
             "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
@@ -399,7 +381,7 @@ async fn no_password_or_scram_material_escapes_at_the_most_verbose_log_level() {
         .spawn()
         .unwrap();
     let slot = format!("{}_relay", db.name);
-    wait_active(&db.client, &slot).await;
+    rep::wait_streaming(&db.client, &slot).await;
     db.client.batch_execute(ROWS).await.unwrap();
     let records = kafka::consume_ids(
         &services.kafka_bootstrap,
