@@ -297,6 +297,18 @@ pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// How many outbox rows have `status`.
+pub async fn rows_with_status(client: &Client, status: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM public.messaging_outbox WHERE status = $1",
+            &[&status],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// A topic prefix no other test (or earlier run) uses.
 pub fn unique_prefix(label: &str) -> String {
     let nanos = std::time::SystemTime::now()

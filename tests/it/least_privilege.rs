@@ -27,17 +27,6 @@ fn text(out: &Output) -> String {
     )
 }
 
-async fn count(client: &tokio_postgres::Client, status: &str) -> i64 {
-    client
-        .query_one(
-            "SELECT count(*) FROM public.messaging_outbox WHERE status = $1",
-            &[&status],
-        )
-        .await
-        .unwrap()
-        .get(0)
-}
-
 fn rows(from: i32, n: i32) -> String {
     format!(
         "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
@@ -92,7 +81,7 @@ async fn a_least_privilege_role_runs_everything_and_each_missing_grant_is_named(
     );
     assert_eq!(kafka::by_id(&records).len(), 30);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while count(&db.client, "PUBLISHED").await < 30 {
+    while common::rows_with_status(&db.client, "PUBLISHED").await < 30 {
         assert!(std::time::Instant::now() < deadline, "rows were not marked");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -156,7 +145,7 @@ async fn a_least_privilege_role_runs_everything_and_each_missing_grant_is_named(
     );
     assert_eq!(rep::confirmed_flush(&db.client, &slot).await, confirmed);
     assert_eq!(
-        count(&db.client, "PENDING").await,
+        common::rows_with_status(&db.client, "PENDING").await,
         5,
         "nothing was published"
     );

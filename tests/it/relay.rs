@@ -846,19 +846,6 @@ async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not
     std::fs::write(&config, text).unwrap();
     let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
-    let count = |status: &'static str| {
-        let client = &db.client;
-        async move {
-            client
-                .query_one(
-                    "SELECT count(*) FROM public.messaging_outbox WHERE status = $1",
-                    &[&status],
-                )
-                .await
-                .unwrap()
-                .get::<_, i64>(0)
-        }
-    };
     let write = |n: i64, from: i64| {
         format!(
             "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
@@ -883,7 +870,7 @@ async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not
         assert!(std::time::Instant::now() < deadline, "{}", relay.log_text());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(count("PUBLISHED").await, 0);
+    assert_eq!(common::rows_with_status(&db.client, "PUBLISHED").await, 0);
 
     // The gate opens: the retried marks land, nothing was dropped.
     db.client
@@ -891,7 +878,7 @@ async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not
         .await
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while count("PUBLISHED").await < 50 {
+    while common::rows_with_status(&db.client, "PUBLISHED").await < 50 {
         assert!(std::time::Instant::now() < deadline, "{}", relay.log_text());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -923,6 +910,6 @@ async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not
         .find(|l| l.contains("stopped with rows not marked PUBLISHED"))
         .unwrap_or_else(|| panic!("{log}"));
     assert!(gave_up.contains("rows=10"), "{gave_up}");
-    assert_eq!(count("PENDING").await, 10);
+    assert_eq!(common::rows_with_status(&db.client, "PENDING").await, 10);
     finish(&services, db, &slot, relay).await;
 }

@@ -201,17 +201,6 @@ fn acl(args: &[&str]) {
     );
 }
 
-async fn count(client: &tokio_postgres::Client, status: &str) -> i64 {
-    client
-        .query_one(
-            "SELECT count(*) FROM public.messaging_outbox WHERE status = $1",
-            &[&status],
-        )
-        .await
-        .unwrap()
-        .get(0)
-}
-
 #[tokio::test]
 async fn a_missing_write_acl_holds_the_stream_and_fails_no_row_until_it_is_granted() {
     let services = require_services!();
@@ -279,7 +268,7 @@ async fn a_missing_write_acl_holds_the_stream_and_fails_no_row_until_it_is_grant
         assert!(std::time::Instant::now() < deadline, "{log}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(count(&db.client, "FAILED").await, 0);
+    assert_eq!(common::rows_with_status(&db.client, "FAILED").await, 0);
     // `check`, as the relay's principal, names the missing permission.
     let check = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
         .args(["check", "--config"])
@@ -307,11 +296,11 @@ async fn a_missing_write_acl_holds_the_stream_and_fails_no_row_until_it_is_grant
     // Granted: every held row goes out, still none FAILED.
     acl(&[&["--remove", "--force"][..], &deny[..]].concat());
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while count(&db.client, "PUBLISHED").await < 11 {
+    while common::rows_with_status(&db.client, "PUBLISHED").await < 11 {
         assert!(std::time::Instant::now() < deadline, "{}", relay.log_text());
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(count(&db.client, "FAILED").await, 0);
+    assert_eq!(common::rows_with_status(&db.client, "FAILED").await, 0);
     let records = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&allowed, &forbidden],
