@@ -93,7 +93,13 @@ pub(crate) fn classify(error: Option<&KafkaError>, status: PersistStatus, topic:
     };
     let detail = format!("topic {topic}: {}", crate::error::chain(error));
     match status {
-        PersistStatus::Persisted => Outcome::Confirmed,
+        // librdkafka says the broker stored it despite the error (e.g. a
+        // duplicate sequence): kept as confirmed, but said, so a record
+        // counted as published yet missing from the log can be traced.
+        PersistStatus::Persisted => {
+            tracing::warn!(%detail, "a delivery report carried an error with the status persisted; counted as confirmed");
+            Outcome::Confirmed
+        }
         PersistStatus::PossiblyPersisted => {
             Outcome::Ambiguous(Error::new(Code::KAFKA_DELIVERY_AMBIGUOUS, detail))
         }
