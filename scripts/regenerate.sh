@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Regenerates the committed Debezium configuration and its snapshots from the
-# outbox definition and outbox-cdc.example.toml. Review the diff afterwards.
+# Regenerates the committed Debezium configuration (every deployment target)
+# and its snapshots from the outbox definition and outbox-cdc.example.toml.
+# Review the diff afterwards.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-cargo run --quiet -- connector-config --config outbox-cdc.example.toml --format properties --out connector-config/outbox-cdc.properties
-cargo run --quiet -- connector-config --config outbox-cdc.example.toml --format json --out connector-config/outbox-cdc.json
-INSTA_UPDATE=always cargo test --quiet --test connector_config snapshots_pin_the_generated_configuration
+for pair in connect:outbox-cdc.properties connect-json:outbox-cdc.json \
+  debezium-server:outbox-cdc.debezium-server.properties \
+  strimzi:outbox-cdc.kafkaconnector.yaml strimzi-connect:outbox-cdc.kafkaconnect.yaml; do
+  cargo run --quiet -- connector-config --config outbox-cdc.example.toml \
+    --target "${pair%%:*}" --out "connector-config/${pair#*:}"
+done
+INSTA_UPDATE=always cargo test --quiet --test it connector_config::snapshots_pin_the_generated_configuration
 git status --short connector-config snapshots

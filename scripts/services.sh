@@ -14,6 +14,10 @@
 #                                 one service, for fault tests
 #   scripts/services.sh kafka-acl ARGS...
 #                                 Kafka's AclCommand as the super user, for ACL tests
+#   scripts/services.sh debezium-server APPLICATION_PROPERTIES [WORKDIR]
+#                                 Debezium Server 3.6.1 on that file, in the foreground
+#   scripts/services.sh strimzi-model FILE...
+#                                 read Strimzi resources with Strimzi's own model
 #
 # The broker has a second listener (OUTBOX_TEST_KAFKA_SECURE_PORT) with TLS
 # and SASL/SCRAM-SHA-512 under ACLs, for the relay's principal
@@ -80,10 +84,86 @@ install_jvm_profile() {
   touch "$dir/.complete"
 }
 
+# Debezium Server 3.6 is built for Java 21; Kafka and Connect run on 17.
+find_java21() {
+  local candidate version
+  for candidate in "${OUTBOX_TEST_JAVA21_HOME:-}" "${JAVA_HOME:-}" /usr/lib/jvm/*; do
+    [ -n "$candidate" ] && [ -x "$candidate/bin/java" ] || continue
+    version=$("$candidate/bin/java" -XshowSettings:properties -version 2>&1 | awk -F' = ' '/java.specification.version/ {print $2}')
+    if [ "${version%%.*}" -ge 21 ] 2>/dev/null; then echo "$candidate"; return; fi
+  done
+  return 1
+}
+
+# The distribution's jars that neither the PostgreSQL source nor the Kafka
+# sink load: other databases' drivers, other sinks' clients, other platforms'
+# native libraries. (Every sink's CDI bean is loaded at start-up, so the
+# sinks' own small jars stay.)
+DEBEZIUM_SERVER_EXCLUDES=(
+  'debezium-server/connectors' 'debezium-server/lib_opt' 'debezium-server/lib_metrics'
+  '*/lib/rocketmq-rocksdb-*' '*/lib/pulsar-client-[0-9]*' '*/lib/quarkus-ide-launcher-*'
+  '*/lib/hibernate-*' '*/lib/grpc-*' '*/lib/vitess-*' '*/lib/bouncy-castle-bc-*'
+  '*/lib/bcprov-*' '*/lib/bcpkix-*' '*/lib/ojdbc*' '*/lib/orai18n-*' '*/lib/xmlparserv2-*'
+  '*/lib/jt400*' '*/lib/infinispan-core-*' '*/lib/jgroups-*' '*/lib/ehcache-*'
+  '*/lib/conscrypt-*' '*/lib/proto-google-*' '*/lib/google-cloud-*' '*/lib/mysql-connector-j-*'
+  '*/lib/mongodb-driver-*' '*/lib/mssql-jdbc-*' '*/lib/debezium-ddl-parser-*'
+  '*/lib/*-osx-*' '*/lib/*-windows-*' '*/lib/*-aarch_64.jar' '*/lib/*-riscv64.jar'
+)
+
+# Unpacks what the PostgreSQL source and the Kafka sink need from the
+# distribution (the archive stays in the local Maven repository).
+install_debezium_server() {
+  local dir="$JVM_CACHE/debezium-server"
+  if [ -f "$dir/.complete" ] && [ "$dir/.complete" -nt "$here/pom.xml" ] && [ "$dir/.complete" -nt "$here/services.sh" ]; then return; fi
+  command -v mvn >/dev/null || die "mvn is missing (Maven resolves Debezium Server from Maven Central)"
+  log "resolving Debezium Server from Maven Central and unpacking its PostgreSQL source and Kafka sink into $dir"
+  local archive_dir
+  archive_dir=$(mktemp -d)
+  (cd "$here" && mvn -q -B -Pdebezium-server dependency:copy-dependencies \
+      -DoutputDirectory="$archive_dir" -DincludeTypes=tar.gz) >&2 \
+    || { rm -rf "$archive_dir"; die "Maven could not resolve the 'debezium-server' profile of scripts/pom.xml"; }
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local excludes=() pattern
+  for pattern in "${DEBEZIUM_SERVER_EXCLUDES[@]}"; do excludes+=("--exclude=$pattern"); done
+  tar -xzf "$archive_dir"/debezium-server-dist-*.tar.gz -C "$dir" --strip-components=1 "${excludes[@]}" \
+    || { rm -rf "$archive_dir"; die "cannot unpack the Debezium Server distribution"; }
+  rm -rf "$archive_dir"
+  ls "$dir"/debezium-server-dist-*-runner.jar >/dev/null 2>&1 || die "the Debezium Server distribution has no runner jar"
+  touch "$dir/.complete"
+}
+
+# Runs Debezium Server in the foreground on a generated application.properties,
+# in WORKDIR (its offsets file, if any, is relative to it), until signalled.
+run_debezium_server() {
+  local properties=${1:-} workdir=${2:-$STATE/debezium-server}
+  [ -f "$properties" ] || die "usage: $0 debezium-server APPLICATION_PROPERTIES [WORKDIR]"
+  install_debezium_server
+  local java_home dir="$JVM_CACHE/debezium-server"
+  java_home=$(find_java21) || die "Debezium Server 3.6 needs Java 21 or newer; set OUTBOX_TEST_JAVA21_HOME to one"
+  mkdir -p "$workdir/config"
+  cp "$properties" "$workdir/config/application.properties"
+  cd "$workdir"
+  # The generated file resolves the password with Kafka's EnvVarConfigProvider.
+  export OUTBOX_CDC_POSTGRES_PASSWORD=${OUTBOX_CDC_POSTGRES_PASSWORD:-$PG_PASSWORD}
+  # --add-opens: Quarkus's thread-local reset on Java 24 and newer.
+  exec "$java_home/bin/java" -Xms128m -Xmx512m --add-opens java.base/java.lang=ALL-UNNAMED \
+    -Dquarkus.http.port="${OUTBOX_TEST_DEBEZIUM_SERVER_HTTP_PORT:-38084}" -Dquarkus.log.console.json.enabled=false \
+    -cp "$(ls "$dir"/debezium-server-dist-*-runner.jar):$dir/config/lib:$dir/lib/*" io.debezium.server.Main
+}
+
+# Strimzi's API model reads the given custom resources (tests/jvm/StrimziModel.java).
+strimzi_model() {
+  install_jvm_profile strimzi
+  exec java -cp "$JVM_CACHE/strimzi/*" "$repo/tests/jvm/StrimziModel.java" "$@"
+}
+
 install() {
   install_pg
   install_jvm_profile kafka
   install_jvm_profile debezium
+  install_jvm_profile strimzi
+  install_debezium_server
 }
 
 # A throwaway CA and a server certificate for localhost, for TLS tests;
@@ -428,5 +508,7 @@ case "${1:-}" in
   # For tests of ACLs: AclCommand's own arguments, e.g.
   #   kafka-acl --add --deny-principal User:relay --operation Write --topic sec.x
   kafka-acl) shift; kafka_tool org.apache.kafka.tools.AclCommand "$@" ;;
-  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres|kafka-acl ARGS" >&2; exit 2 ;;
+  debezium-server) shift; run_debezium_server "$@" ;;
+  strimzi-model) shift; strimzi_model "$@" ;;
+  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres|kafka-acl ARGS|debezium-server PROPERTIES [WORKDIR]|strimzi-model FILE..." >&2; exit 2 ;;
 esac

@@ -223,6 +223,86 @@ pub struct DebeziumConfig {
     pub password: Option<ProviderReference>,
     #[serde(default = "default_heartbeat_interval_ms")]
     pub heartbeat_interval_ms: u64,
+    /// Debezium Server's own settings (`--target debezium-server`).
+    #[serde(default)]
+    pub server: DebeziumServerConfig,
+    /// The Strimzi resources (`--target strimzi`, `--target strimzi-connect`).
+    #[serde(default)]
+    pub strimzi: StrimziConfig,
+}
+
+/// Where Debezium Server keeps its source offsets (Kafka Connect keeps them
+/// in the worker's offset topic; Server has no worker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OffsetStorage {
+    /// A local file: one server with a persistent volume.
+    File,
+    /// A compacted Kafka topic, as Kafka Connect keeps them.
+    Kafka,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DebeziumServerConfig {
+    #[serde(default = "default_offset_storage")]
+    pub offset_storage: OffsetStorage,
+    /// With `offset_storage = "file"`, relative to the server's directory.
+    #[serde(default = "default_offset_file")]
+    pub offset_file: String,
+    /// With `offset_storage = "kafka"`: a compacted topic of one partition.
+    #[serde(default = "default_offset_topic")]
+    pub offset_topic: String,
+    /// How often offsets are stored; the slot is confirmed up to them, so
+    /// this bounds the replay after a crash and the WAL the slot pins.
+    #[serde(default = "default_offset_flush_interval_ms")]
+    pub offset_flush_interval_ms: u64,
+    /// The brokers as the server reaches them; defaults to `kafka.bootstrap_servers`.
+    pub bootstrap_servers: Option<String>,
+}
+
+impl Default for DebeziumServerConfig {
+    fn default() -> Self {
+        DebeziumServerConfig {
+            offset_storage: default_offset_storage(),
+            offset_file: default_offset_file(),
+            offset_topic: default_offset_topic(),
+            offset_flush_interval_ms: default_offset_flush_interval_ms(),
+            bootstrap_servers: None,
+        }
+    }
+}
+
+/// A Kubernetes Secret key, for the Connect pods' environment.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SecretKeyRef {
+    pub name: String,
+    pub key: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct StrimziConfig {
+    /// The `KafkaConnect` resource the connector belongs to (`strimzi.io/cluster`).
+    #[serde(default = "default_connect_cluster")]
+    pub connect_cluster: String,
+    pub namespace: Option<String>,
+    /// The Secret holding the database password; the Connect pods get it as
+    /// the environment variable `debezium.password` names.
+    #[serde(default = "default_password_secret")]
+    pub password_secret: SecretKeyRef,
+    /// Where Strimzi pushes the Connect image it builds with Debezium in it.
+    /// Required for `--target strimzi-connect`.
+    pub image: Option<String>,
+}
+
+impl Default for StrimziConfig {
+    fn default() -> Self {
+        StrimziConfig {
+            connect_cluster: default_connect_cluster(),
+            namespace: None,
+            password_secret: default_password_secret(),
+            image: None,
+        }
+    }
 }
 
 impl Default for DebeziumConfig {
@@ -235,6 +315,8 @@ impl Default for DebeziumConfig {
             database_port: None,
             password: None,
             heartbeat_interval_ms: default_heartbeat_interval_ms(),
+            server: DebeziumServerConfig::default(),
+            strimzi: StrimziConfig::default(),
         }
     }
 }
@@ -342,6 +424,27 @@ fn default_debezium_topic_prefix() -> String {
 }
 fn default_heartbeat_interval_ms() -> u64 {
     10_000
+}
+fn default_offset_storage() -> OffsetStorage {
+    OffsetStorage::File
+}
+fn default_offset_file() -> String {
+    "data/offsets.dat".into()
+}
+fn default_offset_topic() -> String {
+    "outbox-cdc-debezium-offsets".into()
+}
+fn default_offset_flush_interval_ms() -> u64 {
+    10_000
+}
+fn default_connect_cluster() -> String {
+    "outbox-cdc-connect".into()
+}
+fn default_password_secret() -> SecretKeyRef {
+    SecretKeyRef {
+        name: "outbox-cdc-postgres".into(),
+        key: "password".into(),
+    }
 }
 
 /// The kind of value an environment override carries.
@@ -543,6 +646,38 @@ impl Config {
             if env.is_empty() || env.contains(['{', '}', ':']) {
                 return Err(invalid("debezium.password.env", "must be a variable name"));
             }
+        }
+        let server = &dbz.server;
+        if server.offset_flush_interval_ms == 0 {
+            return Err(invalid(
+                "debezium.server.offset_flush_interval_ms",
+                "must be positive",
+            ));
+        }
+        match server.offset_storage {
+            OffsetStorage::File => non_empty("debezium.server.offset_file", &server.offset_file)?,
+            OffsetStorage::Kafka => {
+                if !outbox::is_legal_topic_name(&server.offset_topic) {
+                    return Err(invalid(
+                        "debezium.server.offset_topic",
+                        "may only hold ASCII letters, digits, '.', '_' and '-'",
+                    ));
+                }
+            }
+        }
+        let strimzi = &dbz.strimzi;
+        for (key, value) in [
+            ("debezium.strimzi.connect_cluster", &strimzi.connect_cluster),
+            (
+                "debezium.strimzi.password_secret.name",
+                &strimzi.password_secret.name,
+            ),
+            (
+                "debezium.strimzi.password_secret.key",
+                &strimzi.password_secret.key,
+            ),
+        ] {
+            non_empty(key, value)?;
         }
         Ok(())
     }

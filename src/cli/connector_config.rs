@@ -3,15 +3,28 @@
 use std::path::PathBuf;
 
 use super::ConfigArg;
-use crate::contract::debezium;
+use crate::contract::debezium::{self, Target};
 use crate::error::{Code, Error};
 
-/// Output format.
+/// The deployment to write for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TargetArg {
+    /// A `.properties` file for Kafka Connect standalone.
+    Connect,
+    /// The Kafka Connect REST body `{"name": ..., "config": {...}}`.
+    ConnectJson,
+    /// Debezium Server's `application.properties`.
+    DebeziumServer,
+    /// A Strimzi `KafkaConnector` resource.
+    Strimzi,
+    /// A Strimzi `KafkaConnect` resource that builds Debezium in.
+    StrimziConnect,
+}
+
+/// The former `--format`, kept so existing scripts keep working.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Format {
-    /// A `.properties` file for Kafka Connect standalone.
     Properties,
-    /// The Kafka Connect REST body `{"name": ..., "config": {...}}`.
     Json,
 }
 
@@ -19,8 +32,11 @@ enum Format {
 pub(super) struct Args {
     #[command(flatten)]
     config: ConfigArg,
-    #[arg(long, value_enum, default_value_t = Format::Properties)]
-    format: Format,
+    #[arg(long, value_enum, default_value_t = TargetArg::Connect)]
+    target: TargetArg,
+    /// Same as `--target connect` (properties) or `--target connect-json` (json).
+    #[arg(long, value_enum, hide = true, conflicts_with = "target")]
+    format: Option<Format>,
     /// Write here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -28,13 +44,16 @@ pub(super) struct Args {
 
 pub(super) fn run(args: Args) -> Result<(), Error> {
     let cfg = args.config.load()?;
-    let text = debezium::render(
-        &cfg,
-        match args.format {
-            Format::Properties => debezium::Format::Properties,
-            Format::Json => debezium::Format::Json,
-        },
-    );
+    let target = match (args.format, args.target) {
+        (Some(Format::Properties), _) => Target::Connect,
+        (Some(Format::Json), _) => Target::ConnectJson,
+        (None, TargetArg::Connect) => Target::Connect,
+        (None, TargetArg::ConnectJson) => Target::ConnectJson,
+        (None, TargetArg::DebeziumServer) => Target::DebeziumServer,
+        (None, TargetArg::Strimzi) => Target::Strimzi,
+        (None, TargetArg::StrimziConnect) => Target::StrimziConnect,
+    };
+    let text = debezium::render(&cfg, target)?;
     match args.out {
         Some(path) => std::fs::write(&path, text).map_err(|e| {
             Error::new(

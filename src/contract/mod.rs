@@ -8,3 +8,4 @@ pub mod outbox;
 pub mod properties;
 pub mod row;
 pub mod value;
+pub mod yaml;

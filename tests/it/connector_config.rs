@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use outbox_cdc::config::Config;
-use outbox_cdc::contract::debezium::{render, Format};
+use outbox_cdc::contract::debezium::{render, Target};
 use outbox_cdc::contract::properties;
 
 const REGENERATE: &str = "scripts/regenerate.sh";
@@ -41,11 +41,9 @@ fn first_difference(a: &str, b: &str) -> String {
 #[test]
 fn the_committed_connector_configuration_is_up_to_date() {
     let cfg = example();
-    for (file, format) in [
-        ("outbox-cdc.properties", Format::Properties),
-        ("outbox-cdc.json", Format::Json),
-    ] {
-        let generated = render(&cfg, format);
+    for target in Target::ALL {
+        let file = target.file_name();
+        let generated = render(&cfg, target).unwrap();
         let on_disk = committed(file);
         assert!(
             generated == on_disk,
@@ -65,9 +63,24 @@ fn snapshots_pin_the_generated_configuration() {
     settings.bind(|| {
         insta::assert_snapshot!(
             "debezium_connector_properties",
-            render(&cfg, Format::Properties)
+            render(&cfg, Target::Connect).unwrap()
         );
-        insta::assert_snapshot!("debezium_connector_json", render(&cfg, Format::Json));
+        insta::assert_snapshot!(
+            "debezium_connector_json",
+            render(&cfg, Target::ConnectJson).unwrap()
+        );
+        insta::assert_snapshot!(
+            "debezium_server_properties",
+            render(&cfg, Target::DebeziumServer).unwrap()
+        );
+        insta::assert_snapshot!(
+            "strimzi_kafkaconnector",
+            render(&cfg, Target::Strimzi).unwrap()
+        );
+        insta::assert_snapshot!(
+            "strimzi_kafkaconnect",
+            render(&cfg, Target::StrimziConnect).unwrap()
+        );
     });
 }
 

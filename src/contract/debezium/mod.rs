@@ -1,0 +1,269 @@
+//! The Debezium PostgreSQL connector configuration (connector plus Outbox
+//! Event Router) that makes a real Debezium emit the records the relay emits.
+//!
+//! Pinned to Debezium 3.6.1.Final key names. Every column and header name
+//! comes from [`crate::outbox`]; nothing here restates the contract.
+//!
+//! One set of settings, written for each way teams deploy Debezium: Kafka
+//! Connect ([`connect`]), Debezium Server ([`server`]) and Strimzi
+//! ([`strimzi`]). Each writer only renames and adds what its runtime needs
+//! around the connector; none decides a connector setting of its own.
+
+mod connect;
+mod server;
+mod strimzi;
+
+use super::outbox::{self, objects};
+use crate::config::{Config, ProviderReference};
+use crate::error::Error;
+
+/// The Debezium release whose key names this generator writes.
+pub const DEBEZIUM_VERSION: &str = "3.6.1.Final";
+
+/// The transform's alias in `transforms=`.
+const ROUTER_ALIAS: &str = "outbox";
+
+/// Heartbeat rows older than this are deleted by the heartbeat query itself,
+/// so the table stays a handful of rows.
+const HEARTBEAT_RETENTION: &str = "1 hour";
+
+/// The connector's own settings: the source, its slot and publication.
+fn source_properties(cfg: &Config) -> Vec<(String, String)> {
+    let pg = &cfg.postgres;
+    let dbz = &cfg.debezium;
+    let mut p: Vec<(String, String)> = Vec::new();
+    let mut set = |k: &str, v: String| p.push((k.to_string(), v));
+
+    set(
+        "connector.class",
+        "io.debezium.connector.postgresql.PostgresConnector".into(),
+    );
+    set("tasks.max", "1".into());
+
+    // Source: pgoutput over Debezium's own slot and the publication our
+    // migration creates (Debezium must not create or alter it).
+    set("plugin.name", "pgoutput".into());
+    set(
+        "database.hostname",
+        dbz.database_hostname
+            .clone()
+            .unwrap_or_else(|| pg.host.clone()),
+    );
+    set(
+        "database.port",
+        dbz.database_port.unwrap_or(pg.port).to_string(),
+    );
+    set("database.user", pg.user.clone());
+    set(
+        "database.password",
+        cfg.debezium_password_reference().placeholder(),
+    );
+    set("database.dbname", pg.dbname.clone());
+    set("database.sslmode", pg.sslmode.as_str().into());
+    if let Some(ca) = &pg.sslrootcert {
+        set("database.sslrootcert", ca.display().to_string());
+    }
+    set("topic.prefix", dbz.topic_prefix.clone());
+    set("slot.name", dbz.slot.clone());
+    set("publication.name", pg.publication.clone());
+    set("publication.autocreate.mode", "disabled".into());
+    set("table.include.list", cfg.qualified_table());
+    // The relay publishes committed INSERTs only; rows written before the
+    // connector starts are handed over by a cutover, not by a snapshot.
+    set("snapshot.mode", "no_data".into());
+    set("skipped.operations", "u,d,t".into());
+    set("tombstones.on.delete", "false".into());
+    // Debezium 3.2+ would add __debezium.context.* headers, one a random id
+    // per run, which no relay can reproduce.
+    set("extended.headers.enabled", "false".into());
+    set("binary.handling.mode", "bytes".into());
+
+    // An idle outbox beside busy tables would otherwise pin WAL: the
+    // heartbeat inserts into a published table that Debezium does not
+    // capture, so its slot has something to confirm.
+    set(
+        "heartbeat.interval.ms",
+        dbz.heartbeat_interval_ms.to_string(),
+    );
+    set("heartbeat.action.query", heartbeat_query(cfg));
+    p
+}
+
+/// Key as UTF-8 text, value bytes verbatim (heartbeat records are structs
+/// and go through the JSON delegate), headers as SimpleHeaderConverter
+/// writes them. Every deployment names the same converter classes, so the
+/// bytes cannot differ between them.
+const CONVERTERS: [Converter; 3] = [
+    Converter {
+        role: "key",
+        class: "org.apache.kafka.connect.storage.StringConverter",
+        settings: &[],
+    },
+    Converter {
+        role: "value",
+        class: "io.debezium.converters.BinaryDataConverter",
+        settings: &[
+            (
+                "delegate.converter.type",
+                "org.apache.kafka.connect.json.JsonConverter",
+            ),
+            ("delegate.converter.type.schemas.enable", "false"),
+        ],
+    },
+    Converter {
+        role: "header",
+        class: "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+        settings: &[],
+    },
+];
+
+/// One of Kafka Connect's converters with its settings.
+struct Converter {
+    /// `key`, `value` or `header`.
+    role: &'static str,
+    class: &'static str,
+    settings: &'static [(&'static str, &'static str)],
+}
+
+/// The converters as Kafka Connect names them: `key.converter=<class>`,
+/// `key.converter.<setting>=...`.
+fn converter_properties() -> Vec<(String, String)> {
+    let mut p = Vec::new();
+    for c in &CONVERTERS {
+        p.push((format!("{}.converter", c.role), c.class.to_string()));
+        for (k, v) in c.settings {
+            p.push((format!("{}.converter.{k}", c.role), v.to_string()));
+        }
+    }
+    p
+}
+
+/// The connector's configuration as Kafka Connect takes it, in a stable order.
+pub fn connector_properties(cfg: &Config) -> Vec<(String, String)> {
+    let mut p = source_properties(cfg);
+    p.extend(converter_properties());
+    p.extend(router_properties(cfg));
+    p
+}
+
+/// The Outbox Event Router: one record per row, keyed on routing_key.
+fn router_properties(cfg: &Config) -> Vec<(String, String)> {
+    let mut p: Vec<(String, String)> = Vec::new();
+    let mut set = |k: &str, v: String| p.push((k.to_string(), v));
+    let t = |k: &str| format!("transforms.{ROUTER_ALIAS}.{k}");
+    set("transforms", ROUTER_ALIAS.into());
+    set(
+        &t("type"),
+        "io.debezium.transforms.outbox.EventRouter".into(),
+    );
+    set(&t("table.field.event.id"), outbox::MESSAGE_ID.name.into());
+    set(&t("table.field.event.key"), outbox::ROUTING_KEY.name.into());
+    set(&t("table.field.event.payload"), outbox::PAYLOAD.name.into());
+    set(&t("table.expand.json.payload"), "false".into());
+    set(&t("route.by.field"), outbox::DESTINATION.name.into());
+    set(
+        &t("route.topic.replacement"),
+        format!("{}${{routedByValue}}", cfg.outbox.topic_prefix),
+    );
+    // An empty payload is an empty value, never a tombstone.
+    set(&t("route.tombstone.on.empty.payload"), "false".into());
+    set(
+        &t("table.fields.additional.placement"),
+        additional_placement(),
+    );
+    p
+}
+
+/// `column:header:name` for the 15 canonical headers, in contract order.
+fn additional_placement() -> String {
+    outbox::CANONICAL_HEADERS
+        .iter()
+        .map(|h| format!("{}:header:{}", h.column.name, h.name))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn heartbeat_query(cfg: &Config) -> String {
+    let table = format!("{}.{}", cfg.outbox.schema, objects::HEARTBEAT_TABLE);
+    format!(
+        "WITH expired AS (DELETE FROM {table} WHERE beat_at < now() - interval '{HEARTBEAT_RETENTION}') \
+         INSERT INTO {table} (connector, beat_at) VALUES ('{}', now())",
+        cfg.debezium.connector_name.replace('\'', "''")
+    )
+}
+
+/// The deployments the configuration is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A `.properties` file for Kafka Connect standalone.
+    Connect,
+    /// The Kafka Connect REST body `{"name": ..., "config": {...}}`.
+    ConnectJson,
+    /// Debezium Server's `application.properties`.
+    DebeziumServer,
+    /// A Strimzi `KafkaConnector` resource.
+    Strimzi,
+    /// A Strimzi `KafkaConnect` resource that builds Debezium in.
+    StrimziConnect,
+}
+
+impl Target {
+    pub const ALL: [Target; 5] = [
+        Target::Connect,
+        Target::ConnectJson,
+        Target::DebeziumServer,
+        Target::Strimzi,
+        Target::StrimziConnect,
+    ];
+
+    /// The file under `connector-config/` that holds this target's output.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Target::Connect => "outbox-cdc.properties",
+            Target::ConnectJson => "outbox-cdc.json",
+            Target::DebeziumServer => "outbox-cdc.debezium-server.properties",
+            Target::Strimzi => "outbox-cdc.kafkaconnector.yaml",
+            Target::StrimziConnect => "outbox-cdc.kafkaconnect.yaml",
+        }
+    }
+}
+
+/// The configuration for one deployment.
+pub fn render(cfg: &Config, target: Target) -> Result<String, Error> {
+    Ok(match target {
+        Target::Connect => connect::render_properties(cfg),
+        Target::ConnectJson => connect::render_json(cfg),
+        Target::DebeziumServer => server::render(cfg),
+        Target::Strimzi => strimzi::render_connector(cfg),
+        Target::StrimziConnect => strimzi::render_connect(cfg)?,
+    })
+}
+
+/// The Kafka config provider that resolves `database.password`: its alias
+/// in `config.providers` and its class.
+fn password_provider(cfg: &Config) -> (&'static str, &'static str) {
+    match cfg.debezium_password_reference() {
+        ProviderReference::Env { .. } => (
+            "env",
+            "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+        ),
+        ProviderReference::File { .. } => (
+            "file",
+            "org.apache.kafka.common.config.provider.FileConfigProvider",
+        ),
+    }
+}
+
+/// The converters and the router, split by kind, for writers that place
+/// them apart from the connector's settings.
+struct Parts {
+    source: Vec<(String, String)>,
+    router: Vec<(String, String)>,
+}
+
+fn parts(cfg: &Config) -> Parts {
+    Parts {
+        source: source_properties(cfg),
+        router: router_properties(cfg),
+    }
+}
