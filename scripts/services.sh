@@ -144,6 +144,11 @@ run_debezium_server() {
   mkdir -p "$workdir/config"
   cp "$properties" "$workdir/config/application.properties"
   cd "$workdir"
+  # FileOffsetBackingStore does not create the offsets file's directory; it
+  # logs NoSuchFileException on every flush and keeps no position at all.
+  local offsets
+  offsets=$(sed -n 's/^debezium\.source\.offset\.storage\.file\.filename=//p' config/application.properties)
+  if [ -n "$offsets" ]; then mkdir -p "$(dirname "$offsets")"; fi
   # The generated file resolves the password with Kafka's EnvVarConfigProvider.
   export OUTBOX_CDC_POSTGRES_PASSWORD=${OUTBOX_CDC_POSTGRES_PASSWORD:-$PG_PASSWORD}
   # --add-opens: Quarkus's thread-local reset on Java 24 and newer.

@@ -334,3 +334,195 @@ fn bad_configuration_fails_with_a_stable_code_and_names_the_key() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("CONFIG_UNREADABLE"));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Debezium Server's file is Kafka Connect's configuration, moved under
+/// Server's prefixes: nothing added to the connector, nothing lost.
+#[test]
+fn the_debezium_server_file_is_the_connect_configuration_under_servers_prefixes() {
+    let server_text = committed("outbox-cdc.debezium-server.properties");
+    let server = as_map(&server_text);
+    let connect = as_map(&committed("outbox-cdc.properties"));
+    // MicroProfile Config would expand ${...}; the file escapes it as $${...}.
+    let unescape = |v: &str| v.replace("$${", "${");
+    assert_eq!(
+        server["debezium.source.database.password"],
+        "$${env:OUTBOX_CDC_POSTGRES_PASSWORD}"
+    );
+    assert_eq!(
+        server["debezium.transforms.outbox.route.topic.replacement"],
+        "outbox.$${routedByValue}"
+    );
+    let converters = [
+        ("key", "org.apache.kafka.connect.storage.StringConverter"),
+        ("value", "io.debezium.converters.BinaryDataConverter"),
+        (
+            "header",
+            "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+        ),
+    ];
+    for (role, class) in converters {
+        assert_eq!(server[&format!("debezium.format.{role}")], "clientprovided");
+        assert_eq!(server[&format!("debezium.format.{role}.class")], class);
+    }
+    for (k, v) in &connect {
+        let moved = if k == "name" || k == "tasks.max" {
+            continue;
+        } else if let Some(setting) = k.strip_prefix("value.converter.") {
+            format!("debezium.format.value.{setting}")
+        } else if k.ends_with(".converter") {
+            assert_eq!(
+                server[&format!("debezium.format.{}.class", k.trim_end_matches(".converter"))],
+                *v
+            );
+            continue;
+        } else if k.starts_with("transforms") {
+            format!("debezium.{k}")
+        } else {
+            format!("debezium.source.{k}")
+        };
+        assert_eq!(
+            server.get(&moved).map(|s| unescape(s)).as_deref(),
+            Some(v.as_str()),
+            "{k} as {moved}"
+        );
+    }
+    for (k, v) in [
+        ("debezium.sink.type", "kafka"),
+        (
+            "debezium.sink.kafka.producer.key.serializer",
+            "org.apache.kafka.common.serialization.ByteArraySerializer",
+        ),
+        (
+            "debezium.sink.kafka.producer.value.serializer",
+            "org.apache.kafka.common.serialization.ByteArraySerializer",
+        ),
+        ("debezium.sink.kafka.producer.enable.idempotence", "true"),
+        ("debezium.sink.kafka.producer.acks", "all"),
+        ("debezium.source.config.providers", "env"),
+        (
+            "debezium.source.config.providers.env.class",
+            "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+        ),
+        (
+            "debezium.source.offset.storage",
+            "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+        ),
+        (
+            "debezium.source.offset.storage.file.filename",
+            "data/offsets.dat",
+        ),
+    ] {
+        assert_eq!(server.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    // Server names the engine after the sink and runs one task.
+    assert!(!server.contains_key("debezium.source.name"));
+    assert!(!server.contains_key("debezium.source.tasks.max"));
+    // Every key is Server's; no value has an unescaped expression.
+    for (k, v) in &server {
+        assert!(k.starts_with("debezium."), "{k}");
+        assert!(!v.replace("$${", "").contains("${"), "{k}={v}");
+    }
+}
+
+#[test]
+fn debezium_server_offsets_can_live_in_a_kafka_topic() {
+    let dir = temp_dir("server-kafka");
+    let example = std::fs::read_to_string(root().join("outbox-cdc.example.toml")).unwrap();
+    let text = example.replace(
+        "offset_storage = \"file\"",
+        "offset_storage = \"kafka\"\nbootstrap_servers = \"kafka-0.internal:9092\"",
+    );
+    assert_ne!(text, example, "the example changed shape; update this test");
+    let path = write_config(&dir, &text);
+    let out = outbox_cdc(
+        &[
+            "connector-config",
+            "--config",
+            path.to_str().unwrap(),
+            "--target",
+            "debezium-server",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let props = as_map(&String::from_utf8(out.stdout).unwrap());
+    for (k, v) in [
+        (
+            "debezium.source.offset.storage",
+            "org.apache.kafka.connect.storage.KafkaOffsetBackingStore",
+        ),
+        ("debezium.source.bootstrap.servers", "kafka-0.internal:9092"),
+        (
+            "debezium.source.offset.storage.topic",
+            "outbox-cdc-debezium-offsets",
+        ),
+        ("debezium.source.offset.storage.partitions", "1"),
+        ("debezium.source.offset.storage.replication.factor", "-1"),
+        (
+            "debezium.sink.kafka.producer.bootstrap.servers",
+            "kafka-0.internal:9092",
+        ),
+    ] {
+        assert_eq!(props.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    assert!(!props.contains_key("debezium.source.offset.storage.file.filename"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn every_target_is_written_without_the_secret_and_strimzi_connect_needs_an_image() {
+    let secret = "hunter2-must-not-leak";
+    let envs = [("OUTBOX_CDC_POSTGRES_PASSWORD", secret)];
+    for (target, file) in [
+        ("connect", "outbox-cdc.properties"),
+        ("connect-json", "outbox-cdc.json"),
+        ("debezium-server", "outbox-cdc.debezium-server.properties"),
+        ("strimzi", "outbox-cdc.kafkaconnector.yaml"),
+        ("strimzi-connect", "outbox-cdc.kafkaconnect.yaml"),
+    ] {
+        let out = outbox_cdc(
+            &[
+                "connector-config",
+                "--config",
+                "outbox-cdc.example.toml",
+                "--target",
+                target,
+            ],
+            &envs,
+        );
+        assert!(
+            out.status.success(),
+            "{target}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(stdout, committed(file), "{target}");
+        assert!(!stdout.contains(secret), "{target}");
+    }
+
+    let dir = temp_dir("noimage");
+    let example = std::fs::read_to_string(root().join("outbox-cdc.example.toml")).unwrap();
+    let text = example.replace("\nimage = ", "\n# image = ");
+    assert_ne!(text, example, "the example changed shape; update this test");
+    let path = write_config(&dir, &text);
+    let out = outbox_cdc(
+        &[
+            "connector-config",
+            "--config",
+            path.to_str().unwrap(),
+            "--target",
+            "strimzi-connect",
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("CONFIG_MISSING_KEY"), "{stderr}");
+    assert!(stderr.contains("debezium.strimzi.image"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -415,13 +415,23 @@ fn free_port() -> u16 {
 /// Starts Debezium Server through `scripts/services.sh debezium-server` on
 /// the generated `application.properties` and waits until its slot streams.
 async fn start_debezium_server(cfg: &Config, client: &tokio_postgres::Client) -> DebeziumServer {
-    let dir = std::env::temp_dir().join(format!(
+    let dir = server_dir(cfg);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    restart_debezium_server(cfg, client).await
+}
+
+fn server_dir(cfg: &Config) -> PathBuf {
+    std::env::temp_dir().join(format!(
         "outbox-cdc-dbz-server-{}-{}",
         std::process::id(),
         cfg.debezium.slot
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    ))
+}
+
+/// Starts Debezium Server in the directory a previous run used.
+async fn restart_debezium_server(cfg: &Config, client: &tokio_postgres::Client) -> DebeziumServer {
+    let dir = server_dir(cfg);
     let properties = dir.join("generated.properties");
     std::fs::write(
         &properties,
@@ -430,7 +440,11 @@ async fn start_debezium_server(cfg: &Config, client: &tokio_postgres::Client) ->
     .unwrap();
     let services_sh = std::env::var("OUTBOX_TEST_SERVICES")
         .expect("OUTBOX_TEST_SERVICES from scripts/services.sh env");
-    let log = std::fs::File::create(dir.join("server.log")).unwrap();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .unwrap();
     let child = Command::new("bash")
         .arg(services_sh)
         .arg("debezium-server")
@@ -608,6 +622,9 @@ async fn differential(label: &str, server: bool) {
         sink_producer_took_the_generated_settings(&server.log(), &services.kafka_bootstrap);
     }
     deployment.stop();
+    if server {
+        std::fs::remove_dir_all(server_dir(&dbz_cfg)).unwrap();
+    }
     rep::drop_slot(&db.client, &relay_slot).await;
     rep::drop_slot(&db.client, &dbz_cfg.debezium.slot).await;
     db.drop(&services).await;
@@ -658,6 +675,72 @@ async fn debezium_and_the_relay_emit_the_same_records() {
 async fn debezium_server_and_the_relay_emit_the_same_records() {
     let _services = require_services!();
     differential("server", true).await;
+}
+
+/// The generated file's default offset store: Debezium Server stops
+/// cleanly, keeps its position in `data/offsets.dat` under the engine's
+/// name (`kafka`, the sink's, whatever the connector is called), and on
+/// start resumes after it: rows written while it was down arrive, rows
+/// before it are not sent again.
+#[tokio::test]
+async fn debezium_server_resumes_from_its_offsets_file() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("srvfile");
+    let db = common::migrated_db(&services, "srvfile", &prefix).await;
+    db.declare_cdc().await;
+    let mut cfg = test_config(&services, &db.name, &prefix, "srvfile");
+    cfg.debezium.server.offset_flush_interval_ms = 500;
+    let insert = |from: i32, to: i32| {
+        format!(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
+             SELECT md5('srvfile' || g)::uuid, 'orders', 'T', 1, 'application/json', '\\x7b7d'::bytea
+             FROM generate_series({from}, {to}) g"
+        )
+    };
+    let topic = format!("{prefix}orders");
+    let server = start_debezium_server(&cfg, &db.client).await;
+    db.client.batch_execute(&insert(1, 20)).await.unwrap();
+    let first = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        20,
+        Duration::from_secs(60),
+    );
+    assert_eq!(first.len(), 20);
+    let dir = server.dir.clone();
+    drop(server);
+    let offsets = std::fs::read(dir.join("data/offsets.dat")).expect("the offsets file");
+    let text = String::from_utf8_lossy(&offsets);
+    assert!(text.contains("[\"kafka\",{\"server\":\""), "{text}");
+    assert!(text.contains("\"lsn\""), "{text}");
+
+    db.client.batch_execute(&insert(21, 40)).await.unwrap();
+    let server = restart_debezium_server(&cfg, &db.client).await;
+    let all = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        40,
+        Duration::from_secs(60),
+    );
+    drop(server);
+    let by_id = kafka::by_id(&all);
+    assert_eq!(
+        by_id.len(),
+        40,
+        "every row, including those written while it was down"
+    );
+    let repeated: Vec<&String> = by_id
+        .iter()
+        .filter(|(_, r)| r.len() > 1)
+        .map(|(id, _)| id)
+        .collect();
+    assert!(
+        repeated.is_empty(),
+        "sent again after a clean stop: {repeated:?}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+    rep::drop_slot(&db.client, &cfg.debezium.slot).await;
+    db.drop(&services).await;
 }
 
 /// The polling platform's table, with routing_key GENERATED ALWAYS ... STORED.

@@ -21,3 +21,4 @@ mod migrations;
 mod relay;
 mod replication;
 mod secured;
+mod strimzi;

@@ -119,6 +119,13 @@ pub(super) fn render(cfg: &Config) -> String {
             .into(),
         "database.password is resolved by the Kafka config provider named below.".into(),
     ];
+    let mut comment = comment.to_vec();
+    if server.offset_storage == OffsetStorage::File {
+        comment.push(format!(
+            "Create the directory of {} first: the file store does not, and keeps no position without it.",
+            server.offset_file
+        ));
+    }
     let lines: Vec<&str> = comment.iter().map(String::as_str).collect();
     properties::render(&lines, &p)
 }
