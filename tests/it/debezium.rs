@@ -743,6 +743,58 @@ async fn debezium_server_resumes_from_its_offsets_file() {
     db.drop(&services).await;
 }
 
+/// Server judges its own keys at start-up: a converter without its class
+/// (here a misspelt `class`) stops it with Debezium's message, before it
+/// touches the slot.
+#[tokio::test]
+async fn debezium_server_refuses_a_misspelt_format_key_at_start_up() {
+    let services = require_services!();
+    let db = common::migrated_db(&services, "srvbad", "srvbad.").await;
+    db.declare_cdc().await;
+    let cfg = test_config(&services, &db.name, "srvbad.", "srvbad");
+    let dir = server_dir(&cfg);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let generated = debezium::render(&cfg, Target::DebeziumServer).unwrap();
+    let broken = generated.replace(
+        "debezium.format.header.class=",
+        "debezium.format.header.clas=",
+    );
+    assert_ne!(broken, generated);
+    let properties = dir.join("generated.properties");
+    std::fs::write(&properties, broken).unwrap();
+    let out = Command::new("bash")
+        .arg(std::env::var("OUTBOX_TEST_SERVICES").unwrap())
+        .arg("debezium-server")
+        .arg(&properties)
+        .arg(&dir)
+        .env(
+            "OUTBOX_TEST_DEBEZIUM_SERVER_HTTP_PORT",
+            free_port().to_string(),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{log}");
+    assert!(
+        log.contains("`clientprovided` header converter requires a 'class' configuration"),
+        "{log}"
+    );
+    let slots: i64 = db
+        .client
+        .query_one(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
+            &[&cfg.debezium.slot],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(slots, 0, "the slot was never created");
+    std::fs::remove_dir_all(dir).unwrap();
+    db.drop(&services).await;
+}
+
 /// The polling platform's table, with routing_key GENERATED ALWAYS ... STORED.
 const LEGACY: &str = "
 CREATE TABLE public.messaging_outbox (
