@@ -271,6 +271,32 @@ fn a_file_provider_reference_is_written_for_a_password_file() {
         props["database.password"],
         "${file:/etc/kafka/secrets/pg.properties:password}"
     );
+    // Debezium Server names the file provider itself.
+    let out = outbox_cdc(
+        &[
+            "connector-config",
+            "--config",
+            path.to_str().unwrap(),
+            "--target",
+            "debezium-server",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = as_map(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(
+        server["debezium.source.database.password"],
+        "$${file:/etc/kafka/secrets/pg.properties:password}"
+    );
+    assert_eq!(server["debezium.source.config.providers"], "file");
+    assert_eq!(
+        server["debezium.source.config.providers.file.class"],
+        "org.apache.kafka.common.config.provider.FileConfigProvider"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
