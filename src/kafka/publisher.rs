@@ -87,8 +87,29 @@ pub(crate) enum PersistStatus {
 
 /// The three-outcome classification of one report about a record for
 /// `topic` (named in the error, since the broker's message does not).
-pub(crate) fn classify(error: Option<&KafkaError>, status: PersistStatus, topic: &str) -> Outcome {
+pub(crate) fn classify(
+    error: Option<&KafkaError>,
+    status: PersistStatus,
+    topic: &str,
+    offset: i64,
+) -> Outcome {
     let Some(error) = error else {
+        // With acks=all every stored record has an offset. A success without
+        // one is librdkafka voiding DUPLICATE_SEQUENCE_NUMBER: the broker says
+        // it already holds that sequence. After librdkafka resets a
+        // partition's sequence (a topic reported missing, then back, as
+        // auto-creation can do) that "duplicate" is a new record the broker
+        // dropped. Republishing costs at most a duplicate; trusting it can
+        // lose the record.
+        if offset < 0 {
+            return Outcome::Ambiguous(Error::new(
+                Code::KAFKA_DELIVERY_AMBIGUOUS,
+                format!(
+                    "topic {topic}: delivered without an offset (the broker reported a duplicate sequence); \
+                     publishing it again rather than trusting it"
+                ),
+            ));
+        }
         return Outcome::Confirmed;
     };
     let detail = format!("topic {topic}: {}", crate::error::chain(error));
@@ -146,8 +167,11 @@ impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
         use rdkafka::Message;
         let status = persist_status(result);
         let (outcome, partition) = match result {
-            Ok(m) => (classify(None, status, ""), m.partition()),
-            Err((e, m)) => (classify(Some(e), status, m.topic()), m.partition()),
+            Ok(m) => (classify(None, status, m.topic(), m.offset()), m.partition()),
+            Err((e, m)) => (
+                classify(Some(e), status, m.topic(), m.offset()),
+                m.partition(),
+            ),
         };
         let _ = self.reports.send(Delivery {
             ticket: *ticket,
@@ -209,5 +233,56 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
     pub(crate) fn purge(&self) {
         self.producer
             .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(outcome: &Outcome) -> Option<Code> {
+        match outcome {
+            Outcome::Confirmed => None,
+            Outcome::Rejected(e) | Outcome::Retry(e) | Outcome::Ambiguous(e) => Some(e.code()),
+        }
+    }
+
+    #[test]
+    fn a_success_with_an_offset_is_confirmed() {
+        assert!(matches!(
+            classify(None, PersistStatus::Persisted, "t", 0),
+            Outcome::Confirmed
+        ));
+        assert!(matches!(
+            classify(None, PersistStatus::Persisted, "t", 41),
+            Outcome::Confirmed
+        ));
+    }
+
+    #[test]
+    fn a_success_without_an_offset_is_published_again() {
+        for offset in [-1, -1001] {
+            let outcome = classify(None, PersistStatus::Persisted, "orders", offset);
+            assert!(matches!(outcome, Outcome::Ambiguous(_)), "{offset}");
+            assert_eq!(code(&outcome), Some(Code::KAFKA_DELIVERY_AMBIGUOUS));
+        }
+    }
+
+    #[test]
+    fn failures_follow_the_persistence_status() {
+        let timeout = KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut);
+        assert!(matches!(
+            classify(Some(&timeout), PersistStatus::PossiblyPersisted, "t", -1),
+            Outcome::Ambiguous(_)
+        ));
+        assert!(matches!(
+            classify(Some(&timeout), PersistStatus::NotPersisted, "t", -1),
+            Outcome::Retry(_)
+        ));
+        let too_large = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
+        assert_eq!(
+            code(&classify(Some(&too_large), PersistStatus::NotPersisted, "t", -1)),
+            Some(Code::MESSAGE_TOO_LARGE)
+        );
     }
 }
