@@ -281,7 +281,12 @@ mod tests {
         ));
         let too_large = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
         assert_eq!(
-            code(&classify(Some(&too_large), PersistStatus::NotPersisted, "t", -1)),
+            code(&classify(
+                Some(&too_large),
+                PersistStatus::NotPersisted,
+                "t",
+                -1
+            )),
             Some(Code::MESSAGE_TOO_LARGE)
         );
     }

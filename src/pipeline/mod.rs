@@ -50,6 +50,8 @@ pub struct Relay {
     /// Settled position, across sessions: a new session starts after it.
     feedback: Feedback,
     marks: Option<PublishedMarks>,
+    /// PUBLISHED marks cannot reach PostgreSQL: the session must end.
+    marks_stalled: Arc<tokio::sync::Notify>,
     pub stats: Arc<RelayStats>,
 }
 
@@ -75,10 +77,18 @@ impl Relay {
         replication::check_log_in(&source.connect).await?;
         let marker = Arc::new(Marker::new(&cfg));
         let stats = Arc::new(RelayStats::default());
-        let marks = cfg.relay.mark_published.then(|| {
-            PublishedMarks::start(cfg.clone(), env.clone(), marker.clone(), stats.clone())
-        });
         let (feedback, _) = Feedback::new(Lsn::ZERO);
+        let marks_stalled = Arc::new(tokio::sync::Notify::new());
+        let marks = cfg.relay.mark_published.then(|| {
+            PublishedMarks::start(
+                cfg.clone(),
+                env.clone(),
+                marker.clone(),
+                stats.clone(),
+                feedback.clone(),
+                marks_stalled.clone(),
+            )
+        });
         Ok(Relay {
             cfg,
             env,
@@ -88,6 +98,7 @@ impl Relay {
             sql: tokio::sync::Mutex::new(sql),
             feedback,
             marks,
+            marks_stalled,
             stats,
         })
     }
@@ -164,9 +175,13 @@ impl Relay {
                 Ok(Some(end)) => Ok(end),
                 Err(e) => Err(e),
             };
-        let published = session.close(matches!(end, Ok(SessionEnd::Stopped)));
+        let (published, settles) = session.close(matches!(end, Ok(SessionEnd::Stopped)));
+        self.queue_marks(published, settles).await;
+        if matches!(end, Ok(SessionEnd::Stopped)) {
+            // The reader's last status update confirms what the marks allow.
+            self.flush_marks().await;
+        }
         let reader = stream.stop().await;
-        self.queue_marks(published).await;
         match (end, reader) {
             (Err(e), _) => Err(e),
             (Ok(end), Ok(_)) => Ok(end),
@@ -216,9 +231,29 @@ impl Relay {
 
     /// Queues rows to be marked PUBLISHED (waits only when the marking task
     /// is far behind).
-    async fn queue_marks(&self, ids: Vec<Uuid>) {
+    /// Whether the slot's confirmation waits for PUBLISHED marks.
+    fn marks_gate_settlement(&self) -> bool {
+        self.marks.is_some()
+    }
+
+    /// Queues marks and the position their transactions end at; without
+    /// marks the position is settled at once.
+    async fn queue_marks(&self, ids: Vec<Uuid>, settles: Option<Lsn>) {
+        match &self.marks {
+            Some(marks) => marks.queue(ids, settles).await,
+            None => {
+                if let Some(lsn) = settles {
+                    self.feedback.settle(lsn);
+                }
+            }
+        }
+    }
+
+    async fn flush_marks(&self) {
         if let Some(marks) = &self.marks {
-            marks.queue(ids).await;
+            marks
+                .flush(Duration::from_secs(self.cfg.relay.drain_timeout_secs))
+                .await;
         }
     }
 

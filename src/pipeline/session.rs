@@ -21,6 +21,7 @@ use crate::contract::row::{OutboxRow, Value};
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Class, Code, Error};
 use crate::kafka::publisher::{Delivery, Outcome, Publisher, SendError, Ticket};
+use crate::pg::lsn::Lsn;
 use crate::pg::marks::Guard;
 use crate::replication::{Event, Stream};
 
@@ -54,6 +55,9 @@ pub(super) struct Session<'a> {
     in_flight: InFlight,
     failures: Vec<Failure>,
     published: Vec<Uuid>,
+    /// The settled position not yet handed to the marking task with the
+    /// marks it waits for.
+    settles: Option<Lsn>,
     /// Set by the first ambiguous or transient failure; ends the session.
     restart: Option<Error>,
     /// Records the broker refused for an operator's reason (an ACL, a
@@ -75,6 +79,7 @@ impl<'a> Session<'a> {
             in_flight: InFlight::default(),
             failures: Vec::new(),
             published: Vec::new(),
+            settles: None,
             restart: None,
             operator_rejections: 0,
         })
@@ -82,12 +87,13 @@ impl<'a> Session<'a> {
 
     /// Ends the session: a session that did not stop cleanly drops what
     /// librdkafka still holds (the next one publishes it again). Returns the
-    /// rows confirmed but not yet handed to the marking task.
-    pub(super) fn close(mut self, clean: bool) -> Vec<Uuid> {
+    /// rows confirmed but not yet handed to the marking task, and the
+    /// settled position that waits for them.
+    pub(super) fn close(mut self, clean: bool) -> (Vec<Uuid>, Option<Lsn>) {
         if !clean || self.restart.is_some() {
             self.publisher.purge();
         }
-        std::mem::take(&mut self.published)
+        (std::mem::take(&mut self.published), self.settles.take())
     }
 
     /// Streams until shutdown (drained), a restart, or an error.
@@ -112,6 +118,12 @@ impl<'a> Session<'a> {
                     draining = Some(tokio::time::Instant::now() + drain_timeout);
                 }
                 Some(delivery) = self.reports.recv() => self.on_delivery(delivery),
+                _ = self.relay.marks_stalled.notified(), if self.relay.marks_gate_settlement() => {
+                    self.restart.get_or_insert_with(|| Error::new(
+                        Code::PG_CONNECTION_LOST,
+                        "PUBLISHED marks cannot reach PostgreSQL; the slot waits for them, so the replication connection is closed rather than kept waiting",
+                    ));
+                }
                 event = stream.events.recv(), if room && draining.is_none() && self.restart.is_none() => match event {
                     Some(event) => self.on_event(event).await,
                     // The reader ended: the session's closing says why.
@@ -128,15 +140,22 @@ impl<'a> Session<'a> {
             }
             self.record_failures(Guard::Pending).await?;
             if let Some(lsn) = self.watermark.advance() {
-                self.relay.feedback.settle(lsn);
                 self.relay.stats.settled.store(lsn.0, Ordering::Relaxed);
+                if self.relay.marks_gate_settlement() {
+                    // Every row of the transactions up to `lsn` is in
+                    // `published` or an earlier batch: the slot follows them.
+                    self.settles = Some(lsn);
+                } else {
+                    self.relay.feedback.settle(lsn);
+                }
             }
             if self.published.len() >= MARK_BATCH
-                || (!self.published.is_empty() && last_mark.elapsed() >= MARK_INTERVAL)
+                || ((!self.published.is_empty() || self.settles.is_some())
+                    && last_mark.elapsed() >= MARK_INTERVAL)
             {
                 last_mark = Instant::now();
                 let batch = std::mem::take(&mut self.published);
-                self.relay.queue_marks(batch).await;
+                self.relay.queue_marks(batch, self.settles.take()).await;
             }
             if let Some(reason) = self.restart.take() {
                 return Ok(SessionEnd::Restart(reason));

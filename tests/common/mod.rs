@@ -309,6 +309,46 @@ pub async fn rows_with_status(client: &Client, status: &str) -> i64 {
         .get(0)
 }
 
+/// After a clean stop the slot has confirmed every transaction, so the
+/// table must say every row went out, and nothing it says went out may be
+/// missing from Kafka.
+pub async fn bookkeeping_matches_kafka(
+    client: &tokio_postgres::Client,
+    in_kafka: &std::collections::BTreeMap<String, Vec<&kafka::Consumed>>,
+) {
+    let statuses: Vec<(String, String)> = client
+        .query(
+            "SELECT message_id::text, status FROM public.messaging_outbox",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let pending: Vec<&String> = statuses
+        .iter()
+        .filter(|(_, s)| s == "PENDING")
+        .map(|(id, _)| id)
+        .collect();
+    assert!(
+        pending.is_empty(),
+        "{} of {} rows are PENDING after the slot confirmed them (e.g. {:?})",
+        pending.len(),
+        statuses.len(),
+        pending.iter().take(3).collect::<Vec<_>>()
+    );
+    let missing: Vec<&String> = statuses
+        .iter()
+        .filter(|(id, s)| s == "PUBLISHED" && !in_kafka.contains_key(id))
+        .map(|(id, _)| id)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "PUBLISHED but not in Kafka: {missing:?}"
+    );
+}
+
 /// A topic prefix no other test (or earlier run) uses.
 pub fn unique_prefix(label: &str) -> String {
     let nanos = std::time::SystemTime::now()

@@ -158,6 +158,7 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
         "{}",
         relay.log_text()
     );
+    common::bookkeeping_matches_kafka(&db.client, &ids).await;
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }

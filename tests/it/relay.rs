@@ -449,6 +449,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
             copies[0].id()
         );
     }
+    common::bookkeeping_matches_kafka(&db.client, &ids).await;
     finish(&services, db, &slot, relay).await;
 }
 
@@ -911,5 +912,45 @@ async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not
         .unwrap_or_else(|| panic!("{log}"));
     assert!(gave_up.contains("rows=10"), "{gave_up}");
     assert_eq!(common::rows_with_status(&db.client, "PENDING").await, 10);
+    drop(relay);
+
+    // The slot stayed before their transaction: once the database takes
+    // marks again, the next start publishes those 10 rows again (and only
+    // them) and marks them.
+    db.client
+        .batch_execute("UPDATE public.mark_gate SET closed = false")
+        .await
+        .unwrap();
+    let relay = RelayProcess::spawn(&config);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while common::rows_with_status(&db.client, "PENDING").await > 0 {
+        assert!(std::time::Instant::now() < deadline, "{}", relay.log_text());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(common::rows_with_status(&db.client, "PUBLISHED").await, 60);
+    let records = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        70,
+        Duration::from_secs(30),
+    );
+    let again: std::collections::BTreeSet<String> = kafka::by_id(&records)
+        .into_iter()
+        .filter(|(_, copies)| copies.len() > 1)
+        .map(|(id, _)| id)
+        .collect();
+    let last_ten: std::collections::BTreeSet<String> = db
+        .client
+        .query(
+            "SELECT md5('mark' || g)::uuid::text FROM generate_series(51, 60) g",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(records.len(), 70);
+    assert_eq!(again, last_ten);
     finish(&services, db, &slot, relay).await;
 }
