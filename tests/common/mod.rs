@@ -594,6 +594,27 @@ pub mod replication {
             .unwrap()
     }
 
+    /// Waits until no walsender holds `slot`: a client's last status update
+    /// is processed by its walsender after the client has gone, so a
+    /// confirmed position read before this can still move.
+    pub async fn wait_inactive(client: &tokio_postgres::Client, slot: &str) {
+        for _ in 0..300 {
+            let active: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
+                    &[&slot],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if active == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{slot} stayed active");
+    }
+
     /// `confirmed_flush_lsn` of a slot.
     pub async fn confirmed_flush(client: &tokio_postgres::Client, slot: &str) -> Lsn {
         let text: Option<String> = client

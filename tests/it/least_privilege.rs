@@ -98,6 +98,7 @@ async fn a_least_privilege_role_runs_everything_and_each_missing_grant_is_named(
     assert!(stopped.status.success(), "{}", text(&stopped));
 
     // Each grant taken away in turn: both commands name it; nothing moves.
+    rep::wait_inactive(&db.client, &slot).await;
     db.client.batch_execute(&rows(31, 5)).await.unwrap();
     let confirmed = rep::confirmed_flush(&db.client, &slot).await;
     let statements: Vec<&str> = grants
