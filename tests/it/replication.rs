@@ -472,6 +472,8 @@ async fn settlement_moves_the_slot_and_a_restarted_reader_resumes_after_it() {
     assert!(confirmed > created_at);
 
     assert_eq!(reader.stop().await.unwrap(), a.end_lsn);
+    // The walsender leaves after its client; until then the slot is in use.
+    rep::wait_inactive(&db.client, &slot).await;
 
     // A new reader starts after a and delivers b (unsettled) again, then new work.
     let mut again = rep::start(&db.client, &source).await.unwrap();
@@ -496,6 +498,7 @@ async fn settlement_moves_the_slot_and_a_restarted_reader_resumes_after_it() {
     )
     .await;
     again.stop().await.unwrap();
+    rep::wait_inactive(&db.client, &slot).await;
 
     // Everything settled: a third reader delivers nothing old.
     let mut third = rep::start(&db.client, &source).await.unwrap();
