@@ -229,15 +229,9 @@ impl Relay {
         }
     }
 
-    /// Queues rows to be marked PUBLISHED (waits only when the marking task
-    /// is far behind).
-    /// Whether the slot's confirmation waits for PUBLISHED marks.
-    fn marks_gate_settlement(&self) -> bool {
-        self.marks.is_some()
-    }
-
-    /// Queues marks and the position their transactions end at; without
-    /// marks the position is settled at once.
+    /// Queues rows to be marked PUBLISHED and the position their
+    /// transactions end at (waits only when the marking task is far behind);
+    /// without marks the position is settled at once.
     async fn queue_marks(&self, ids: Vec<Uuid>, settles: Option<Lsn>) {
         match &self.marks {
             Some(marks) => marks.queue(ids, settles).await,

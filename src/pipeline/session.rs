@@ -118,7 +118,7 @@ impl<'a> Session<'a> {
                     draining = Some(tokio::time::Instant::now() + drain_timeout);
                 }
                 Some(delivery) = self.reports.recv() => self.on_delivery(delivery),
-                _ = self.relay.marks_stalled.notified(), if self.relay.marks_gate_settlement() => {
+                _ = self.relay.marks_stalled.notified() => {
                     self.restart.get_or_insert_with(|| Error::new(
                         Code::PG_CONNECTION_LOST,
                         "PUBLISHED marks cannot reach PostgreSQL; the slot waits for them, so the replication connection is closed rather than kept waiting",
@@ -141,18 +141,15 @@ impl<'a> Session<'a> {
             self.record_failures(Guard::Pending).await?;
             if let Some(lsn) = self.watermark.advance() {
                 self.relay.stats.settled.store(lsn.0, Ordering::Relaxed);
-                if self.relay.marks_gate_settlement() {
-                    // Every row of the transactions up to `lsn` is in
-                    // `published` or an earlier batch: the slot follows them.
-                    self.settles = Some(lsn);
-                } else {
-                    self.relay.feedback.settle(lsn);
-                }
+                // Every row of the transactions up to `lsn` is in
+                // `published` or an earlier batch: the slot follows them.
+                self.settles = Some(lsn);
             }
-            if self.published.len() >= MARK_BATCH
-                || ((!self.published.is_empty() || self.settles.is_some())
-                    && last_mark.elapsed() >= MARK_INTERVAL)
-            {
+            // Without marks the position goes on at once.
+            let due = self.published.len() >= MARK_BATCH
+                || last_mark.elapsed() >= MARK_INTERVAL
+                || !self.relay.cfg.relay.mark_published;
+            if due && (!self.published.is_empty() || self.settles.is_some()) {
                 last_mark = Instant::now();
                 let batch = std::mem::take(&mut self.published);
                 self.relay.queue_marks(batch, self.settles.take()).await;

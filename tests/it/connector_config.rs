@@ -241,6 +241,26 @@ fn the_command_writes_properties_by_default_and_json_on_request_without_the_secr
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// `connector-config --target debezium-server` for `config`, read back.
+fn debezium_server_file(config: &Path) -> BTreeMap<String, String> {
+    let out = outbox_cdc(
+        &[
+            "connector-config",
+            "--config",
+            config.to_str().unwrap(),
+            "--target",
+            "debezium-server",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    as_map(&String::from_utf8(out.stdout).unwrap())
+}
+
 fn write_config(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("outbox-cdc.toml");
     std::fs::write(&path, text).unwrap();
@@ -272,22 +292,7 @@ fn a_file_provider_reference_is_written_for_a_password_file() {
         "${file:/etc/kafka/secrets/pg.properties:password}"
     );
     // Debezium Server names the file provider itself.
-    let out = outbox_cdc(
-        &[
-            "connector-config",
-            "--config",
-            path.to_str().unwrap(),
-            "--target",
-            "debezium-server",
-        ],
-        &[],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let server = as_map(&String::from_utf8(out.stdout).unwrap());
+    let server = debezium_server_file(&path);
     assert_eq!(
         server["debezium.source.database.password"],
         "$${file:/etc/kafka/secrets/pg.properties:password}"
@@ -460,22 +465,7 @@ fn debezium_server_offsets_can_live_in_a_kafka_topic() {
     );
     assert_ne!(text, example, "the example changed shape; update this test");
     let path = write_config(&dir, &text);
-    let out = outbox_cdc(
-        &[
-            "connector-config",
-            "--config",
-            path.to_str().unwrap(),
-            "--target",
-            "debezium-server",
-        ],
-        &[],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let props = as_map(&String::from_utf8(out.stdout).unwrap());
+    let props = debezium_server_file(&path);
     for (k, v) in [
         (
             "debezium.source.offset.storage",

@@ -161,6 +161,21 @@ async fn connect_validates_the_generated_configuration_and_knows_every_key() {
     db.drop(&services).await;
 }
 
+/// Debezium's slot is held by a walsender and has a confirmed position:
+/// created and streaming.
+async fn slot_streams(client: &tokio_postgres::Client, slot: &str) -> bool {
+    rep::confirmed_flush(client, slot).await.0 > 0
+        && client
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
+                &[&slot],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+            == 1
+}
+
 /// Starts the connector through the REST API and waits until its slot streams.
 async fn start_debezium(cfg: &Config, client: &tokio_postgres::Client) {
     let config: serde_json::Map<String, serde_json::Value> = debezium::connector_properties(cfg)
@@ -182,16 +197,7 @@ async fn start_debezium(cfg: &Config, client: &tokio_postgres::Client) {
             && status["tasks"]
                 .as_array()
                 .is_some_and(|t| !t.is_empty() && t.iter().all(|t| t["state"] == "RUNNING"));
-        let active = rep::confirmed_flush(client, &cfg.debezium.slot).await.0 > 0
-            && client
-                .query_one(
-                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
-                    &[&cfg.debezium.slot],
-                )
-                .await
-                .unwrap()
-                .get::<_, i64>(0)
-                == 1;
+        let active = slot_streams(client, &cfg.debezium.slot).await;
         if running && active {
             return;
         }
@@ -319,7 +325,7 @@ async fn write_corpus(services: &common::Services, db: &str) -> usize {
 }
 
 /// The parts compared: topic without prefix, partition, key, value, headers.
-type Comparable = (
+pub(crate) type Comparable = (
     String,
     i32,
     Option<Vec<u8>>,
@@ -327,7 +333,7 @@ type Comparable = (
     Vec<(String, Option<Vec<u8>>)>,
 );
 
-fn comparable(r: &Consumed, prefix: &str) -> Comparable {
+pub(crate) fn comparable(r: &Consumed, prefix: &str) -> Comparable {
     (
         r.topic.trim_start_matches(prefix).to_string(),
         r.partition,
@@ -404,6 +410,23 @@ impl Drop for DebeziumServer {
     }
 }
 
+/// `scripts/services.sh debezium-server PROPERTIES DIR` on a free HTTP port.
+fn debezium_server_command(properties: &std::path::Path, dir: &std::path::Path) -> Command {
+    let services_sh = std::env::var("OUTBOX_TEST_SERVICES")
+        .expect("OUTBOX_TEST_SERVICES from scripts/services.sh env");
+    let mut cmd = Command::new("bash");
+    cmd.arg(services_sh)
+        .arg("debezium-server")
+        .arg(properties)
+        .arg(dir)
+        .env(
+            "OUTBOX_TEST_DEBEZIUM_SERVER_HTTP_PORT",
+            free_port().to_string(),
+        )
+        .stdin(Stdio::null());
+    cmd
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -438,23 +461,12 @@ async fn restart_debezium_server(cfg: &Config, client: &tokio_postgres::Client) 
         debezium::render(cfg, Target::DebeziumServer).unwrap(),
     )
     .unwrap();
-    let services_sh = std::env::var("OUTBOX_TEST_SERVICES")
-        .expect("OUTBOX_TEST_SERVICES from scripts/services.sh env");
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.join("server.log"))
         .unwrap();
-    let child = Command::new("bash")
-        .arg(services_sh)
-        .arg("debezium-server")
-        .arg(&properties)
-        .arg(&dir)
-        .env(
-            "OUTBOX_TEST_DEBEZIUM_SERVER_HTTP_PORT",
-            free_port().to_string(),
-        )
-        .stdin(Stdio::null())
+    let child = debezium_server_command(&properties, &dir)
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
@@ -465,16 +477,7 @@ async fn restart_debezium_server(cfg: &Config, client: &tokio_postgres::Client) 
         if let Ok(Some(status)) = server.child.try_wait() {
             panic!("Debezium Server exited ({status}):\n{}", server.log());
         }
-        let streaming = rep::confirmed_flush(client, &cfg.debezium.slot).await.0 > 0
-            && client
-                .query_one(
-                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
-                    &[&cfg.debezium.slot],
-                )
-                .await
-                .unwrap()
-                .get::<_, i64>(0)
-                == 1;
+        let streaming = slot_streams(client, &cfg.debezium.slot).await;
         if streaming {
             return server;
         }
@@ -763,18 +766,7 @@ async fn debezium_server_refuses_a_misspelt_format_key_at_start_up() {
     assert_ne!(broken, generated);
     let properties = dir.join("generated.properties");
     std::fs::write(&properties, broken).unwrap();
-    let out = Command::new("bash")
-        .arg(std::env::var("OUTBOX_TEST_SERVICES").unwrap())
-        .arg("debezium-server")
-        .arg(&properties)
-        .arg(&dir)
-        .env(
-            "OUTBOX_TEST_DEBEZIUM_SERVER_HTTP_PORT",
-            free_port().to_string(),
-        )
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = debezium_server_command(&properties, &dir).output().unwrap();
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{log}");
     assert!(

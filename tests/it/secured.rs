@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::{self, kafka, relay::RelayProcess, replication as rep, Secured, Services};
+use crate::debezium::Comparable;
 
 /// A relay configuration for `db` over the secured listener.
 fn secured_config(
@@ -46,32 +47,13 @@ SELECT md5('secured' || g)::uuid, 'orders', 'OrderPlaced', g, 'application/json'
 FROM generate_series(1, 300) g";
 
 /// Topic without prefix, partition, key, value, headers, by message id.
-type Comparable = (
-    String,
-    i32,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Vec<(String, Option<Vec<u8>>)>,
-);
-
 fn comparable(
     records: &[kafka::Consumed],
     prefix: &str,
 ) -> std::collections::BTreeMap<String, Comparable> {
     records
         .iter()
-        .map(|r| {
-            (
-                r.id(),
-                (
-                    r.topic.trim_start_matches(prefix).to_string(),
-                    r.partition,
-                    r.key.clone(),
-                    r.value.clone(),
-                    r.headers.clone(),
-                ),
-            )
-        })
+        .map(|r| (r.id(), crate::debezium::comparable(r, prefix)))
         .collect()
 }
 

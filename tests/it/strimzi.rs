@@ -39,6 +39,16 @@ fn read_with_the_model(files: &[PathBuf]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A JSON object of strings, as a map.
+fn strings(object: &serde_json::Value) -> BTreeMap<String, String> {
+    object
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect()
+}
+
 fn committed(name: &str) -> PathBuf {
     root().join("connector-config").join(name)
 }
@@ -63,12 +73,7 @@ fn strimzi_reads_the_kafkaconnector_and_its_config_is_the_connect_configuration(
     assert_eq!(spec["tasksMax"], 1);
 
     // Strimzi's config plus its two spec fields is Kafka Connect's config.
-    let mut strimzi: BTreeMap<String, String> = spec["config"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-        .collect();
+    let mut strimzi = strings(&spec["config"]);
     strimzi.insert(
         "connector.class".into(),
         spec["class"].as_str().unwrap().into(),
@@ -77,12 +82,7 @@ fn strimzi_reads_the_kafkaconnector_and_its_config_is_the_connect_configuration(
     let rest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(committed("outbox-cdc.json")).unwrap())
             .unwrap();
-    let connect: BTreeMap<String, String> = rest["config"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-        .collect();
+    let connect = strings(&rest["config"]);
     assert_eq!(strimzi, connect);
     assert_eq!(connector["metadata"]["name"], rest["name"]);
     assert_eq!(

@@ -253,17 +253,3 @@ fn password_provider(cfg: &Config) -> (&'static str, &'static str) {
         ),
     }
 }
-
-/// The converters and the router, split by kind, for writers that place
-/// them apart from the connector's settings.
-struct Parts {
-    source: Vec<(String, String)>,
-    router: Vec<(String, String)>,
-}
-
-fn parts(cfg: &Config) -> Parts {
-    Parts {
-        source: source_properties(cfg),
-        router: router_properties(cfg),
-    }
-}

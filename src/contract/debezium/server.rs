@@ -8,7 +8,9 @@
 //! (`class` of a client-provided converter) and `KafkaConnectUtil` (the
 //! Kafka offset store's required keys).
 
-use super::{parts, password_provider, CONVERTERS, DEBEZIUM_VERSION};
+use super::{
+    password_provider, router_properties, source_properties, CONVERTERS, DEBEZIUM_VERSION,
+};
 use crate::config::{Config, OffsetStorage};
 use crate::contract::properties;
 
@@ -24,7 +26,6 @@ fn escape_expression(value: &str) -> String {
 
 pub(super) fn render(cfg: &Config) -> String {
     let server = &cfg.debezium.server;
-    let parts = parts(cfg);
     let mut p: Vec<(String, String)> = Vec::new();
     let mut set = |k: String, v: String| p.push((k, escape_expression(&v)));
 
@@ -44,7 +45,7 @@ pub(super) fn render(cfg: &Config) -> String {
 
     // The connector, without Kafka Connect's task count (Server runs one
     // task) and without its name (Server names the engine after the sink).
-    for (k, v) in parts.source {
+    for (k, v) in source_properties(cfg) {
         if k == "tasks.max" {
             continue;
         }
@@ -105,11 +106,11 @@ pub(super) fn render(cfg: &Config) -> String {
         }
     }
 
-    for (k, v) in parts.router {
+    for (k, v) in router_properties(cfg) {
         set(format!("debezium.{k}"), v);
     }
 
-    let comment = [
+    let mut comment = vec![
         format!(
             "Debezium Server {DEBEZIUM_VERSION} with the PostgreSQL connector for the outbox {}.",
             cfg.qualified_table()
@@ -119,7 +120,6 @@ pub(super) fn render(cfg: &Config) -> String {
             .into(),
         "database.password is resolved by the Kafka config provider named below.".into(),
     ];
-    let mut comment = comment.to_vec();
     if server.offset_storage == OffsetStorage::File {
         comment.push(format!(
             "Create the directory of {} first: the file store does not, and keeps no position without it.",

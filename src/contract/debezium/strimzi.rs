@@ -9,6 +9,7 @@
 
 use super::{connector_properties, password_provider, DEBEZIUM_VERSION};
 use crate::config::{Config, ProviderReference};
+use crate::contract::properties;
 use crate::contract::yaml::{self, Node};
 use crate::error::{Code, Error};
 
@@ -31,13 +32,7 @@ fn metadata(cfg: &Config, name: &str, extra: Vec<(&str, Node)>) -> Node {
 
 pub(super) fn render_connector(cfg: &Config) -> String {
     let props = connector_properties(cfg);
-    let value = |k: &str| {
-        props
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default()
-    };
+    let value = |k: &str| properties::get(&props, k).unwrap_or_default();
     let tasks: i64 = value(TASKS_KEY).parse().unwrap_or(1);
     let config: Vec<(String, Node)> = props
         .iter()
