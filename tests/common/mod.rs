@@ -309,6 +309,20 @@ pub async fn rows_with_status(client: &Client, status: &str) -> i64 {
         .get(0)
 }
 
+/// Waits until no row is `PENDING`: every id being in Kafka does not mean
+/// the relay has caught up (after a restart it may still be publishing the
+/// replay), and only what it has read can be marked and confirmed.
+pub async fn wait_until_marked(client: &Client) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while rows_with_status(client, "PENDING").await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rows stayed PENDING: the relay never caught up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// After a clean stop the slot has confirmed every transaction, so the
 /// table must say every row went out, and nothing it says went out may be
 /// missing from Kafka.

@@ -149,6 +149,7 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     );
     eprintln!("{} records for 12000 messages", records.len());
 
+    common::wait_until_marked(&db.client).await;
     relay.signal("TERM");
     assert!(
         relay

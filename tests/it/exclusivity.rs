@@ -32,7 +32,8 @@ async fn slot_state(client: &Client, slot: &str) -> Option<String> {
         )
         .await
         .unwrap()
-        .map(|r| r.get(0))
+        // NULL while the slot is still being created.
+        .and_then(|r| r.get(0))
 }
 
 async fn insert_rows(client: &Client, n: i32, tag: &str) {

@@ -385,6 +385,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
         TOTAL,
         Duration::from_secs(60),
     );
+    common::wait_until_marked(&db.client).await;
     relay.signal("TERM");
     assert!(relay
         .wait(Duration::from_secs(30))
