@@ -979,6 +979,7 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
         sslrootcert: None,
         application_name: "outbox-cdc-bench".into(),
         connect_timeout: Duration::from_secs(10),
+        more_hosts: Vec::new(),
     };
     let source = SourceOptions {
         connect: opts.clone(),
@@ -987,11 +988,13 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
         schema: "public".into(),
         table: "messaging_outbox".into(),
         create_slot: false,
+        failover_slot: false,
+        streamed_before: false,
         tuning: Default::default(),
     };
     // The slot first, then the backlog, then the timed read.
     let mut conn = ReplicationConnection::connect(&opts).await?;
-    slot::create(&mut conn, &source.slot, false).await?;
+    slot::create(&mut conn, &source.slot, false, false).await?;
     conn.close().await;
     write_backlog(&b.client, a.rows, a.payload, 100).await?;
 

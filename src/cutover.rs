@@ -268,7 +268,13 @@ async fn cut_over_to_cdc(
     handover::clear_list(client, cfg).await?;
 
     let mut repl = ReplicationConnection::connect(&ConnectOptions::from_config(cfg, env)?).await?;
-    let created = slot::create(&mut repl, &cfg.postgres.slot, true).await?;
+    let created = slot::create(
+        &mut repl,
+        &cfg.postgres.slot,
+        true,
+        cfg.postgres.failover_slot && opts.target == Target::Cdc,
+    )
+    .await?;
     let consistent = created.consistent_point;
     let snapshot = created.snapshot.ok_or_else(|| {
         Error::new(

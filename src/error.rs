@@ -106,6 +106,12 @@ codes! {
 
     // The replication slot.
     SLOT_MISSING => Operator,
+    /// A setting asks for what this PostgreSQL major does not offer
+    /// (`postgres.failover_slot` before 17).
+    PG_FEATURE_UNAVAILABLE => Operator,
+    /// `postgres.failover_slot` is on but a promoted standby would not have
+    /// the slot: what is missing is named.
+    FAILOVER_NOT_READY => Operator,
     SLOT_WRONG_PLUGIN => Operator,
     SLOT_WRONG_DATABASE => Operator,
     SLOT_NOT_LOGICAL => Operator,

@@ -9,7 +9,7 @@ use crate::config::{Config, Env};
 use crate::error::{Code, Error};
 use crate::kafka::probe;
 use crate::pg::checks::{self, Purpose};
-use crate::pg::{connect, grants};
+use crate::pg::{connect, failover, grants};
 use crate::replication::{self, ConnectOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -122,7 +122,7 @@ pub async fn report(cfg: &Config, env: &Env) -> Report {
     let mut destinations = Vec::new();
     match connect::connect(cfg, env).await {
         Err(e) => findings.push(Finding::failed("postgres", &e)),
-        Ok(client) => match database(&client, cfg, &mut findings).await {
+        Ok(client) => match database(&client, cfg, env, &mut findings).await {
             Ok(d) => destinations = d,
             Err(e) => findings.push(Finding::failed("postgres", &e)),
         },
@@ -140,8 +140,10 @@ pub async fn report(cfg: &Config, env: &Env) -> Report {
             "replication_log_in",
             e.code(),
             format!(
-                "{} (ALTER ROLE {} REPLICATION)",
+                "{} (ALTER ROLE {} REPLICATION; on a managed service, grant its replication role instead, \
+                 e.g. GRANT rds_replication TO {})",
                 e.detail(),
+                cfg.postgres.user,
                 cfg.postgres.user
             ),
         ),
@@ -157,6 +159,7 @@ pub async fn report(cfg: &Config, env: &Env) -> Report {
 async fn database(
     c: &tokio_postgres::Client,
     cfg: &Config,
+    env: &Env,
     out: &mut Vec<Finding>,
 ) -> Result<Vec<String>, Error> {
     let server = checks::server(c).await?;
@@ -182,6 +185,9 @@ async fn database(
         &server,
         Purpose::Report,
     ));
+    if cfg.postgres.failover_slot {
+        out.extend(failover::findings(c, cfg, env, &server, slot.as_ref()).await?);
+    }
     out.extend(grants::findings(c, cfg).await?);
     let ownership = checks::ownership(c, cfg).await?;
     out.extend(checks::ownership_findings(&ownership, cfg, Purpose::Report));

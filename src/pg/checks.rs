@@ -29,10 +29,17 @@ fn query(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
     move |e| query_error(Code::PG_QUERY_FAILED)(e).context(context)
 }
 
+/// `server_version_num` of the first release with failover slots (17).
+pub(crate) const FAILOVER_SLOTS_SINCE: i32 = 170_000;
+/// ... and of the first that publishes stored generated columns (18).
+pub(crate) const GENERATED_COLUMNS_PUBLISHED_SINCE: i32 = 180_000;
+
 /// The server's side of logical replication.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Server {
     pub(crate) version: String,
+    /// `server_version_num`: 170004 for 17.4.
+    pub(crate) version_num: i32,
     pub(crate) wal_level: String,
     pub(crate) encoding: String,
     pub(crate) database: String,
@@ -48,7 +55,8 @@ pub(crate) async fn server(c: &Client) -> Result<Server, Error> {
                     pg_encoding_to_char(d.encoding)::text, current_database()::text,
                     current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)::int,
                     current_setting('max_wal_senders')::int - (SELECT count(*) FROM pg_stat_replication)::int,
-                    current_setting('max_slot_wal_keep_size')
+                    current_setting('max_slot_wal_keep_size'),
+                    current_setting('server_version_num')::int
                FROM pg_database d WHERE d.datname = current_database()",
             &[],
         )
@@ -62,13 +70,29 @@ pub(crate) async fn server(c: &Client) -> Result<Server, Error> {
         free_slots: r.get(4),
         free_senders: r.get(5),
         max_slot_wal_keep_size: r.get(6),
+        version_num: r.get(7),
     })
 }
 
 impl Server {
     /// Settings without which nothing can stream.
     pub(crate) fn findings(&self) -> Vec<Finding> {
-        let mut out = vec![Finding::ok("server_version", &self.version)];
+        let yes = |since: i32| {
+            if self.version_num >= since {
+                "yes"
+            } else {
+                "no"
+            }
+        };
+        let mut out = vec![Finding::ok(
+            "server_version",
+            format!(
+                "{} (failover slots: {}; stored generated columns published: {})",
+                self.version,
+                yes(FAILOVER_SLOTS_SINCE),
+                yes(GENERATED_COLUMNS_PUBLISHED_SINCE)
+            ),
+        )];
         out.push(if self.wal_level == "logical" {
             Finding::ok("wal_level", "logical")
         } else {
@@ -204,6 +228,8 @@ pub(crate) struct Slot {
     pub(crate) wal_status: Option<String>,
     /// Bytes between the server's WAL end and the confirmed position.
     pub(crate) lag_bytes: Option<i64>,
+    /// `failover` (PostgreSQL 17+; `None` before).
+    pub(crate) failover: Option<bool>,
 }
 
 pub(crate) async fn slot(c: &Client, name: &str) -> Result<Option<Slot>, Error> {
@@ -211,8 +237,9 @@ pub(crate) async fn slot(c: &Client, name: &str) -> Result<Option<Slot>, Error> 
         .query_opt(
             "SELECT plugin::text, slot_type = 'logical', database::text, active, active_pid,
                     confirmed_flush_lsn::text, wal_status,
-                    (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint
-               FROM pg_replication_slots WHERE slot_name = $1",
+                    (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint,
+                    (to_jsonb(s) ->> 'failover')::bool
+               FROM pg_replication_slots s WHERE slot_name = $1",
             &[&name],
         )
         .await
@@ -231,6 +258,7 @@ pub(crate) async fn slot(c: &Client, name: &str) -> Result<Option<Slot>, Error> 
         confirmed_flush: confirmed.and_then(|t| t.parse().ok()),
         wal_status: r.get(6),
         lag_bytes: r.get(7),
+        failover: r.get(8),
     }))
 }
 
@@ -578,6 +606,7 @@ mod tests {
             free_slots: 3,
             free_senders: 3,
             max_slot_wal_keep_size: "-1".into(),
+            version_num: 150018,
         }
     }
 
@@ -592,6 +621,7 @@ mod tests {
             confirmed_flush: Some(Lsn(1)),
             wal_status: Some("reserved".into()),
             lag_bytes: Some(0),
+            failover: None,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tokio_postgres::config::SslMode as PgSslMode;
+use tokio_postgres::config::{SslMode as PgSslMode, TargetSessionAttrs};
 use tokio_postgres::{Client, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -16,11 +16,27 @@ use crate::error::{Code, Error};
 /// on its own task. The error names the server and user, then what the
 /// server (or the operating system) said.
 pub async fn connect(cfg: &Config, env: &Env) -> Result<Client, Error> {
+    connect_to(cfg, env, &cfg.postgres.endpoints()).await
+}
+
+/// As [`connect`], to the given (host, port) pairs of the configuration's
+/// list: `check` reads each standby's settings this way.
+pub async fn connect_to(
+    cfg: &Config,
+    env: &Env,
+    endpoints: &[(String, u16)],
+) -> Result<Client, Error> {
     let pg = &cfg.postgres;
     let mut pc = tokio_postgres::Config::new();
-    pc.host(&pg.host)
-        .port(pg.port)
-        .dbname(&pg.dbname)
+    for (host, port) in endpoints {
+        pc.host(host).port(*port);
+    }
+    // Several hosts: the one that accepts writes (the primary after a
+    // failover), as libpq's target_session_attrs=read-write.
+    if endpoints.len() > 1 {
+        pc.target_session_attrs(TargetSessionAttrs::ReadWrite);
+    }
+    pc.dbname(&pg.dbname)
         .user(&pg.user)
         .application_name(&pg.application_name)
         .connect_timeout(Duration::from_secs(pg.connect_timeout_secs));
@@ -29,8 +45,14 @@ pub async fn connect(cfg: &Config, env: &Env) -> Result<Client, Error> {
     }
     let context = || {
         format!(
-            "PostgreSQL at {}:{} as {}, database {}",
-            pg.host, pg.port, pg.user, pg.dbname
+            "PostgreSQL at {} as {}, database {}",
+            endpoints
+                .iter()
+                .map(|(h, p)| format!("{h}:{p}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            pg.user,
+            pg.dbname
         )
     };
     let failed = |e: tokio_postgres::Error| {

@@ -15,6 +15,7 @@ mod stats;
 mod supervisor;
 mod watermark;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +53,9 @@ pub struct Relay {
     marks: Option<PublishedMarks>,
     /// PUBLISHED marks cannot reach PostgreSQL: the session must end.
     marks_stalled: Arc<tokio::sync::Notify>,
+    /// A session has streamed from the slot: a later session that finds it
+    /// missing must not create it again.
+    streamed: AtomicBool,
     pub stats: Arc<RelayStats>,
 }
 
@@ -99,6 +103,7 @@ impl Relay {
             feedback,
             marks,
             marks_stalled,
+            streamed: AtomicBool::new(false),
             stats,
         })
     }
@@ -154,10 +159,15 @@ impl Relay {
             *sql = connect::connect(&self.cfg, &*self.env).await?;
             tracing::info!("reconnected the bookkeeping connection");
         }
-        let mut stream = match Stream::open(&sql, &self.source, &self.feedback).await {
+        let source = SourceOptions {
+            streamed_before: self.streamed.load(Ordering::Relaxed),
+            ..self.source.clone()
+        };
+        let mut stream = match Stream::open(&sql, &source, &self.feedback).await {
             Ok(s) => s,
             Err(e) => return Err(self.diagnose(&sql, e).await),
         };
+        self.streamed.store(true, Ordering::Relaxed);
         if attempt.after_standby {
             tracing::info!(slot = %self.source.slot, "the slot is free: taking over");
         }

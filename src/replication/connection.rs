@@ -36,14 +36,21 @@ pub struct ConnectOptions {
     pub sslrootcert: Option<PathBuf>,
     pub application_name: String,
     pub connect_timeout: Duration,
+    /// Further (host, port) pairs of libpq's multi-host form, tried in
+    /// order after `host`; with any, only a server that accepts writes (not
+    /// in recovery) is used.
+    pub more_hosts: Vec<(String, u16)>,
 }
 
 impl ConnectOptions {
     pub fn from_config(cfg: &Config, env: &Env) -> Result<ConnectOptions, Error> {
         let pg = &cfg.postgres;
+        let mut endpoints = pg.endpoints().into_iter();
+        let (host, port) = endpoints.next().unwrap_or_else(|| (pg.host.clone(), 5432));
         Ok(ConnectOptions {
-            host: pg.host.clone(),
-            port: pg.port,
+            host,
+            port,
+            more_hosts: endpoints.collect(),
             dbname: pg.dbname.clone(),
             user: pg.user.clone(),
             password: cfg.postgres_password(env)?,
@@ -225,8 +232,71 @@ async fn open_transport(opts: &ConnectOptions) -> Result<(Transport, Option<Vec<
 }
 
 impl ReplicationConnection {
-    /// Opens, authenticates and waits until the server is ready.
+    /// Connects to the first of the configured hosts that takes the log-in
+    /// and, when several are listed, is not in recovery.
     pub async fn connect(opts: &ConnectOptions) -> Result<ReplicationConnection, Error> {
+        if opts.more_hosts.is_empty() {
+            return Self::connect_one(opts).await;
+        }
+        let mut failures: Vec<Error> = Vec::new();
+        let endpoints =
+            std::iter::once((opts.host.clone(), opts.port)).chain(opts.more_hosts.iter().cloned());
+        for (host, port) in endpoints {
+            let one = ConnectOptions {
+                host: host.clone(),
+                port,
+                more_hosts: Vec::new(),
+                ..opts.clone()
+            };
+            match Self::connect_one(&one).await {
+                Ok(mut conn) => match conn.in_recovery().await {
+                    Ok(false) => return Ok(conn),
+                    Ok(true) => {
+                        conn.close().await;
+                        failures.push(Error::new(
+                            Code::PG_CONNECT_FAILED,
+                            format!("{host}:{port} is a standby (in recovery)"),
+                        ));
+                    }
+                    Err(e) => failures.push(e.context(format!("{host}:{port}"))),
+                },
+                Err(e) => failures.push(e),
+            }
+        }
+        // One code when every host failed the same way (bad credentials
+        // stop the relay); otherwise a passing failure, retried.
+        let code = match failures.first() {
+            Some(first) if failures.iter().all(|e| e.code() == first.code()) => first.code(),
+            _ => Code::PG_CONNECT_FAILED,
+        };
+        let detail: Vec<&str> = failures.iter().map(Error::detail).collect();
+        Err(Error::new(
+            code,
+            format!("no listed host accepts writes: {}", detail.join("; ")),
+        ))
+    }
+
+    /// Whether the server is a standby: SQL is allowed on a
+    /// `replication=database` session.
+    async fn in_recovery(&mut self) -> Result<bool, Error> {
+        let rows = self
+            .simple_query("SELECT pg_is_in_recovery()", Command::Query)
+            .await?;
+        match rows
+            .first()
+            .and_then(|r| r.first())
+            .cloned()
+            .flatten()
+            .as_deref()
+        {
+            Some("t") => Ok(true),
+            Some("f") => Ok(false),
+            other => Err(protocol(format!("pg_is_in_recovery() gave {other:?}"))),
+        }
+    }
+
+    /// Opens, authenticates and waits until the server is ready.
+    async fn connect_one(opts: &ConnectOptions) -> Result<ReplicationConnection, Error> {
         let (transport, end_point) = open_transport(opts).await?;
         let tls = matches!(transport, Transport::Tls(_));
         let mut framed = Framed::new(transport, PgCodec);

@@ -50,6 +50,13 @@ pub struct SourceOptions {
     pub table: String,
     /// Create the slot when it is missing (`run` with `relay.create_slot`).
     pub create_slot: bool,
+    /// Create the slot with `FAILOVER`, and turn it on for an existing one
+    /// (`postgres.failover_slot`, PostgreSQL 17+).
+    pub failover_slot: bool,
+    /// This process has streamed from the slot: if it is missing now, it was
+    /// lost (a failover to a standby without it, or dropped), and creating
+    /// it again would skip what was committed since.
+    pub streamed_before: bool,
     pub tuning: Tuning,
 }
 
@@ -62,6 +69,8 @@ impl SourceOptions {
             schema: cfg.outbox.schema.clone(),
             table: cfg.outbox.table.clone(),
             create_slot: cfg.relay.create_slot,
+            failover_slot: cfg.postgres.failover_slot,
+            streamed_before: false,
             tuning: Tuning::default(),
         })
     }
@@ -94,6 +103,28 @@ impl Stream {
         let publication =
             checks::publication(sql, &opts.publication, &opts.schema, &opts.table).await?;
         let slot = checks::slot(sql, &opts.slot).await?;
+        if slot.is_none() && opts.streamed_before {
+            return Err(Error::new(
+                Code::SLOT_MISSING,
+                format!(
+                    "replication slot {} no longer exists on this server (a failover to a standby without a \
+                     synchronised copy, or a dropped slot); rows committed after {} may not be in Kafka. \
+                     `outbox-cdc cutover --to cdc` creates a new slot and hands over every row not yet \
+                     PUBLISHED or FAILED (rows already published but not yet marked go out again)",
+                    opts.slot,
+                    feedback.settled()
+                ),
+            ));
+        }
+        if opts.failover_slot && server.version_num < checks::FAILOVER_SLOTS_SINCE {
+            return Err(Error::new(
+                Code::PG_FEATURE_UNAVAILABLE,
+                format!(
+                    "postgres.failover_slot needs PostgreSQL 17 or newer; the server runs {}",
+                    server.version
+                ),
+            ));
+        }
         let purpose = Purpose::Stream {
             create_slot: opts.create_slot,
         };
@@ -109,6 +140,9 @@ impl Stream {
         let mut conn = ReplicationConnection::connect(&opts.connect).await?;
         let (confirmed, created) = match slot {
             Some(s) => {
+                if opts.failover_slot && s.failover == Some(false) {
+                    slot::enable_failover(&mut conn, &opts.slot).await?;
+                }
                 let confirmed = s.confirmed_flush.ok_or_else(|| {
                     Error::new(
                         Code::PG_PROTOCOL,
@@ -118,7 +152,7 @@ impl Stream {
                 (confirmed, false)
             }
             None => {
-                let made = slot::create(&mut conn, &opts.slot, false).await?;
+                let made = slot::create(&mut conn, &opts.slot, false, opts.failover_slot).await?;
                 tracing::warn!(
                     slot = %opts.slot,
                     "created the replication slot: rows committed before now are not streamed (hand them over with `outbox-cdc cutover`)"

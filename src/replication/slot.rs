@@ -25,25 +25,34 @@ pub(crate) fn ident(s: &str) -> String {
 }
 
 /// `CREATE_REPLICATION_SLOT ... LOGICAL pgoutput`, exporting a snapshot when
-/// asked (a cutover lists the backlog under it).
+/// asked (a cutover lists the backlog under it), with `FAILOVER` when asked
+/// (PostgreSQL 17+: standbys with `sync_replication_slots` keep a copy).
 pub async fn create(
     conn: &mut ReplicationConnection,
     slot: &str,
     export_snapshot: bool,
+    failover: bool,
 ) -> Result<CreatedSlot, Error> {
-    let snapshot = if export_snapshot {
-        "EXPORT_SNAPSHOT"
+    let command = if failover {
+        // The option list (PostgreSQL 15+) is the only form with FAILOVER.
+        let snapshot = if export_snapshot { "export" } else { "nothing" };
+        format!(
+            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT '{snapshot}', FAILOVER true)",
+            ident(slot)
+        )
     } else {
-        "NOEXPORT_SNAPSHOT"
+        let snapshot = if export_snapshot {
+            "EXPORT_SNAPSHOT"
+        } else {
+            "NOEXPORT_SNAPSHOT"
+        };
+        format!(
+            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput {snapshot}",
+            ident(slot)
+        )
     };
     let rows = conn
-        .simple_query(
-            &format!(
-                "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput {snapshot}",
-                ident(slot)
-            ),
-            Command::CreateSlot,
-        )
+        .simple_query(&command, Command::CreateSlot)
         .await
         .map_err(|e| e.context(format!("creating slot {slot}")))?;
     // slot_name, consistent_point, snapshot_name, output_plugin
@@ -58,9 +67,22 @@ pub async fn create(
         })?
         .parse()
         .map_err(|e| Error::new(Code::PG_PROTOCOL, format!("consistent point: {e}")))?;
-    tracing::info!(%slot, at = %consistent_point, "created replication slot");
+    tracing::info!(%slot, at = %consistent_point, failover, "created replication slot");
     Ok(CreatedSlot {
         consistent_point,
         snapshot: field(2),
     })
+}
+
+/// `ALTER_REPLICATION_SLOT ... (FAILOVER true)` (PostgreSQL 17+), for a slot
+/// made before `postgres.failover_slot` was turned on.
+pub async fn enable_failover(conn: &mut ReplicationConnection, slot: &str) -> Result<(), Error> {
+    conn.simple_query(
+        &format!("ALTER_REPLICATION_SLOT {} (FAILOVER true)", ident(slot)),
+        Command::Query,
+    )
+    .await
+    .map_err(|e| e.context(format!("enabling failover on slot {slot}")))?;
+    tracing::info!(%slot, "the slot is now a failover slot");
+    Ok(())
 }

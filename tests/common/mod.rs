@@ -452,6 +452,7 @@ pub mod replication {
             sslrootcert: None,
             application_name: "outbox-cdc-test".into(),
             connect_timeout: Duration::from_secs(10),
+            more_hosts: Vec::new(),
         }
     }
 
@@ -469,6 +470,8 @@ pub mod replication {
             schema: "public".into(),
             table: "messaging_outbox".into(),
             create_slot: true,
+            failover_slot: false,
+            streamed_before: false,
             tuning: Default::default(),
         }
     }

@@ -33,6 +33,13 @@ fn source_properties(cfg: &Config) -> Vec<(String, String)> {
     let dbz = &cfg.debezium;
     let mut p: Vec<(String, String)> = Vec::new();
     let mut set = |k: &str, v: String| p.push((k.to_string(), v));
+    // Debezium connects to one host: the first listed, unless
+    // `debezium.database_hostname` and `database_port` say otherwise.
+    let first = pg
+        .endpoints()
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| (pg.host.clone(), 5432));
 
     set(
         "connector.class",
@@ -47,11 +54,11 @@ fn source_properties(cfg: &Config) -> Vec<(String, String)> {
         "database.hostname",
         dbz.database_hostname
             .clone()
-            .unwrap_or_else(|| pg.host.clone()),
+            .unwrap_or_else(|| first.0.clone()),
     );
     set(
         "database.port",
-        dbz.database_port.unwrap_or(pg.port).to_string(),
+        dbz.database_port.unwrap_or(first.1).to_string(),
     );
     set("database.user", pg.user.clone());
     set(

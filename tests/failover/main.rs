@@ -1,0 +1,675 @@
+//! A primary failover under load, on a real PostgreSQL 17 primary and a
+//! streaming physical standby made by copying the stopped primary's data
+//! directory: with a failover slot the relay continues on the promoted
+//! standby and loses nothing; without one it stops with `SLOT_MISSING`, and
+//! `cutover --to cdc` recovers every row. Its own binary: the clusters are
+//! its own, and a shared-service restart of `tests/faults` must not hit it.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::kafka;
+use common::relay::{self as relay, RelayProcess};
+use outbox_cdc::pg::lsn::Lsn;
+use tokio_postgres::config::TargetSessionAttrs;
+use tokio_postgres::{Client, NoTls};
+
+const MAJOR: &str = "17";
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false)
+}
+
+/// PostgreSQL 17's server binaries, installed by `scripts/services.sh`.
+fn pg_bin() -> PathBuf {
+    let script = std::env::var("OUTBOX_TEST_SERVICES").expect("OUTBOX_TEST_SERVICES");
+    let out = Command::new("bash")
+        .args([script.as_str(), "pg-bin", MAJOR])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "services.sh pg-bin {MAJOR}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// One cluster of the pair, on its own port.
+struct Cluster {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+}
+
+impl Cluster {
+    fn run(&self, tool: &str, args: &[&str]) {
+        let exe = self.bin.join(tool);
+        let mut cmd = if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let out = cmd
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let log = std::fs::read_to_string(self.data.join("server.log")).unwrap_or_default();
+        assert!(
+            out.status.success(),
+            "{tool} {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+        );
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let data = self.data.display().to_string();
+        let log = self.data.join("server.log").display().to_string();
+        let mut all = vec!["-D", data.as_str(), "-l", log.as_str(), "-w", "-t", "120"];
+        all.extend_from_slice(args);
+        self.run("pg_ctl", &all);
+    }
+
+    fn append_conf(&self, text: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.data.join("postgresql.conf"))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    async fn connect(&self, db: &str) -> Client {
+        let (client, conn) = tokio_postgres::Config::new()
+            .host("127.0.0.1")
+            .port(self.port)
+            .user("postgres")
+            .dbname(db)
+            .connect(NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL on {}: {e}", self.port));
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        client
+    }
+}
+
+/// A primary and a standby streaming from it through physical slot
+/// `standby1`, with slot synchronisation on and the primary waiting for the
+/// standby before it sends logical changes.
+struct Pair {
+    root: PathBuf,
+    primary: Cluster,
+    standby: Cluster,
+}
+
+impl Pair {
+    async fn start(label: &str, base_port: u16) -> Pair {
+        let bin = pg_bin();
+        let root = std::env::temp_dir().join(format!(
+            "outbox-cdc-failover-{label}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        if is_root() {
+            let status = Command::new("chown")
+                .args(["postgres:"])
+                .arg(&root)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let primary = Cluster {
+            bin: bin.clone(),
+            data: root.join("primary"),
+            port: base_port,
+        };
+        let standby = Cluster {
+            bin,
+            data: root.join("standby"),
+            port: base_port + 1,
+        };
+        let data = primary.data.display().to_string();
+        primary.run(
+            "initdb",
+            &[
+                "-D",
+                &data,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+            ],
+        );
+        let socket = root.display().to_string();
+        primary.append_conf(&format!(
+            "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{socket}'\n\
+             wal_level = logical\nmax_wal_senders = 20\nmax_replication_slots = 20\nhot_standby = on\n\
+             wal_sender_timeout = 10s\nwal_receiver_status_interval = 1s\nfsync = off\n\
+             synchronized_standby_slots = 'standby1'\n",
+            primary.port
+        ));
+        std::fs::write(
+            primary.data.join("pg_hba.conf"),
+            "local all all trust\nlocal replication all trust\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n",
+        )
+        .unwrap();
+        primary.pg_ctl(&["start"]);
+        let admin = primary.connect("postgres").await;
+        admin
+            .batch_execute("SELECT pg_create_physical_replication_slot('standby1')")
+            .await
+            .unwrap();
+        drop(admin);
+        // No pg_basebackup in the package: a cleanly stopped primary's
+        // directory is a valid base for a standby.
+        primary.pg_ctl(&["-m", "fast", "stop"]);
+        let mut cmd = if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", "cp", "-a"]);
+            c
+        } else {
+            let mut c = Command::new("cp");
+            c.arg("-a");
+            c
+        };
+        assert!(cmd
+            .arg(&primary.data)
+            .arg(&standby.data)
+            .status()
+            .unwrap()
+            .success());
+        let _ = std::fs::remove_file(standby.data.join("server.log"));
+        standby.append_conf(&format!(
+            "port = {}\nprimary_conninfo = 'host=127.0.0.1 port={} user=postgres dbname=postgres application_name=standby1'\n\
+             primary_slot_name = 'standby1'\nhot_standby_feedback = on\nsync_replication_slots = on\n\
+             synchronized_standby_slots = ''\n",
+            standby.port, primary.port
+        ));
+        let signal = standby.data.join("standby.signal");
+        std::fs::write(&signal, "").unwrap();
+        if is_root() {
+            let status = Command::new("chown")
+                .args(["postgres:"])
+                .arg(&signal)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        primary.pg_ctl(&["start"]);
+        standby.pg_ctl(&["start"]);
+        Pair {
+            root,
+            primary,
+            standby,
+        }
+    }
+
+    fn services(&self, kafka: &str) -> common::Services {
+        common::Services {
+            pg_host: "127.0.0.1".into(),
+            pg_port: self.primary.port,
+            pg_user: "postgres".into(),
+            pg_password: "unused-under-trust".into(),
+            kafka_bootstrap: kafka.into(),
+        }
+    }
+
+    /// The relay's configuration: both hosts, libpq's multi-host form.
+    fn relay_config(&self, db: &str, prefix: &str, failover: bool) -> (String, PathBuf) {
+        let slot = format!("{db}_relay");
+        let services = self.services(&common::services().unwrap().kafka_bootstrap);
+        let path = relay::config(&services, db, prefix, &slot, "");
+        let text = std::fs::read_to_string(&path).unwrap().replacen(
+            &format!("host = \"127.0.0.1\"\nport = {}\n", self.primary.port),
+            &format!(
+                "host = \"127.0.0.1,127.0.0.1\"\nport = \"{},{}\"\nfailover_slot = {failover}\nconnect_timeout_secs = 3\n",
+                self.primary.port, self.standby.port
+            ),
+            1,
+        );
+        assert!(text.contains("failover_slot"), "{text}");
+        std::fs::write(&path, text).unwrap();
+        (slot, path)
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for c in [&self.primary, &self.standby] {
+            if c.data.join("postmaster.pid").exists() {
+                let data = c.data.display().to_string();
+                let exe = c.bin.join("pg_ctl");
+                let mut cmd = if is_root() {
+                    let mut x = Command::new("runuser");
+                    x.args(["-u", "postgres", "--"]).arg(&exe);
+                    x
+                } else {
+                    Command::new(&exe)
+                };
+                let _ = cmd
+                    .args(["-D", &data, "-m", "immediate", "stop"])
+                    .stdin(Stdio::null())
+                    .output();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// A client of whichever of the pair accepts writes, as an application
+/// with libpq's multi-host string would have.
+async fn writable(pair: &Pair, db: &str) -> Option<Client> {
+    let (client, conn) = tokio_postgres::Config::new()
+        .host("127.0.0.1")
+        .port(pair.primary.port)
+        .host("127.0.0.1")
+        .port(pair.standby.port)
+        .user("postgres")
+        .dbname(db)
+        .target_session_attrs(TargetSessionAttrs::ReadWrite)
+        .connect_timeout(Duration::from_secs(2))
+        .connect(NoTls)
+        .await
+        .ok()?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Some(client)
+}
+
+/// Writes one-row transactions with a per-key sequence number until `stop`,
+/// reconnecting after failures; returns, per accepted commit, a WAL
+/// position at or after its end (for the duplicate windows).
+async fn write_until(
+    pair: &Pair,
+    db: &str,
+    keys: usize,
+    stop: Arc<AtomicBool>,
+) -> BTreeMap<String, Lsn> {
+    let mut written = BTreeMap::new();
+    let mut client: Option<Client> = None;
+    let mut t = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(c) = client.as_mut() else {
+            client = writable(pair, db).await;
+            if client.is_none() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            continue;
+        };
+        let key = format!("key-{}", (t * 31) % keys);
+        let attempt = async {
+            let tx = c.transaction().await?;
+            let row = tx
+                .query_one(
+                    "WITH s AS (UPDATE public.key_seq SET n = n + 1 WHERE k = $1 RETURNING n)
+                     INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version,
+                         content_type, payload, partition_key, correlation_id, causation_id)
+                     SELECT gen_random_uuid(), 'keyed', 'K', 1, 'text/plain', convert_to(s.n::text, 'UTF8'), $1, s.n::text,
+                            pg_current_wal_insert_lsn()::text FROM s
+                     RETURNING message_id::text, causation_id",
+                    &[&key],
+                )
+                .await?;
+            tx.commit().await?;
+            let after: String = c
+                .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+                .await?
+                .get(0);
+            Ok::<_, tokio_postgres::Error>((row.get::<_, String>(0), after))
+        };
+        match attempt.await {
+            Ok((id, after)) => {
+                written.insert(id, after.parse().unwrap());
+                t += 1;
+            }
+            Err(_) => client = None,
+        }
+    }
+    written
+}
+
+async fn prepare_db(pair: &Pair, label: &str, prefix: &str) -> String {
+    let services = pair.services("127.0.0.1:1");
+    let db = common::migrated_db(&services, label, prefix).await;
+    db.declare_cdc().await;
+    db.client
+        .batch_execute(
+            "CREATE TABLE public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
+             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, 49) g;",
+        )
+        .await
+        .unwrap();
+    db.name.clone()
+}
+
+/// What the slot named `slot` is on `cluster`: (synced, temporary,
+/// confirmed position), or `None`.
+async fn slot_on(c: &Client, slot: &str) -> Option<(bool, bool, Option<Lsn>)> {
+    c.query_opt(
+        "SELECT synced, temporary, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+        &[&slot],
+    )
+    .await
+    .unwrap()
+    .map(|r| {
+        (
+            r.get(0),
+            r.get(1),
+            r.get::<_, Option<String>>(2).and_then(|s| s.parse().ok()),
+        )
+    })
+}
+
+async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn slot_active(c: &Cluster, slot: &str) -> bool {
+    let client = c.connect("postgres").await;
+    client
+        .query_opt(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|r| r.get::<_, bool>(0))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_without_loss() {
+    let services = require_services!();
+    let pair = Pair::start("sync", 54517).await;
+    let prefix = common::unique_prefix("fo");
+    let db = prepare_db(&pair, "failover", &prefix).await;
+    let (slot, config) = pair.relay_config(&db, &prefix, true);
+    let mut relay = RelayProcess::spawn(&config);
+    let primary = pair.primary.connect(&db).await;
+    common::replication::wait_streaming(&primary, &slot).await;
+    let failover: bool = primary
+        .query_one(
+            "SELECT failover FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(failover, "the relay created its slot with FAILOVER");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let pair = Arc::new(pair);
+    let writer = {
+        let (pair, db, stop) = (pair.clone(), db.clone(), stop.clone());
+        tokio::spawn(async move { write_until(&pair, &db, 50, stop).await })
+    };
+    // Streaming under load, and the standby holds a synchronised copy.
+    let standby = pair.standby.connect("postgres").await;
+    wait_for(
+        "the standby has a synchronised copy of the slot",
+        Duration::from_secs(90),
+        || async { matches!(slot_on(&standby, &slot).await, Some((true, false, Some(_)))) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let synced_at_kill = slot_on(&standby, &slot).await.and_then(|s| s.2).unwrap();
+    let confirmed_at_kill: Lsn = primary
+        .query_one(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .unwrap()
+        .get::<_, String>(0)
+        .parse()
+        .unwrap();
+    let reached: Lsn = primary
+        .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+        .await
+        .unwrap()
+        .get::<_, String>(0)
+        .parse()
+        .unwrap();
+    drop(primary);
+    drop(standby);
+
+    let killed = Instant::now();
+    pair.primary.pg_ctl(&["-m", "immediate", "stop"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    pair.standby.pg_ctl(&["promote"]);
+    wait_for(
+        "the relay streams from the promoted standby",
+        Duration::from_secs(120),
+        || {
+            let pair = pair.clone();
+            let slot = slot.clone();
+            async move { slot_active(&pair.standby, &slot).await }
+        },
+    )
+    .await;
+    let back_after = killed.elapsed();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    stop.store(true, Ordering::Relaxed);
+    let accepted = writer.await.unwrap();
+
+    // What the promoted primary holds is what must be in Kafka, and nothing else.
+    let new_primary = pair.standby.connect(&db).await;
+    let in_db: HashSet<String> = new_primary
+        .query("SELECT message_id::text FROM public.messaging_outbox", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let topic = format!("{prefix}keyed");
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        in_db.len(),
+        Duration::from_secs(60),
+    );
+    let ids = kafka::by_id(&records);
+    let in_kafka: HashSet<String> = ids.keys().cloned().collect();
+    assert_eq!(
+        in_db.difference(&in_kafka).count(),
+        0,
+        "every row the promoted primary holds is in Kafka"
+    );
+    assert_eq!(
+        in_kafka.difference(&in_db).count(),
+        0,
+        "Kafka has no row the promoted primary lacks (the relay never ran ahead of the standby)"
+    );
+    for (key, ns) in kafka::first_delivery_order(&records) {
+        let expected: Vec<u64> = (1..=ns.len() as u64).collect();
+        assert_eq!(
+            ns, expected,
+            "first deliveries of {key} are in commit order"
+        );
+    }
+    // Duplicates only from the window the relay had not settled when the
+    // primary died: it logs that position when it restarts its pipeline.
+    let log = relay.log_text();
+    let mut windows: Vec<(Lsn, Lsn)> = vec![(confirmed_at_kill, reached)];
+    windows.extend(
+        replays_in(&log)
+            .into_iter()
+            .map(|settled| (settled, Lsn(u64::MAX))),
+    );
+    let mut duplicates = 0;
+    for copies in ids.values().filter(|c| c.len() > 1) {
+        duplicates += copies.len() - 1;
+        let written: Lsn = std::str::from_utf8(copies[0].header("msg.causation-id").unwrap())
+            .unwrap()
+            .parse()
+            .unwrap();
+        let Some(committed_by) = accepted.get(&copies[0].id()) else {
+            continue; // its commit's outcome reached no client: no bound known
+        };
+        assert!(
+            windows
+                .iter()
+                .any(|(from, to)| *committed_by >= *from && written <= *to),
+            "message {} (written at {written}, committed by {committed_by}) came twice outside every unsettled window {windows:?}",
+            copies[0].id()
+        );
+    }
+    eprintln!(
+        "failover: {} rows committed ({} accepted by the writer), {} records, {duplicates} duplicates; \
+         streaming again {:.1} s after the kill; synchronised position at the kill {synced_at_kill}",
+        in_db.len(),
+        accepted.len(),
+        records.len(),
+        back_after.as_secs_f64()
+    );
+    assert!(
+        in_db.len() > 500,
+        "the writer kept writing through the failover"
+    );
+
+    relay.signal("TERM");
+    assert!(relay
+        .wait(Duration::from_secs(60))
+        .expect("stops on SIGTERM")
+        .success());
+}
+
+/// The settled positions from which a relay's log says it replayed.
+fn replays_in(log: &str) -> Vec<Lsn> {
+    let mut plain = String::with_capacity(log.len());
+    let mut chars = log.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+        .lines()
+        .filter(|l| l.contains("restarting the pipeline"))
+        .filter_map(|l| l.split("settled=").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .filter_map(|lsn| lsn.parse().ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_failover_slot_the_relay_stops_with_slot_missing_and_cutover_recovers_every_row()
+{
+    let services = require_services!();
+    let pair = Pair::start("nosync", 54527).await;
+    let prefix = common::unique_prefix("nofo");
+    let db = prepare_db(&pair, "nofailover", &prefix).await;
+    let (slot, config) = pair.relay_config(&db, &prefix, false);
+    let mut relay = RelayProcess::spawn(&config);
+    let primary = pair.primary.connect(&db).await;
+    common::replication::wait_streaming(&primary, &slot).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let pair = Arc::new(pair);
+    let writer = {
+        let (pair, db, stop) = (pair.clone(), db.clone(), stop.clone());
+        tokio::spawn(async move { write_until(&pair, &db, 50, stop).await })
+    };
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    drop(primary);
+    pair.primary.pg_ctl(&["-m", "immediate", "stop"]);
+    pair.standby.pg_ctl(&["promote"]);
+    let status = relay
+        .wait(Duration::from_secs(120))
+        .expect("the relay stops on its own");
+    assert!(!status.success());
+    let log = relay.log_text();
+    assert!(log.contains("SLOT_MISSING"), "{log}");
+    assert!(log.contains("outbox-cdc cutover --to cdc"), "{log}");
+    // Writes go on against the new primary while no relay runs.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let out = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        .args(["cutover", "--to", "cdc", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cutover: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut relay = RelayProcess::spawn(&config);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+
+    let new_primary = pair.standby.connect(&db).await;
+    let in_db: HashSet<String> = new_primary
+        .query("SELECT message_id::text FROM public.messaging_outbox", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let topic = format!("{prefix}keyed");
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        in_db.len(),
+        Duration::from_secs(60),
+    );
+    let in_kafka: HashSet<String> = kafka::by_id(&records).keys().cloned().collect();
+    assert_eq!(
+        in_db.difference(&in_kafka).count(),
+        0,
+        "after the cutover every row of the promoted primary is in Kafka"
+    );
+    eprintln!(
+        "failover without a failover slot: {} rows, {} records ({} duplicates)",
+        in_db.len(),
+        records.len(),
+        records.len() - in_kafka.len()
+    );
+    relay.signal("TERM");
+    assert!(relay
+        .wait(Duration::from_secs(60))
+        .expect("stops on SIGTERM")
+        .success());
+}
