@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone on a fresh machine:
 # formatting, lints, unit and integration tests (against a real PostgreSQL 15
-# and a real Kafka broker, which this script installs, starts and stops) and
-# the check that the committed Debezium configuration matches the definition.
+# and a real Kafka broker, which this script installs, starts and stops), the
+# check that the committed Debezium configuration matches the definition, and
+# the version matrix: the core of the suite again on PostgreSQL 14, 16, 17 and
+# 18, and the Debezium parity test on 18, the newest major Debezium 3.6.1 is
+# tested against (its connector's pom.xml has profiles postgres-14 to -18).
+#
+# OUTBOX_TEST_PG_MAJORS="14 16 17 18" picks the matrix's majors (all of them
+# unless set; an empty value runs PostgreSQL 15 only, for quick local runs).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -42,11 +48,31 @@ step "starting PostgreSQL and Kafka"
 scripts/services.sh start
 eval "$(scripts/services.sh env)"
 
-step "cargo test (unit, integration, drift of connector-config/ and snapshots/)"
+step "cargo test on PostgreSQL 15 (unit, integration, failover, drift of connector-config/ and snapshots/)"
 log=$(mktemp)
 status=0
 # Libraries, binaries and tests; the benches are run by hand, never here.
 cargo test --lib --bins --tests --no-fail-fast 2>&1 | tee "$log" || status=$?
+
+# The core of the suite on each other major: migrations, the replication
+# reader, the relay end to end (per-key order, SIGKILLs, FAILED rows), the
+# exclusivity rules and `check`, PostgreSQL and Kafka restarts; and the
+# Debezium parity test on the newest major.
+CORE_TESTS=(migrations:: replication:: relay:: exclusivity:: commands::)
+NEWEST=18
+for major in ${OUTBOX_TEST_PG_MAJORS-14 16 17 18}; do
+  step "PostgreSQL $major: the core of the suite"
+  # Each major has its own cluster and port; Kafka and Connect are shared.
+  OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh start-postgres
+  eval "$(OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
+  tests=("${CORE_TESTS[@]}")
+  if [ "$major" = "$NEWEST" ]; then tests+=(debezium::); fi
+  cargo test --test it --no-fail-fast -- "${tests[@]}" 2>&1 | tee -a "$log" || status=$?
+  cargo test --test faults --no-fail-fast 2>&1 | tee -a "$log" || status=$?
+  OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh stop-postgres
+done
+eval "$(OUTBOX_TEST_PG_MAJOR=15 env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
+
 passed=$(awk '/^test result:/ {sub(";","",$4); p+=$4} END {print p+0}' "$log")
 failed=$(awk '/^test result:/ {sub(";","",$6); f+=$6} END {print f+0}' "$log")
 rm -f "$log"
