@@ -3,9 +3,12 @@
 -- Applicable on its own (`outbox-cdc migrate --cdc-only`) to an outbox table an
 -- application already created: every step checks what exists first.
 
--- 1. routing_key as a plain, replicated column.
---    A GENERATED ALWAYS ... STORED column is converted in place (values kept);
---    a missing one is added and back-filled.
+-- 1. routing_key as a replicated column.
+--    Before PostgreSQL 18, pgoutput does not carry generated columns: a
+--    GENERATED ALWAYS ... STORED column is converted in place (values kept)
+--    and a trigger keeps it. From 18 on, the publication publishes stored
+--    generated columns (step 5) and the platform's column stays as it is.
+--    A missing column is added and back-filled.
 DO $$
 DECLARE
     generated "char";
@@ -18,7 +21,7 @@ BEGIN
     IF NOT FOUND THEN
         ALTER TABLE {{schema}}.{{table}} ADD COLUMN routing_key text;
         UPDATE {{schema}}.{{table}} SET routing_key = COALESCE(partition_key, message_id::text);
-    ELSIF generated = 's' THEN
+    ELSIF generated = 's' AND current_setting('server_version_num')::int < 180000 THEN
         ALTER TABLE {{schema}}.{{table}} ALTER COLUMN routing_key DROP EXPRESSION;
     END IF;
     ALTER TABLE {{schema}}.{{table}} ALTER COLUMN routing_key SET NOT NULL;
@@ -35,9 +38,17 @@ END
 $$;
 
 DROP TRIGGER IF EXISTS outbox_cdc_routing_key ON {{schema}}.{{table}};
-CREATE TRIGGER outbox_cdc_routing_key
-    BEFORE INSERT OR UPDATE ON {{schema}}.{{table}}
-    FOR EACH ROW EXECUTE FUNCTION {{schema}}.outbox_cdc_set_routing_key();
+DO $$
+BEGIN
+    -- A generated column (kept on 18+) computes the rule itself.
+    IF (SELECT a.attgenerated FROM pg_attribute a
+         WHERE a.attrelid = '{{schema}}.{{table}}'::regclass AND a.attname = 'routing_key') <> 's' THEN
+        CREATE TRIGGER outbox_cdc_routing_key
+            BEFORE INSERT OR UPDATE ON {{schema}}.{{table}}
+            FOR EACH ROW EXECUTE FUNCTION {{schema}}.outbox_cdc_set_routing_key();
+    END IF;
+END
+$$;
 
 -- 2. Named CHECK constraints that refuse bad rows at INSERT.
 --    Added NOT VALID (enforced for new rows at once), then validated; when old
@@ -166,6 +177,11 @@ BEGIN
             ALTER PUBLICATION {{publication}} ADD TABLE {{schema}}.{{heartbeat_table}};
         END IF;
         ALTER PUBLICATION {{publication}} SET (publish = 'insert');
+    END IF;
+    -- PostgreSQL 18+ with the generated routing_key kept: publish it.
+    IF (SELECT a.attgenerated FROM pg_attribute a
+         WHERE a.attrelid = '{{schema}}.{{table}}'::regclass AND a.attname = 'routing_key') = 's' THEN
+        EXECUTE 'ALTER PUBLICATION {{publication}} SET (publish_generated_columns = stored)';
     END IF;
 END
 $$;

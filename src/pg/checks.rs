@@ -356,7 +356,18 @@ pub(crate) fn slot_finding(
 /// trigger and the constraints.
 pub(crate) async fn schema_findings(c: &Client, cfg: &Config) -> Result<Vec<Finding>, Error> {
     let table = cfg.qualified_table();
-    let drift = catalog::compare(c, &cfg.outbox.schema, &cfg.outbox.table).await?;
+    let mut drift = catalog::compare(c, &cfg.outbox.schema, &cfg.outbox.table).await?;
+    // PostgreSQL 18+: a stored generated routing key is streamed when the
+    // publication publishes generated columns; no trigger is needed then.
+    let generated_published = drift
+        .iter()
+        .any(|d| matches!(d, Drift::Generated { column } if *column == outbox::ROUTING_KEY.name))
+        && publishes_generated_columns(c, &cfg.postgres.publication).await?;
+    if generated_published {
+        drift.retain(
+            |d| !matches!(d, Drift::Generated { column } if *column == outbox::ROUTING_KEY.name),
+        );
+    }
     let trigger: Option<String> = c
         .query_opt(
             "SELECT tgenabled::text FROM pg_trigger WHERE tgrelid = $1::text::regclass AND tgname = $2",
@@ -382,7 +393,15 @@ pub(crate) async fn schema_findings(c: &Client, cfg: &Config) -> Result<Vec<Find
             Some(Code::ROUTING_KEY_MISSING | Code::ROUTING_KEY_GENERATED)
         )
     });
-    if routing_key_ok {
+    if routing_key_ok && generated_published {
+        out.push(Finding::ok(
+            outbox::ROUTING_KEY.name,
+            format!(
+                "stored generated column, published by {} (publish_generated_columns = stored)",
+                cfg.postgres.publication
+            ),
+        ));
+    } else if routing_key_ok {
         out.push(if trigger.as_deref().is_none_or(|t| t == "D") {
             Finding::error(
                 outbox::ROUTING_KEY.name,
@@ -399,6 +418,19 @@ pub(crate) async fn schema_findings(c: &Client, cfg: &Config) -> Result<Vec<Find
     }
     out.push(constraints_finding(&present));
     Ok(out)
+}
+
+/// Whether the publication carries stored generated columns
+/// (`pubgencols = 's'`, PostgreSQL 18+; never before).
+async fn publishes_generated_columns(c: &Client, publication: &str) -> Result<bool, Error> {
+    Ok(c.query_opt(
+        "SELECT (to_jsonb(p) ->> 'pubgencols') = 's' FROM pg_publication p WHERE pubname = $1",
+        &[&publication],
+    )
+    .await
+    .map_err(query("reading the publication"))?
+    .and_then(|r| r.get::<_, Option<bool>>(0))
+    .unwrap_or(false))
 }
 
 /// Findings from the catalog comparison: one per drifted column.

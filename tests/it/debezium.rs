@@ -885,7 +885,9 @@ async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration
     tokio::time::sleep(Duration::from_secs(2)).await;
     rep::drop_slot(&db.client, &before.debezium.slot).await;
 
-    // The CDC migration converts the column in place; Debezium now keys on it.
+    // The CDC migration converts the column in place before PostgreSQL 18,
+    // and from 18 on keeps it generated and publishes it; either way
+    // Debezium now keys on it.
     let cfg = db.config(&prefix);
     outbox_cdc::pg::migrate::migrate(
         &mut db.client,
@@ -894,6 +896,21 @@ async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration
     )
     .await
     .unwrap();
+    let generated: String = db
+        .client
+        .query_one(
+            "SELECT attgenerated::text FROM pg_attribute
+              WHERE attrelid = 'public.messaging_outbox'::regclass AND attname = 'routing_key'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let major: u32 = std::env::var("OUTBOX_TEST_PG_MAJOR")
+        .unwrap_or_else(|_| "15".into())
+        .parse()
+        .unwrap();
+    assert_eq!(generated, if major >= 18 { "s" } else { "" });
     let after = test_config(&services, &db.name, &prefix, "after");
     start_debezium(&after, &db.client).await;
     db.client
