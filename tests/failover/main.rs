@@ -385,6 +385,32 @@ async fn slot_on(c: &Client, slot: &str) -> Option<(bool, bool, Option<Lsn>)> {
     })
 }
 
+/// `outbox-cdc check --format json` on `config`: (exit ok, the
+/// failover_slot finding's level and detail).
+fn check_failover(config: &std::path::Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        .args(["check", "--format", "json", "--config"])
+        .arg(config)
+        .env("OUTBOX_TEST_PG_PASSWORD", "unused-under-trust")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "failover_slot")
+        .unwrap_or_else(|| panic!("no failover_slot finding: {report}"))
+        .clone();
+    (
+        out.status.success(),
+        finding["level"].as_str().unwrap().to_string(),
+        finding["detail"].as_str().unwrap().to_string(),
+    )
+}
+
 async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut f: F)
 where
     F: FnMut() -> Fut,
@@ -444,6 +470,16 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
         || async { matches!(slot_on(&standby, &slot).await, Some((true, false, Some(_)))) },
     )
     .await;
+    // `check` reads the primary and the listed standby and finds nothing missing.
+    let (_, level, detail) = check_failover(&config);
+    assert_eq!(level, "ok", "{detail}");
+    assert!(
+        detail.contains(&format!(
+            "standbys 127.0.0.1:{} keep a synchronised copy",
+            pair.standby.port
+        )),
+        "{detail}"
+    );
     tokio::time::sleep(Duration::from_secs(4)).await;
     let synced_at_kill = slot_on(&standby, &slot).await.and_then(|s| s.2).unwrap();
     let confirmed_at_kill: Lsn = primary
@@ -470,6 +506,7 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
     pair.primary.pg_ctl(&["-m", "immediate", "stop"]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     pair.standby.pg_ctl(&["promote"]);
+    let promoted = Instant::now();
     wait_for(
         "the relay streams from the promoted standby",
         Duration::from_secs(120),
@@ -481,6 +518,7 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
     )
     .await;
     let back_after = killed.elapsed();
+    let back_after_promotion = promoted.elapsed();
     tokio::time::sleep(Duration::from_secs(5)).await;
     stop.store(true, Ordering::Relaxed);
     let accepted = writer.await.unwrap();
@@ -549,11 +587,12 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
     }
     eprintln!(
         "failover: {} rows committed ({} accepted by the writer), {} records, {duplicates} duplicates; \
-         streaming again {:.1} s after the kill; synchronised position at the kill {synced_at_kill}",
+         streaming again {:.1} s after the kill ({:.1} s after the promotion); synchronised position at the kill {synced_at_kill}",
         in_db.len(),
         accepted.len(),
         records.len(),
-        back_after.as_secs_f64()
+        back_after.as_secs_f64(),
+        back_after_promotion.as_secs_f64()
     );
     assert!(
         in_db.len() > 500,
@@ -610,6 +649,21 @@ async fn without_a_failover_slot_the_relay_stops_with_slot_missing_and_cutover_r
         tokio::spawn(async move { write_until(&pair, &db, 50, stop).await })
     };
     tokio::time::sleep(Duration::from_secs(4)).await;
+    // Asked for failover, `check` names what a promoted standby would lack:
+    // this slot was made without FAILOVER, so the standby has no copy.
+    let asking = config.with_file_name("asking-failover.toml");
+    std::fs::write(
+        &asking,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("failover_slot = false", "failover_slot = true"),
+    )
+    .unwrap();
+    let (healthy, level, detail) = check_failover(&asking);
+    assert!(!healthy);
+    assert_eq!(level, "error", "{detail}");
+    assert!(detail.contains("is not a failover slot"), "{detail}");
+    assert!(detail.contains("has no copy of slot"), "{detail}");
     drop(primary);
     pair.primary.pg_ctl(&["-m", "immediate", "stop"]);
     pair.standby.pg_ctl(&["promote"]);
