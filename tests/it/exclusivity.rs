@@ -623,6 +623,39 @@ async fn check_reports_each_misconfiguration_with_its_code() {
         "{}",
         refused.detail
     );
+    // Managed services grant streaming through a role instead: both ways named.
+    assert!(
+        refused
+            .detail
+            .contains(&format!("GRANT rds_replication TO {role}")),
+        "{}",
+        refused.detail
+    );
+    // The server's version, and the features the relay can use on it.
+    let version = report
+        .findings
+        .iter()
+        .find(|f| f.check == "server_version")
+        .unwrap();
+    let major: u32 = std::env::var("OUTBOX_TEST_PG_MAJOR")
+        .unwrap_or_else(|_| "15".into())
+        .parse()
+        .unwrap();
+    let yes = |since: u32| if major >= since { "yes" } else { "no" };
+    assert!(
+        version.detail.starts_with(&format!("{major}.")),
+        "{}",
+        version.detail
+    );
+    assert!(
+        version.detail.ends_with(&format!(
+            "(failover slots: {}; stored generated columns published: {})",
+            yes(17),
+            yes(18)
+        )),
+        "{}",
+        version.detail
+    );
     db.client
         .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role};"))
         .await
