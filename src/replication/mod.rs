@@ -116,14 +116,8 @@ impl Stream {
                 ),
             ));
         }
-        if opts.failover_slot && server.version_num < checks::FAILOVER_SLOTS_SINCE {
-            return Err(Error::new(
-                Code::PG_FEATURE_UNAVAILABLE,
-                format!(
-                    "postgres.failover_slot needs PostgreSQL 17 or newer; the server runs {}",
-                    server.version
-                ),
-            ));
+        if opts.failover_slot {
+            server.require_failover_slots()?;
         }
         let purpose = Purpose::Stream {
             create_slot: opts.create_slot,

@@ -443,18 +443,16 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
     let prefix = common::unique_prefix("fo");
     let db = prepare_db(&pair, "failover", &prefix).await;
     let (slot, config) = pair.relay_config(&db, &prefix, true);
+    // As an operator would: the cutover makes the slot (with FAILOVER, and
+    // an exported snapshot for the hand-over).
+    cutover_to_cdc(&config);
     let mut relay = RelayProcess::spawn(&config);
     let primary = pair.primary.connect(&db).await;
     common::replication::wait_streaming(&primary, &slot).await;
-    let failover: bool = primary
-        .query_one(
-            "SELECT failover FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(failover, "the relay created its slot with FAILOVER");
+    assert!(
+        failover_flag(&primary, &slot).await,
+        "the cutover created the slot with FAILOVER"
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let pair = Arc::new(pair);
@@ -677,18 +675,7 @@ async fn without_a_failover_slot_the_relay_stops_with_slot_missing_and_cutover_r
     // Writes go on against the new primary while no relay runs.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let out = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
-        .args(["cutover", "--to", "cdc", "--config"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cutover: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cutover_to_cdc(&config);
     let mut relay = RelayProcess::spawn(&config);
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, Ordering::Relaxed);
@@ -726,4 +713,46 @@ async fn without_a_failover_slot_the_relay_stops_with_slot_missing_and_cutover_r
         .wait(Duration::from_secs(60))
         .expect("stops on SIGTERM")
         .success());
+
+    // Turned on later, `postgres.failover_slot` makes the existing slot a
+    // failover slot at start-up.
+    assert!(!failover_flag(&new_primary, &slot).await);
+    let mut relay = RelayProcess::spawn(&asking);
+    common::replication::wait_streaming(&new_primary, &slot).await;
+    assert!(
+        failover_flag(&new_primary, &slot).await,
+        "{}",
+        relay.log_text()
+    );
+    relay.signal("TERM");
+    assert!(relay
+        .wait(Duration::from_secs(60))
+        .expect("stops on SIGTERM")
+        .success());
+}
+
+/// `outbox-cdc cutover --to cdc` with `config`, which must succeed.
+fn cutover_to_cdc(config: &std::path::Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        .args(["cutover", "--to", "cdc", "--config"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cutover: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn failover_flag(c: &Client, slot: &str) -> bool {
+    c.query_one(
+        "SELECT failover FROM pg_replication_slots WHERE slot_name = $1",
+        &[&slot],
+    )
+    .await
+    .unwrap()
+    .get(0)
 }

@@ -157,10 +157,14 @@ async fn the_reader_recovers_from_a_postgres_restart_without_loss_or_settled_dup
     let (ids, b_again) = next_tx(&mut events, &mut restarts).await;
     assert_eq!(ids, vec!["00000000-0000-4000-8000-0000000000b2"]);
     assert_eq!(b_again, b_end);
-    assert_eq!(
-        restarts,
-        vec![a_end],
-        "one restart, from the settled position"
+    // One restart, from the settled position or a later idle one the reader
+    // confirmed while nothing was outstanding (WAL between a and b), never
+    // from b's commit or beyond.
+    assert_eq!(restarts.len(), 1, "one restart: {restarts:?}");
+    assert!(
+        restarts[0] >= a_end && restarts[0] < b_end,
+        "restarted from {} (a ended at {a_end}, b at {b_end})",
+        restarts[0]
     );
     let (ids, c_end) = next_tx(&mut events, &mut restarts).await;
     assert_eq!(ids, vec!["00000000-0000-4000-8000-0000000000c3"]);
