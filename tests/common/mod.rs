@@ -53,6 +53,17 @@ bootstrap_servers = "{kafka}"
     )
 }
 
+/// One keyed outbox row whose per-key sequence number (in `payload` and
+/// `correlation_id`) is taken under the key's row lock in `key_seq`, so per
+/// key that number's order is the commit order; `causation_id` holds the
+/// WAL insert position. Returns the id and that position.
+pub const KEYED_INSERT: &str = "WITH s AS (UPDATE public.key_seq SET n = n + 1 WHERE k = $1 RETURNING n)
+     INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version,
+         content_type, payload, partition_key, correlation_id, causation_id)
+     SELECT gen_random_uuid(), 'keyed', 'K', 1, 'text/plain', convert_to(s.n::text, 'UTF8'), $1, s.n::text,
+            pg_current_wal_insert_lsn()::text FROM s
+     RETURNING message_id::text, causation_id";
+
 /// The polling platform's claim statement (as its relay runs it), with a
 /// configurable lease.
 pub fn claim_sql(owner: &str, lease_secs: i32, limit: i32) -> String {
@@ -601,6 +612,18 @@ pub mod replication {
     }
 
     /// The server's current WAL position.
+    /// The WAL insert position: at or after the end of every record
+    /// written so far (a commit that returned included).
+    pub async fn insert_lsn(client: &tokio_postgres::Client) -> Lsn {
+        client
+            .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+            .await
+            .unwrap()
+            .get::<_, String>(0)
+            .parse()
+            .unwrap()
+    }
+
     pub async fn current_lsn(client: &tokio_postgres::Client) -> Lsn {
         client
             .query_one("SELECT pg_current_wal_lsn()::text", &[])
@@ -972,6 +995,31 @@ create_slot = true
         );
         std::fs::write(&path, text).unwrap();
         path
+    }
+
+    /// The settled positions from which a relay's log says it replayed.
+    pub fn replays_in(log: &str) -> Vec<outbox_cdc::pg::lsn::Lsn> {
+        // Drop terminal colour codes, then read `settled=<lsn>` of each restart.
+        let mut plain = String::with_capacity(log.len());
+        let mut chars = log.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                for d in chars.by_ref() {
+                    if d == 'm' {
+                        break;
+                    }
+                }
+            } else {
+                plain.push(c);
+            }
+        }
+        plain
+            .lines()
+            .filter(|l| l.contains("restarting the pipeline"))
+            .filter_map(|l| l.split("settled=").nth(1))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .filter_map(|lsn| lsn.parse().ok())
+            .collect()
     }
 
     pub struct RelayProcess {

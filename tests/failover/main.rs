@@ -48,6 +48,17 @@ fn pg_bin() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
+/// `exe` as the user PostgreSQL runs as (it refuses root).
+fn as_postgres(exe: &std::path::Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    }
+}
+
 /// One cluster of the pair, on its own port.
 struct Cluster {
     bin: PathBuf,
@@ -57,15 +68,7 @@ struct Cluster {
 
 impl Cluster {
     fn run(&self, tool: &str, args: &[&str]) {
-        let exe = self.bin.join(tool);
-        let mut cmd = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&exe);
-            c
-        } else {
-            Command::new(&exe)
-        };
-        let out = cmd
+        let out = as_postgres(&self.bin.join(tool))
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -187,15 +190,8 @@ impl Pair {
         // No pg_basebackup in the package: a cleanly stopped primary's
         // directory is a valid base for a standby.
         primary.pg_ctl(&["-m", "fast", "stop"]);
-        let mut cmd = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--", "cp", "-a"]);
-            c
-        } else {
-            let mut c = Command::new("cp");
-            c.arg("-a");
-            c
-        };
+        let mut cmd = as_postgres(std::path::Path::new("cp"));
+        cmd.arg("-a");
         assert!(cmd
             .arg(&primary.data)
             .arg(&standby.data)
@@ -262,15 +258,7 @@ impl Drop for Pair {
         for c in [&self.primary, &self.standby] {
             if c.data.join("postmaster.pid").exists() {
                 let data = c.data.display().to_string();
-                let exe = c.bin.join("pg_ctl");
-                let mut cmd = if is_root() {
-                    let mut x = Command::new("runuser");
-                    x.args(["-u", "postgres", "--"]).arg(&exe);
-                    x
-                } else {
-                    Command::new(&exe)
-                };
-                let _ = cmd
+                let _ = as_postgres(&c.bin.join("pg_ctl"))
                     .args(["-D", &data, "-m", "immediate", "stop"])
                     .stdin(Stdio::null())
                     .output();
@@ -324,17 +312,7 @@ async fn write_until(
         let key = format!("key-{}", (t * 31) % keys);
         let attempt = async {
             let tx = c.transaction().await?;
-            let row = tx
-                .query_one(
-                    "WITH s AS (UPDATE public.key_seq SET n = n + 1 WHERE k = $1 RETURNING n)
-                     INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version,
-                         content_type, payload, partition_key, correlation_id, causation_id)
-                     SELECT gen_random_uuid(), 'keyed', 'K', 1, 'text/plain', convert_to(s.n::text, 'UTF8'), $1, s.n::text,
-                            pg_current_wal_insert_lsn()::text FROM s
-                     RETURNING message_id::text, causation_id",
-                    &[&key],
-                )
-                .await?;
+            let row = tx.query_one(common::KEYED_INSERT, &[&key]).await?;
             tx.commit().await?;
             let after: String = c
                 .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
@@ -480,23 +458,8 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
     );
     tokio::time::sleep(Duration::from_secs(4)).await;
     let synced_at_kill = slot_on(&standby, &slot).await.and_then(|s| s.2).unwrap();
-    let confirmed_at_kill: Lsn = primary
-        .query_one(
-            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
-        .await
-        .unwrap()
-        .get::<_, String>(0)
-        .parse()
-        .unwrap();
-    let reached: Lsn = primary
-        .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
-        .await
-        .unwrap()
-        .get::<_, String>(0)
-        .parse()
-        .unwrap();
+    let confirmed_at_kill = common::replication::confirmed_flush(&primary, &slot).await;
+    let reached: Lsn = common::replication::insert_lsn(&primary).await;
     drop(primary);
     drop(standby);
 
@@ -523,20 +486,7 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
 
     // What the promoted primary holds is what must be in Kafka, and nothing else.
     let new_primary = pair.standby.connect(&db).await;
-    let in_db: HashSet<String> = new_primary
-        .query("SELECT message_id::text FROM public.messaging_outbox", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let topic = format!("{prefix}keyed");
-    let records = kafka::consume_ids(
-        &services.kafka_bootstrap,
-        &[&topic],
-        in_db.len(),
-        Duration::from_secs(60),
-    );
+    let (in_db, records) = rows_and_records(&new_primary, &services, &prefix).await;
     let ids = kafka::by_id(&records);
     let in_kafka: HashSet<String> = ids.keys().cloned().collect();
     assert_eq!(
@@ -561,7 +511,7 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
     let log = relay.log_text();
     let mut windows: Vec<(Lsn, Lsn)> = vec![(confirmed_at_kill, reached)];
     windows.extend(
-        replays_in(&log)
+        relay::replays_in(&log)
             .into_iter()
             .map(|settled| (settled, Lsn(u64::MAX))),
     );
@@ -602,30 +552,6 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
         .wait(Duration::from_secs(60))
         .expect("stops on SIGTERM")
         .success());
-}
-
-/// The settled positions from which a relay's log says it replayed.
-fn replays_in(log: &str) -> Vec<Lsn> {
-    let mut plain = String::with_capacity(log.len());
-    let mut chars = log.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for d in chars.by_ref() {
-                if d == 'm' {
-                    break;
-                }
-            }
-        } else {
-            plain.push(c);
-        }
-    }
-    plain
-        .lines()
-        .filter(|l| l.contains("restarting the pipeline"))
-        .filter_map(|l| l.split("settled=").nth(1))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .filter_map(|lsn| lsn.parse().ok())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -682,20 +608,7 @@ async fn without_a_failover_slot_the_relay_stops_with_slot_missing_and_cutover_r
     writer.await.unwrap();
 
     let new_primary = pair.standby.connect(&db).await;
-    let in_db: HashSet<String> = new_primary
-        .query("SELECT message_id::text FROM public.messaging_outbox", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let topic = format!("{prefix}keyed");
-    let records = kafka::consume_ids(
-        &services.kafka_bootstrap,
-        &[&topic],
-        in_db.len(),
-        Duration::from_secs(60),
-    );
+    let (in_db, records) = rows_and_records(&new_primary, &services, &prefix).await;
     let in_kafka: HashSet<String> = kafka::by_id(&records).keys().cloned().collect();
     assert_eq!(
         in_db.difference(&in_kafka).count(),
@@ -729,6 +642,30 @@ async fn without_a_failover_slot_the_relay_stops_with_slot_missing_and_cutover_r
         .wait(Duration::from_secs(60))
         .expect("stops on SIGTERM")
         .success());
+}
+
+/// The ids the database holds, and the records of the test's topic read
+/// until every one of them arrived (or a minute passed without a record).
+async fn rows_and_records(
+    c: &Client,
+    services: &common::Services,
+    prefix: &str,
+) -> (HashSet<String>, Vec<kafka::Consumed>) {
+    let in_db: HashSet<String> = c
+        .query("SELECT message_id::text FROM public.messaging_outbox", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let topic = format!("{prefix}keyed");
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&topic],
+        in_db.len(),
+        Duration::from_secs(60),
+    );
+    (in_db, records)
 }
 
 /// `outbox-cdc cutover --to cdc` with `config`, which must succeed.

@@ -220,29 +220,12 @@ async fn write_keyed(
                 let mut ids = Vec::new();
                 for i in 0..rows {
                     let key = format!("key-{}", (w * 7919 + t * 31 + i * 17) % keys);
-                    let row = tx
-                        .query_one(
-                            "WITH s AS (UPDATE public.key_seq SET n = n + 1 WHERE k = $1 RETURNING n)
-                             INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version,
-                                 content_type, payload, partition_key, correlation_id, causation_id)
-                             SELECT gen_random_uuid(), 'keyed', 'K', 1, 'text/plain', convert_to(s.n::text, 'UTF8'), $1, s.n::text,
-                                    pg_current_wal_insert_lsn()::text FROM s
-                             RETURNING message_id::text",
-                            &[&key],
-                        )
-                        .await
-                        .unwrap();
+                    let row = tx.query_one(common::KEYED_INSERT, &[&key]).await.unwrap();
                     ids.push(row.get::<_, String>(0));
                 }
                 tx.commit().await.unwrap();
                 // At or after the end of the commit record.
-                let after: Lsn = client
-                    .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
-                    .await
-                    .unwrap()
-                    .get::<_, String>(0)
-                    .parse()
-                    .unwrap();
+                let after = rep::insert_lsn(&client).await;
                 committed.extend(ids.into_iter().map(|id| (id, after)));
                 written += rows;
                 t += 1;
@@ -255,31 +238,6 @@ async fn write_keyed(
         committed.extend(t.await.unwrap());
     }
     committed
-}
-
-/// The settled positions from which a relay's log says it replayed.
-fn replays_in(log: &str) -> Vec<Lsn> {
-    // Drop terminal colour codes, then read `settled=<lsn>` of each restart.
-    let mut plain = String::with_capacity(log.len());
-    let mut chars = log.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for d in chars.by_ref() {
-                if d == 'm' {
-                    break;
-                }
-            }
-        } else {
-            plain.push(c);
-        }
-    }
-    plain
-        .lines()
-        .filter(|l| l.contains("restarting the pipeline"))
-        .filter_map(|l| l.split("settled=").nth(1))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .filter_map(|lsn| lsn.parse().ok())
-        .collect()
 }
 
 #[tokio::test]
@@ -365,14 +323,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
         relay.signal("KILL");
         relay.wait(Duration::from_secs(10)).expect("killed");
         logs.push(relay.log_text());
-        let reached: Lsn = db
-            .client
-            .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
-            .await
-            .unwrap()
-            .get::<_, String>(0)
-            .parse()
-            .unwrap();
+        let reached = rep::insert_lsn(&db.client).await;
         windows.push((confirmed, reached));
         kills += 1;
         relay = RelayProcess::spawn(&config);
@@ -428,7 +379,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
     logs.push(relay.log_text());
     for log in &logs {
         windows.extend(
-            replays_in(log)
+            relay::replays_in(log)
                 .into_iter()
                 .map(|settled| (settled, Lsn(u64::MAX))),
         );
