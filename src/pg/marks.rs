@@ -51,19 +51,29 @@ impl Marker {
             owner = outbox::LEASE_OWNER.name,
             next = outbox::NEXT_ATTEMPT_AT.name
         );
-        let failed = |guard: &str, extra: &str| {
+        // Each update also counts, in its own snapshot, how many of the ids
+        // it was given are visible at all (see `update_visible`).
+        let counted = |update: String| {
             format!(
-                "UPDATE {table} SET {status} = '{failed}', {code} = $2{extra} WHERE {id} = ANY($1::text[]::uuid[]) AND {guard}",
-                failed = Status::Failed.as_str(),
-                code = outbox::LAST_FAILURE_CODE.name,
+                "WITH want AS (SELECT DISTINCT unnest($1::text[])::uuid AS id),
+                      changed AS ({update} AND {id} IN (SELECT id FROM want) RETURNING 1)
+                 SELECT (SELECT count(*) FROM changed), (SELECT count(*) FROM want),
+                        (SELECT count(*) FROM {table} t WHERE t.{id} IN (SELECT id FROM want))"
             )
         };
+        let failed = |guard: &str, extra: &str| {
+            counted(format!(
+                "UPDATE {table} SET {status} = '{failed}', {code} = $2{extra} WHERE {guard}",
+                failed = Status::Failed.as_str(),
+                code = outbox::LAST_FAILURE_CODE.name,
+            ))
+        };
         let published = |guard: &str, extra: &str| {
-            format!(
-                "UPDATE {table} SET {status} = '{published}', {at} = now(){extra} WHERE {id} = ANY($1::text[]::uuid[]) AND {guard}",
+            counted(format!(
+                "UPDATE {table} SET {status} = '{published}', {at} = now(){extra} WHERE {guard}",
                 published = Status::Published.as_str(),
                 at = outbox::PUBLISHED_AT.name,
-            )
+            ))
         };
         let release = format!(", {release}");
         Marker {
@@ -81,10 +91,7 @@ impl Marker {
         guard: Guard,
     ) -> Result<u64, Error> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        client
-            .execute(&self.failed[index(guard)], &[&ids, &code])
-            .await
-            .map_err(query_error(Code::ROW_MARKING_FAILED))
+        update_visible(client, &self.failed[index(guard)], &[&ids, &code]).await
     }
 
     /// Marks rows PUBLISHED; returns how many rows changed.
@@ -95,9 +102,147 @@ impl Marker {
         guard: Guard,
     ) -> Result<u64, Error> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        client
-            .execute(&self.published[index(guard)], &[&ids])
+        update_visible(client, &self.published[index(guard)], &[&ids]).await
+    }
+}
+
+/// Runs a counted update until every id it names is visible to it.
+///
+/// The walsender may send a transaction as soon as its commit record is
+/// flushed, a moment before the committing backend makes it visible to other
+/// snapshots. An update in that moment would skip the row and leave it
+/// PENDING behind a slot already confirmed past it; so it runs again, briefly,
+/// until it sees every row. A row still missing after that is not in the
+/// table any more (deleted by hand) and is reported.
+async fn update_visible(
+    client: &Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<u64, Error> {
+    let mut changed = 0u64;
+    let mut delay = std::time::Duration::from_millis(5);
+    for attempt in 0.. {
+        let row = client
+            .query_one(sql, params)
             .await
-            .map_err(query_error(Code::ROW_MARKING_FAILED))
+            .map_err(query_error(Code::ROW_MARKING_FAILED))?;
+        let (now, wanted, visible): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        changed += now.max(0) as u64;
+        if visible >= wanted {
+            return Ok(changed);
+        }
+        if attempt == 12 {
+            tracing::warn!(
+                missing = wanted - visible,
+                "rows to be marked are not in the outbox table (deleted?); the rest are marked"
+            );
+            return Ok(changed);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(std::time::Duration::from_millis(500));
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against the test PostgreSQL that `scripts/services.sh` starts (the
+    //! same variables as the integration tests; missing ones fail the test).
+    use super::*;
+    use std::time::Duration;
+    use tokio_postgres::NoTls;
+
+    fn var(name: &str) -> String {
+        std::env::var(name)
+            .unwrap_or_else(|_| panic!("{name} from scripts/services.sh env (a real PostgreSQL)"))
+    }
+
+    async fn connect(db: &str) -> Client {
+        let (client, conn) = tokio_postgres::Config::new()
+            .host(var("OUTBOX_TEST_PG_HOST"))
+            .port(var("OUTBOX_TEST_PG_PORT").parse().unwrap())
+            .user(var("OUTBOX_TEST_PG_USER"))
+            .password(var("OUTBOX_TEST_PG_PASSWORD"))
+            .dbname(db)
+            .connect(NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+    }
+
+    const INSERT: &str = "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
+                          VALUES ($1::text::uuid, 'orders', 'T', 1, 'x', '\\x00')";
+
+    async fn status(c: &Client, id: &str) -> String {
+        c.query_one(
+            "SELECT status FROM public.messaging_outbox WHERE message_id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    }
+
+    #[tokio::test]
+    async fn a_mark_waits_for_a_row_it_cannot_see_yet_and_skips_a_deleted_one() {
+        let db = format!("t_marks_{}", std::process::id());
+        let admin = connect("postgres").await;
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+            format!("CREATE DATABASE {db}"),
+        ] {
+            admin.batch_execute(&sql).await.unwrap();
+        }
+        let mut client = connect(&db).await;
+        let text = format!(
+            "[postgres]\ndbname = \"{db}\"\nuser = \"u\"\npassword = {{ env = \"X\" }}\n[outbox]\ntopic_prefix = \"outbox.\"\n[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\n"
+        );
+        let cfg = Config::parse(&text, std::path::Path::new("t.toml"), &|_| None).unwrap();
+        crate::pg::migrate::migrate(&mut client, &cfg, crate::pg::migrate::Scope::All)
+            .await
+            .unwrap();
+        let marker = Marker::new(&cfg);
+
+        // A row committed a moment after the mark starts, as a transaction
+        // the walsender sent before its commit was visible.
+        let late = "00000000-0000-4000-8000-00000000aa01";
+        let mut writer = connect(&db).await;
+        let tx = writer.transaction().await.unwrap();
+        tx.execute(INSERT, &[&late]).await.unwrap();
+        let id = crate::contract::value::parse_uuid(late).unwrap();
+        let marking = {
+            let client = connect(&db).await;
+            let marker = Marker::new(&cfg);
+            tokio::spawn(async move { marker.published(&client, &[id], Guard::Pending).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!marking.is_finished(), "the mark waits for the row");
+        tx.commit().await.unwrap();
+        assert_eq!(marking.await.unwrap().unwrap(), 1);
+        assert_eq!(status(&client, late).await, "PUBLISHED");
+
+        // A row that is gone is reported, the others are marked.
+        let kept = "00000000-0000-4000-8000-00000000aa02";
+        client.execute(INSERT, &[&kept]).await.unwrap();
+        let gone =
+            crate::contract::value::parse_uuid("00000000-0000-4000-8000-00000000aa03").unwrap();
+        let changed = marker
+            .failed(
+                &client,
+                &[crate::contract::value::parse_uuid(kept).unwrap(), gone],
+                "MESSAGE_TOO_LARGE",
+                Guard::Pending,
+            )
+            .await
+            .unwrap();
+        assert_eq!(changed, 1);
+        assert_eq!(status(&client, kept).await, "FAILED");
+
+        drop((client, writer));
+        admin
+            .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+            .await
+            .unwrap();
     }
 }

@@ -326,10 +326,33 @@ pub async fn rows_with_status(client: &Client, status: &str) -> i64 {
 pub async fn wait_until_marked(client: &Client) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     while rows_with_status(client, "PENDING").await > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "rows stayed PENDING: the relay never caught up"
-        );
+        if std::time::Instant::now() >= deadline {
+            let stuck: Vec<(String, String)> = client
+                .query(
+                    "SELECT message_id::text, causation_id FROM public.messaging_outbox
+                      WHERE status = 'PENDING' ORDER BY causation_id LIMIT 20",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default()))
+                .collect();
+            let slots: Vec<(String, Option<String>)> = client
+                .query(
+                    "SELECT slot_name::text, confirmed_flush_lsn::text FROM pg_replication_slots",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            panic!(
+                "{} rows stayed PENDING: the relay never caught up; the first (id, causation_id): {stuck:?}; slots {slots:?}",
+                rows_with_status(client, "PENDING").await
+            );
+        }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }

@@ -336,6 +336,12 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
         TOTAL,
         Duration::from_secs(60),
     );
+    let ids = kafka::by_id(&records);
+    assert_eq!(
+        ids.len(),
+        TOTAL,
+        "every message is in Kafka after the kills"
+    );
     common::wait_until_marked(&db.client).await;
     relay.signal("TERM");
     assert!(relay
@@ -343,7 +349,6 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
         .expect("stops on SIGTERM")
         .success());
 
-    let ids = kafka::by_id(&records);
     let expected: i64 = db
         .client
         .query_one("SELECT count(*) FROM public.messaging_outbox", &[])
