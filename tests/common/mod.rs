@@ -320,6 +320,20 @@ pub async fn rows_with_status(client: &Client, status: &str) -> i64 {
         .get(0)
 }
 
+/// Two text columns of every row of `sql` (NULL as an empty string).
+async fn text_pairs(client: &Client, sql: &str) -> Vec<(String, String)> {
+    client
+        .query(sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let text = |i| r.get::<_, Option<String>>(i).unwrap_or_default();
+            (text(0), text(1))
+        })
+        .collect()
+}
+
 /// Waits until no row is `PENDING`: every id being in Kafka does not mean
 /// the relay has caught up (after a restart it may still be publishing the
 /// replay), and only what it has read can be marked and confirmed.
@@ -327,27 +341,17 @@ pub async fn wait_until_marked(client: &Client) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     while rows_with_status(client, "PENDING").await > 0 {
         if std::time::Instant::now() >= deadline {
-            let stuck: Vec<(String, String)> = client
-                .query(
-                    "SELECT message_id::text, causation_id FROM public.messaging_outbox
-                      WHERE status = 'PENDING' ORDER BY causation_id LIMIT 20",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default()))
-                .collect();
-            let slots: Vec<(String, Option<String>)> = client
-                .query(
-                    "SELECT slot_name::text, confirmed_flush_lsn::text FROM pg_replication_slots",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect();
+            let stuck = text_pairs(
+                client,
+                "SELECT message_id::text, causation_id FROM public.messaging_outbox
+                  WHERE status = 'PENDING' ORDER BY causation_id LIMIT 20",
+            )
+            .await;
+            let slots = text_pairs(
+                client,
+                "SELECT slot_name::text, confirmed_flush_lsn::text FROM pg_replication_slots",
+            )
+            .await;
             panic!(
                 "{} rows stayed PENDING: the relay never caught up; the first (id, causation_id): {stuck:?}; slots {slots:?}",
                 rows_with_status(client, "PENDING").await
@@ -364,16 +368,11 @@ pub async fn bookkeeping_matches_kafka(
     client: &tokio_postgres::Client,
     in_kafka: &std::collections::BTreeMap<String, Vec<&kafka::Consumed>>,
 ) {
-    let statuses: Vec<(String, String)> = client
-        .query(
-            "SELECT message_id::text, status FROM public.messaging_outbox",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let statuses = text_pairs(
+        client,
+        "SELECT message_id::text, status FROM public.messaging_outbox",
+    )
+    .await;
     let pending: Vec<&String> = statuses
         .iter()
         .filter(|(_, s)| s == "PENDING")
@@ -634,12 +633,9 @@ pub mod replication {
         panic!("nothing streamed from {slot}");
     }
 
-    /// The server's current WAL position.
-    /// The WAL insert position: at or after the end of every record
-    /// written so far (a commit that returned included).
-    pub async fn insert_lsn(client: &tokio_postgres::Client) -> Lsn {
+    async fn lsn_of(client: &tokio_postgres::Client, sql: &str) -> Lsn {
         client
-            .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+            .query_one(sql, &[])
             .await
             .unwrap()
             .get::<_, String>(0)
@@ -647,14 +643,15 @@ pub mod replication {
             .unwrap()
     }
 
+    /// The WAL insert position: at or after the end of every record
+    /// written so far (a commit that returned included).
+    pub async fn insert_lsn(client: &tokio_postgres::Client) -> Lsn {
+        lsn_of(client, "SELECT pg_current_wal_insert_lsn()::text").await
+    }
+
+    /// The server's current WAL position.
     pub async fn current_lsn(client: &tokio_postgres::Client) -> Lsn {
-        client
-            .query_one("SELECT pg_current_wal_lsn()::text", &[])
-            .await
-            .unwrap()
-            .get::<_, String>(0)
-            .parse()
-            .unwrap()
+        lsn_of(client, "SELECT pg_current_wal_lsn()::text").await
     }
 
     /// Waits until no walsender holds `slot`: a client's last status update
