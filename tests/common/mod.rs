@@ -320,6 +320,17 @@ pub async fn rows_with_status(client: &Client, status: &str) -> i64 {
         .get(0)
 }
 
+/// The first text column of every row of `sql`.
+pub async fn texts(client: &Client, sql: &str) -> Vec<String> {
+    client
+        .query(sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 /// Two text columns of every row of `sql` (NULL as an empty string).
 async fn text_pairs(client: &Client, sql: &str) -> Vec<(String, String)> {
     client
@@ -615,22 +626,29 @@ pub mod replication {
     /// would let a test write rows the slot will never carry; a confirmed
     /// position is set only once creation is done.
     pub async fn wait_streaming(client: &tokio_postgres::Client, slot: &str) {
+        let streaming = "active AND confirmed_flush_lsn IS NOT NULL";
+        wait_slot(client, slot, streaming, 1, "nothing streamed from").await;
+    }
+
+    /// Polls (for up to 30 s) until `count` slots named `slot` match `condition`.
+    async fn wait_slot(
+        client: &tokio_postgres::Client,
+        slot: &str,
+        condition: &str,
+        count: i64,
+        failure: &str,
+    ) {
+        let sql = format!(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND {condition}"
+        );
         for _ in 0..300 {
-            let n: i64 = client
-                .query_one(
-                    "SELECT count(*) FROM pg_replication_slots
-                      WHERE slot_name = $1 AND active AND confirmed_flush_lsn IS NOT NULL",
-                    &[&slot],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            if n == 1 {
+            let n: i64 = client.query_one(&sql, &[&slot]).await.unwrap().get(0);
+            if n == count {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("nothing streamed from {slot}");
+        panic!("{failure} {slot}");
     }
 
     async fn lsn_of(client: &tokio_postgres::Client, sql: &str) -> Lsn {
@@ -658,21 +676,7 @@ pub mod replication {
     /// is processed by its walsender after the client has gone, so a
     /// confirmed position read before this can still move.
     pub async fn wait_inactive(client: &tokio_postgres::Client, slot: &str) {
-        for _ in 0..300 {
-            let active: i64 = client
-                .query_one(
-                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active",
-                    &[&slot],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            if active == 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("{slot} stayed active");
+        wait_slot(client, slot, "active", 0, "a walsender still holds").await;
     }
 
     /// `confirmed_flush_lsn` of a slot.

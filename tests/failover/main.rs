@@ -651,13 +651,11 @@ async fn rows_and_records(
     services: &common::Services,
     prefix: &str,
 ) -> (HashSet<String>, Vec<kafka::Consumed>) {
-    let in_db: HashSet<String> = c
-        .query("SELECT message_id::text FROM public.messaging_outbox", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let in_db: HashSet<String> =
+        common::texts(c, "SELECT message_id::text FROM public.messaging_outbox")
+            .await
+            .into_iter()
+            .collect();
     let topic = format!("{prefix}keyed");
     let records = kafka::consume_ids(
         &services.kafka_bootstrap,

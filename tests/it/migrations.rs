@@ -493,17 +493,11 @@ async fn a_generated_routing_key_is_not_replicated_until_the_migration_converts_
         assert_eq!(drift, vec![], "{drift:?}");
         assert_eq!((generated.as_str(), triggers), ("", 1));
     }
-    let kept: Vec<String> = db
-        .client
-        .query(
-            "SELECT routing_key FROM public.messaging_outbox ORDER BY message_id",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let kept = common::texts(
+        &db.client,
+        "SELECT routing_key FROM public.messaging_outbox ORDER BY message_id",
+    )
+    .await;
     assert_eq!(kept, vec!["old-key", "k-before"]);
 
     let slot = format!("{}_after", db.name);

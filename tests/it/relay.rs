@@ -896,17 +896,13 @@ async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not
         .filter(|(_, copies)| copies.len() > 1)
         .map(|(id, _)| id)
         .collect();
-    let last_ten: std::collections::BTreeSet<String> = db
-        .client
-        .query(
-            "SELECT md5('mark' || g)::uuid::text FROM generate_series(51, 60) g",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let last_ten: std::collections::BTreeSet<String> = common::texts(
+        &db.client,
+        "SELECT md5('mark' || g)::uuid::text FROM generate_series(51, 60) g",
+    )
+    .await
+    .into_iter()
+    .collect();
     assert_eq!(records.len(), 70);
     assert_eq!(again, last_ten);
     finish(&services, db, &slot, relay).await;
