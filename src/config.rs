@@ -418,6 +418,45 @@ pub struct RelayConfig {
     /// then retries with backoff. No row is marked FAILED for them.
     #[serde(default = "default_operator_error_threshold")]
     pub operator_error_threshold: usize,
+    /// `idempotent` (at least once, the default) or `transactional` (whole
+    /// source transactions per Kafka transaction, progress kept in Kafka).
+    #[serde(default)]
+    pub delivery: DeliveryMode,
+    /// The producer's `transactional.id`; defaults to `outbox-cdc.<slot>`.
+    /// One per slot: a second relay with the same id fences the first.
+    pub transactional_id: Option<String>,
+    /// Group commit: a Kafka transaction closes at the first source
+    /// transaction boundary past any of these bounds.
+    #[serde(default = "default_transaction_max_records")]
+    pub transaction_max_records: usize,
+    #[serde(default = "default_transaction_max_bytes")]
+    pub transaction_max_bytes: usize,
+    #[serde(default = "default_transaction_max_ms")]
+    pub transaction_max_ms: u64,
+    /// The topic whose committed offset (under the transactional id as the
+    /// group) holds the last source commit published, written in the same
+    /// Kafka transaction as the records.
+    #[serde(default = "default_progress_topic")]
+    pub progress_topic: String,
+}
+
+/// How records reach Kafka.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryMode {
+    /// Idempotent producer, at least once; a relay crash replays what the
+    /// slot had not confirmed.
+    #[default]
+    Idempotent,
+    /// Transactional producer: read_committed consumers see each source
+    /// transaction whole, once.
+    Transactional,
+}
+
+impl RelayConfig {
+    pub fn transactional(&self) -> bool {
+        self.delivery == DeliveryMode::Transactional
+    }
 }
 
 impl Default for RelayConfig {
@@ -429,6 +468,12 @@ impl Default for RelayConfig {
             max_in_flight_bytes: default_max_in_flight_bytes(),
             create_slot: false,
             operator_error_threshold: default_operator_error_threshold(),
+            delivery: DeliveryMode::default(),
+            transactional_id: None,
+            transaction_max_records: default_transaction_max_records(),
+            transaction_max_bytes: default_transaction_max_bytes(),
+            transaction_max_ms: default_transaction_max_ms(),
+            progress_topic: default_progress_topic(),
         }
     }
 }
@@ -458,6 +503,18 @@ fn default_operator_error_threshold() -> usize {
 }
 fn default_max_in_flight_bytes() -> usize {
     64 << 20
+}
+fn default_transaction_max_records() -> usize {
+    20_000
+}
+fn default_transaction_max_bytes() -> usize {
+    32 << 20
+}
+fn default_transaction_max_ms() -> u64 {
+    100
+}
+fn default_progress_topic() -> String {
+    "outbox-cdc.progress".into()
 }
 fn default_host() -> String {
     "localhost".into()
@@ -713,6 +770,24 @@ impl Config {
                 "must be at least 1 MiB",
             ));
         }
+        if relay.transaction_max_records == 0 {
+            return Err(invalid("relay.transaction_max_records", "must be positive"));
+        }
+        if relay.transaction_max_bytes == 0 {
+            return Err(invalid("relay.transaction_max_bytes", "must be positive"));
+        }
+        if relay.transaction_max_ms == 0 {
+            return Err(invalid("relay.transaction_max_ms", "must be positive"));
+        }
+        if let Some(id) = &relay.transactional_id {
+            non_empty("relay.transactional_id", id)?;
+        }
+        if !outbox::is_legal_topic_name(&relay.progress_topic) {
+            return Err(invalid(
+                "relay.progress_topic",
+                "may only hold ASCII letters, digits, '.', '_' and '-'",
+            ));
+        }
         let dbz = &self.debezium;
         non_empty("debezium.connector_name", &dbz.connector_name)?;
         if !outbox::is_legal_topic_name(&dbz.topic_prefix) {
@@ -812,6 +887,14 @@ impl Config {
     }
 
     /// `schema.table`, as Debezium's include lists and our catalog queries name it.
+    /// The producer's `transactional.id` in transactional delivery.
+    pub fn transactional_id(&self) -> String {
+        self.relay
+            .transactional_id
+            .clone()
+            .unwrap_or_else(|| format!("outbox-cdc.{}", self.postgres.slot))
+    }
+
     pub fn qualified_table(&self) -> String {
         format!("{}.{}", self.outbox.schema, self.outbox.table)
     }

@@ -147,6 +147,16 @@ codes! {
     KAFKA_PRODUCE_FAILED => Transient,
     /// Possibly stored: the session restarts and replays under the same ids.
     KAFKA_DELIVERY_AMBIGUOUS => Transient,
+    /// Transactional delivery: another producer with the same
+    /// `transactional.id` started; this relay stops and never publishes again.
+    KAFKA_PRODUCER_FENCED => Operator,
+    /// Transactional delivery: a Kafka transaction was aborted (none of its
+    /// records is visible to read_committed consumers); the session
+    /// restarts and publishes its source transactions again.
+    KAFKA_TRANSACTION_ABORTED => Transient,
+    /// Transactional delivery: a commit's outcome is unknown (it timed
+    /// out); the next session learns it from the progress in Kafka.
+    KAFKA_TRANSACTION_OUTCOME_UNKNOWN => Transient,
     TOPIC_MISSING => Operator,
 
     // The broker refused a record for a reason of the operator's (an ACL, a

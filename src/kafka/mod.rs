@@ -3,6 +3,7 @@
 
 pub(crate) mod access;
 pub(crate) mod probe;
+pub(crate) mod progress;
 pub(crate) mod publisher;
 pub mod settings;
 pub(crate) mod tail;

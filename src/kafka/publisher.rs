@@ -183,7 +183,54 @@ impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
 
 /// One producer and the receiver of its delivery reports.
 pub(crate) struct Publisher<T: Copy + Send + Sync + 'static> {
-    producer: ThreadedProducer<DeliveryContext<T>>,
+    producer: std::sync::Arc<ThreadedProducer<DeliveryContext<T>>>,
+}
+
+/// How long a transaction call (init, commit, abort) may block.
+const TRANSACTION_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What a failed transaction call means for the relay, from librdkafka's
+/// typed flags (fatal, abortable) and codes, never its text.
+pub(crate) fn transaction_code(code: RDKafkaErrorCode, fatal: bool, abortable: bool) -> Code {
+    use RDKafkaErrorCode::*;
+    match code {
+        ProducerFenced | Fenced => Code::KAFKA_PRODUCER_FENCED,
+        InvalidProducerEpoch if fatal => Code::KAFKA_PRODUCER_FENCED,
+        TransactionalIdAuthorizationFailed
+        | GroupAuthorizationFailed
+        | TopicAuthorizationFailed
+        | ClusterAuthorizationFailed => Code::KAFKA_AUTH_FAILED,
+        _ if fatal => Code::KAFKA_PRODUCE_FAILED,
+        _ if abortable => Code::KAFKA_TRANSACTION_ABORTED,
+        _ => Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN,
+    }
+}
+
+fn transaction_error(e: &KafkaError, during: &str) -> Error {
+    let (code, fatal, abortable) = match e {
+        KafkaError::Transaction(t) => (t.code(), t.is_fatal(), t.txn_requires_abort()),
+        other => (
+            other
+                .rdkafka_error_code()
+                .unwrap_or(RDKafkaErrorCode::Unknown),
+            false,
+            false,
+        ),
+    };
+    fenced_or(
+        transaction_code(code, fatal, abortable),
+        during,
+        &crate::error::chain(e),
+    )
+}
+
+fn fenced_or(code: Code, during: &str, cause: &str) -> Error {
+    let detail = if code == Code::KAFKA_PRODUCER_FENCED {
+        format!("{during}: {cause}; another producer started with the same transactional.id, so this relay stops and never publishes again")
+    } else {
+        format!("{during}: {cause}")
+    };
+    Error::new(code, detail)
 }
 
 impl<T: Copy + Send + Sync + 'static> Publisher<T> {
@@ -194,7 +241,76 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
         let producer = cc
             .create_with_context(DeliveryContext { reports: tx })
             .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))?;
-        Ok((Publisher { producer }, rx))
+        Ok((
+            Publisher {
+                producer: std::sync::Arc::new(producer),
+            },
+            rx,
+        ))
+    }
+
+    /// Runs a blocking librdkafka transaction call off the runtime's threads.
+    async fn blocking<R: Send + 'static>(
+        &self,
+        during: &'static str,
+        call: impl FnOnce(&ThreadedProducer<DeliveryContext<T>>) -> Result<R, KafkaError>
+            + Send
+            + 'static,
+    ) -> Result<R, Error> {
+        let producer = self.producer.clone();
+        match tokio::task::spawn_blocking(move || call(&producer)).await {
+            Ok(result) => result.map_err(|e| transaction_error(&e, during)),
+            Err(e) => Err(Error::new(Code::INTERNAL, format!("{during}: {e}"))),
+        }
+    }
+
+    /// Registers the transactional id with its coordinator: any older
+    /// producer with the same id is fenced and its open transaction aborted.
+    pub(crate) async fn init_transactions(&self) -> Result<(), Error> {
+        self.blocking("starting the transactional producer", |p| {
+            p.init_transactions(TRANSACTION_CALL_TIMEOUT)
+        })
+        .await
+    }
+
+    pub(crate) fn begin_transaction(&self) -> Result<(), Error> {
+        self.producer
+            .begin_transaction()
+            .map_err(|e| transaction_error(&e, "beginning a Kafka transaction"))
+    }
+
+    /// Adds `offsets` (the progress) to the open transaction and commits it.
+    pub(crate) async fn commit_transaction(
+        &self,
+        offsets: Option<(
+            rdkafka::TopicPartitionList,
+            rdkafka::consumer::ConsumerGroupMetadata,
+        )>,
+    ) -> Result<(), Error> {
+        self.blocking("committing a Kafka transaction", move |p| {
+            if let Some((offsets, group)) = &offsets {
+                p.send_offsets_to_transaction(offsets, group, TRANSACTION_CALL_TIMEOUT)?;
+            }
+            p.commit_transaction(TRANSACTION_CALL_TIMEOUT)
+        })
+        .await
+    }
+
+    pub(crate) async fn abort_transaction(&self) -> Result<(), Error> {
+        self.blocking("aborting a Kafka transaction", |p| {
+            p.abort_transaction(TRANSACTION_CALL_TIMEOUT)
+        })
+        .await
+    }
+
+    /// The producer's fatal error, if it has one (a fenced producer has).
+    pub(crate) fn fatal_error(&self) -> Option<Error> {
+        let (code, reason) = self.producer.client().fatal_error()?;
+        Some(fenced_or(
+            transaction_code(code, true, false),
+            "the producer failed for good",
+            &format!("{reason} ({code:?})"),
+        ))
     }
 
     /// Enqueues a record; its report arrives on the receiver.
@@ -266,6 +382,43 @@ mod tests {
             assert!(matches!(outcome, Outcome::Ambiguous(_)), "{offset}");
             assert_eq!(code(&outcome), Some(Code::KAFKA_DELIVERY_AMBIGUOUS));
         }
+    }
+
+    #[test]
+    fn transaction_failures_are_classified_by_code_and_flags() {
+        use RDKafkaErrorCode::*;
+        assert_eq!(
+            transaction_code(ProducerFenced, true, false),
+            Code::KAFKA_PRODUCER_FENCED
+        );
+        assert_eq!(
+            transaction_code(Fenced, true, false),
+            Code::KAFKA_PRODUCER_FENCED
+        );
+        assert_eq!(
+            transaction_code(InvalidProducerEpoch, true, false),
+            Code::KAFKA_PRODUCER_FENCED
+        );
+        assert_eq!(
+            transaction_code(InvalidProducerEpoch, false, true),
+            Code::KAFKA_TRANSACTION_ABORTED
+        );
+        assert_eq!(
+            transaction_code(TransactionalIdAuthorizationFailed, true, false),
+            Code::KAFKA_AUTH_FAILED
+        );
+        assert_eq!(
+            transaction_code(MessageTimedOut, false, true),
+            Code::KAFKA_TRANSACTION_ABORTED
+        );
+        assert_eq!(
+            transaction_code(OperationTimedOut, false, false),
+            Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN
+        );
+        assert_eq!(
+            transaction_code(OutOfOrderSequenceNumber, true, false),
+            Code::KAFKA_PRODUCE_FAILED
+        );
     }
 
     #[test]

@@ -42,7 +42,7 @@ const OWNED: [Owned; 6] = [
     Owned {
         key: "transactional.id",
         value: None,
-        why: "the relay does not use transactions",
+        why: "set `relay.transactional_id` (used with `relay.delivery = \"transactional\"`)",
     },
     Owned {
         key: "max.in.flight.requests.per.connection",
@@ -85,8 +85,20 @@ pub fn producer_config(cfg: &Config, env: &Env) -> Result<ClientConfig, Error> {
     for (k, v) in owned_values() {
         cc.set(k, v);
     }
+    if cfg.relay.transactional() {
+        cc.set("transactional.id", cfg.transactional_id());
+        // At least `message.timeout.ms` (librdkafka's rule); the operator's
+        // value, if any, wins.
+        if !cfg.kafka.properties.contains_key(TRANSACTION_TIMEOUT) {
+            cc.set(TRANSACTION_TIMEOUT, "120000");
+        }
+    }
     Ok(cc)
 }
+
+/// How long the broker lets a Kafka transaction stay open before it aborts
+/// it: one source transaction must be published within it.
+pub const TRANSACTION_TIMEOUT: &str = "transaction.timeout.ms";
 
 /// A consumer's configuration with the operator's connection properties
 /// (TLS, SASL); producer-only settings would make the consumer refuse to start.
@@ -102,7 +114,9 @@ pub fn consumer_config(cfg: &Config, env: &Env) -> Result<ClientConfig, Error> {
 }
 
 fn is_producer_only(key: &str) -> bool {
-    DEFAULTS.iter().any(|(k, _)| *k == key) || key == "compression.type"
+    DEFAULTS.iter().any(|(k, _)| *k == key)
+        || key == "compression.type"
+        || key == TRANSACTION_TIMEOUT
 }
 
 #[cfg(test)]

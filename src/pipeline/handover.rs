@@ -39,22 +39,42 @@ pub(super) async fn publish(
         if let Some(end) = session.produce_rows(tx, &rows).await {
             return Ok(Some(end));
         }
+        // Transactional delivery commits and marks chunk by chunk, so a
+        // restart publishes again at most the chunk it interrupted.
+        if session.transactional() {
+            if let Some(end) = session.settle_all(shutdown, Guard::HandedOver).await? {
+                return Ok(Some(end));
+            }
+            if let Some(end) = session.commit_handed_over().await? {
+                return Ok(Some(end));
+            }
+            mark(session, sql, marker).await?;
+        }
     }
     if let Some(end) = session.settle_all(shutdown, Guard::HandedOver).await? {
         return Ok(Some(end));
     }
-    for chunk in session.take_published().chunks(5000) {
-        marker
-            .published(sql, chunk, Guard::HandedOver)
-            .await
-            .map_err(|e| e.context("marking handed-over rows"))?;
-    }
+    mark(session, sql, marker).await?;
     let done = i64::try_from(handed).unwrap_or(i64::MAX);
     handover::set_state(sql, cfg, State::Done, done, None).await?;
     handover::clear_list(sql, cfg).await?;
     session.reset_watermark();
     tracing::info!(rows = handed, "published the cutover's backlog");
     Ok(None)
+}
+
+async fn mark(
+    session: &mut Session<'_>,
+    sql: &tokio_postgres::Client,
+    marker: &Marker,
+) -> Result<(), Error> {
+    for chunk in session.take_published().chunks(5000) {
+        marker
+            .published(sql, chunk, Guard::HandedOver)
+            .await
+            .map_err(|e| e.context("marking handed-over rows"))?;
+    }
+    Ok(())
 }
 
 /// The error `run --handover-only` ends with when the hand-over could not

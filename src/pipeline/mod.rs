@@ -13,8 +13,10 @@ mod marks;
 mod session;
 mod stats;
 mod supervisor;
+mod transaction;
 mod watermark;
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +31,7 @@ pub use supervisor::{Attempt, Backoff, SessionEnd, Supervisor};
 use crate::config::{Config, Env};
 use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
+use crate::kafka::progress::Progress;
 use crate::kafka::{probe, settings};
 use crate::pg::checks::{self, Purpose};
 use crate::pg::lsn::Lsn;
@@ -56,6 +59,11 @@ pub struct Relay {
     /// A session has streamed from the slot: a later session that finds it
     /// missing must not create it again.
     streamed: AtomicBool,
+    /// Transactional delivery's progress in Kafka; `None` when idempotent.
+    progress: Option<Arc<Progress>>,
+    /// Rows Kafka refused inside an aborted transaction, recorded FAILED:
+    /// left out when their transaction is published again.
+    poison: std::sync::Mutex<HashSet<Uuid>>,
     pub stats: Arc<RelayStats>,
 }
 
@@ -79,6 +87,10 @@ impl Relay {
         handover::require_not_preparing(&sql, &cfg).await?;
         let source = SourceOptions::from_config(&cfg, &*env)?;
         replication::check_log_in(&source.connect).await?;
+        let progress = match cfg.relay.transactional() {
+            true => Some(Arc::new(Progress::open(&cfg, &*env).await?)),
+            false => None,
+        };
         let marker = Arc::new(Marker::new(&cfg));
         let stats = Arc::new(RelayStats::default());
         let (feedback, _) = Feedback::new(Lsn::ZERO);
@@ -104,6 +116,8 @@ impl Relay {
             marks,
             marks_stalled,
             streamed: AtomicBool::new(false),
+            progress,
+            poison: std::sync::Mutex::new(HashSet::new()),
             stats,
         })
     }
@@ -134,11 +148,13 @@ impl Relay {
     pub async fn handover_only(mut self, shutdown: CancellationToken) -> Result<(), Error> {
         let result = async {
             let sql = self.sql.lock().await;
-            let mut session = Session::new(&self, &sql)?;
+            let mut session = Session::new(&self, &sql).await?;
             let end =
                 handover::publish(&mut session, &sql, &self.cfg, &self.marker, &shutdown).await;
             let clean = matches!(end, Ok(None | Some(SessionEnd::Stopped)));
-            session.close(clean);
+            if let Some(fatal) = session.close(clean).await.fatal {
+                return Err(fatal);
+            }
             match end? {
                 None | Some(SessionEnd::Stopped) => Ok(()),
                 Some(SessionEnd::Restart(reason)) => Err(handover::interrupted(reason)),
@@ -171,7 +187,7 @@ impl Relay {
         if attempt.after_standby {
             tracing::info!(slot = %self.source.slot, "the slot is free: taking over");
         }
-        let mut session = match Session::new(self, &sql) {
+        let mut session = match Session::new(self, &sql).await {
             Ok(s) => s,
             Err(e) => {
                 let _ = stream.stop().await;
@@ -185,8 +201,14 @@ impl Relay {
                 Ok(Some(end)) => Ok(end),
                 Err(e) => Err(e),
             };
-        let (published, settles) = session.close(matches!(end, Ok(SessionEnd::Stopped)));
-        self.queue_marks(published, settles).await;
+        let closed = session.close(matches!(end, Ok(SessionEnd::Stopped))).await;
+        self.queue_marks(closed.published, closed.settles).await;
+        // A fenced producer outranks whatever ended the session: this relay
+        // must not start another.
+        let end = match closed.fatal {
+            Some(fatal) => Err(fatal),
+            None => end,
+        };
         if matches!(end, Ok(SessionEnd::Stopped)) {
             // The reader's last status update confirms what the marks allow.
             self.flush_marks().await;

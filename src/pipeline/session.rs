@@ -3,6 +3,10 @@
 //! recorded as FAILED, and the settled position goes back to the reader.
 //! Nothing awaits per message: records are enqueued and reports come back
 //! through the producer's context; in-flight messages and bytes are bounded.
+//!
+//! In transactional delivery the reports do not settle anything: whole
+//! source transactions go into a Kafka transaction (`transaction`), and
+//! only its commit, with the progress, publishes and settles them.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -13,6 +17,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::supervisor::SessionEnd;
+use super::transaction::{Bounds, KafkaTxn, Transactional};
 use super::watermark::{TxSeq, Watermark};
 use super::Relay;
 use crate::contract::mapper::{self, Record};
@@ -27,7 +32,8 @@ use crate::replication::{Event, Stream};
 
 /// A rejected or refused row waiting to be recorded.
 struct Failure {
-    tx: TxSeq,
+    /// `None` in transactional delivery, where reports settle nothing.
+    tx: Option<TxSeq>,
     id: Uuid,
     error: Error,
 }
@@ -64,11 +70,44 @@ pub(super) struct Session<'a> {
     /// missing topic): never FAILED, they hold the watermark until the
     /// session ends and a later one publishes them again.
     operator_rejections: usize,
+    /// Transactional delivery; `None` for idempotent.
+    tx_mode: Option<Transactional>,
+}
+
+/// What a closed session leaves.
+pub(super) struct Closed {
+    /// Rows confirmed but not yet handed to the marking task.
+    pub(super) published: Vec<Uuid>,
+    /// The settled position that waits for them.
+    pub(super) settles: Option<Lsn>,
+    /// The producer failed for good (fenced): the relay must stop.
+    pub(super) fatal: Option<Error>,
 }
 
 impl<'a> Session<'a> {
-    pub(super) fn new(relay: &'a Relay, sql: &'a Client) -> Result<Session<'a>, Error> {
+    pub(super) async fn new(relay: &'a Relay, sql: &'a Client) -> Result<Session<'a>, Error> {
         let (publisher, reports) = Publisher::new(&relay.kafka)?;
+        let tx_mode = match &relay.progress {
+            Some(progress) => {
+                // Fences any older producer of this id and resolves its open
+                // transaction, so the progress read next is final.
+                publisher.init_transactions().await?;
+                let published_before = progress.read().await?;
+                tracing::info!(
+                    transactional_id = %relay.cfg.transactional_id(),
+                    progress = %published_before.map(|l| l.to_string()).unwrap_or_else(|| "none".into()),
+                    "transactional producer ready"
+                );
+                Some(Transactional {
+                    progress: progress.clone(),
+                    bounds: Bounds::from_config(&relay.cfg.relay),
+                    published_before,
+                    skipping: false,
+                    txn: KafkaTxn::default(),
+                })
+            }
+            None => None,
+        };
         Ok(Session {
             relay,
             sql,
@@ -82,18 +121,61 @@ impl<'a> Session<'a> {
             settles: None,
             restart: None,
             operator_rejections: 0,
+            tx_mode,
         })
     }
 
+    pub(super) fn transactional(&self) -> bool {
+        self.tx_mode.is_some()
+    }
+
     /// Ends the session: a session that did not stop cleanly drops what
-    /// librdkafka still holds (the next one publishes it again). Returns the
-    /// rows confirmed but not yet handed to the marking task, and the
-    /// settled position that waits for them.
-    pub(super) fn close(mut self, clean: bool) -> (Vec<Uuid>, Option<Lsn>) {
+    /// librdkafka still holds (the next one publishes it again), and an open
+    /// Kafka transaction is aborted.
+    pub(super) async fn close(mut self, clean: bool) -> Closed {
         if !clean || self.restart.is_some() {
             self.publisher.purge();
         }
-        (std::mem::take(&mut self.published), self.settles.take())
+        let mut fatal = None;
+        if self.tx_mode.as_ref().is_some_and(|t| t.txn.is_open()) {
+            // Also how a zombie learns it was fenced.
+            if let Err(e) = self.publisher.abort_transaction().await {
+                tracing::warn!(code = %e.code(), error = %e, "aborting the open Kafka transaction at the session's end");
+                if e.code() == Code::KAFKA_PRODUCER_FENCED {
+                    fatal = Some(e);
+                }
+            }
+        }
+        if self.tx_mode.is_some() {
+            fatal = fatal.or_else(|| {
+                self.publisher
+                    .fatal_error()
+                    .filter(|e| e.code() == Code::KAFKA_PRODUCER_FENCED)
+            });
+        }
+        Closed {
+            published: std::mem::take(&mut self.published),
+            settles: self.settles.take(),
+            fatal,
+        }
+    }
+
+    /// In transactional delivery, between source transactions, a Kafka
+    /// transaction is open: when it is due.
+    fn commit_due(&self) -> Option<tokio::time::Instant> {
+        let t = self.tx_mode.as_ref()?;
+        if self.current.is_some() || t.skipping {
+            return None;
+        }
+        t.txn.deadline(&t.bounds)
+    }
+
+    /// In transactional delivery, inside a source transaction (a drain waits
+    /// for its end: a source transaction is never split).
+    fn mid_source_transaction(&self) -> bool {
+        self.tx_mode
+            .as_ref()
+            .is_some_and(|t| self.current.is_some() || t.skipping)
     }
 
     /// Streams until shutdown (drained), a restart, or an error.
@@ -109,6 +191,7 @@ impl<'a> Session<'a> {
         let mut last_report = Instant::now();
         let mut last_mark = Instant::now();
         loop {
+            let commit_due = self.commit_due();
             let room = self.in_flight.messages < cfg.max_in_flight_messages
                 && self.in_flight.bytes < cfg.max_in_flight_bytes;
             tokio::select! {
@@ -124,8 +207,9 @@ impl<'a> Session<'a> {
                         "PUBLISHED marks cannot reach PostgreSQL; the slot waits for them, so the replication connection is closed rather than kept waiting",
                     ));
                 }
-                event = stream.events.recv(), if room && draining.is_none() && self.restart.is_none() => match event {
-                    Some(event) => self.on_event(event).await,
+                event = stream.events.recv(), if room && self.restart.is_none()
+                    && (draining.is_none() || self.mid_source_transaction()) => match event {
+                    Some(event) => self.on_event(event).await?,
                     // The reader ended: the session's closing says why.
                     None => return Ok(SessionEnd::Restart(Error::new(
                         Code::PG_CONNECTION_LOST,
@@ -133,17 +217,25 @@ impl<'a> Session<'a> {
                     ))),
                 },
                 _ = tick.tick() => {}
+                _ = sleep_until(commit_due), if commit_due.is_some() => {
+                    self.end_kafka_transaction(Guard::Pending).await?;
+                }
                 _ = sleep_until(draining), if draining.is_some() => {
                     tracing::warn!(in_flight = self.in_flight.messages, "drain deadline passed; unsettled messages will be published again on restart");
                     return Ok(SessionEnd::Stopped);
                 }
             }
+            if self.tx_mode.as_ref().is_some_and(|t| t.txn.doomed()) {
+                self.end_kafka_transaction(Guard::Pending).await?;
+            }
             self.record_failures(Guard::Pending).await?;
-            if let Some(lsn) = self.watermark.advance() {
-                self.relay.stats.settled.store(lsn.0, Ordering::Relaxed);
-                // Every row of the transactions up to `lsn` is in
-                // `published` or an earlier batch: the slot follows them.
-                self.settles = Some(lsn);
+            if self.tx_mode.is_none() {
+                if let Some(lsn) = self.watermark.advance() {
+                    self.relay.stats.settled.store(lsn.0, Ordering::Relaxed);
+                    // Every row of the transactions up to `lsn` is in
+                    // `published` or an earlier batch: the slot follows them.
+                    self.settles = Some(lsn);
+                }
             }
             // Without marks the position goes on at once.
             let due = self.published.len() >= MARK_BATCH
@@ -156,6 +248,13 @@ impl<'a> Session<'a> {
             }
             if let Some(reason) = self.restart.take() {
                 return Ok(SessionEnd::Restart(reason));
+            }
+            if draining.is_some() && self.tx_mode.is_some() && !self.mid_source_transaction() {
+                self.end_kafka_transaction(Guard::Pending).await?;
+                if let Some(reason) = self.restart.take() {
+                    return Ok(SessionEnd::Restart(reason));
+                }
+                return Ok(SessionEnd::Stopped);
             }
             if draining.is_some() && self.in_flight.messages == 0 && self.failures.is_empty() {
                 return Ok(SessionEnd::Stopped);
@@ -222,6 +321,14 @@ impl<'a> Session<'a> {
         Ok(None)
     }
 
+    /// Commits the hand-over's open Kafka transaction (it carries no
+    /// progress: the hand-over list says what is done). `Some(end)` when the
+    /// session must end.
+    pub(super) async fn commit_handed_over(&mut self) -> Result<Option<SessionEnd>, Error> {
+        self.end_kafka_transaction(Guard::HandedOver).await?;
+        Ok(self.restart.take().map(SessionEnd::Restart))
+    }
+
     /// Rows confirmed since the last call.
     pub(super) fn take_published(&mut self) -> Vec<Uuid> {
         std::mem::take(&mut self.published)
@@ -235,6 +342,20 @@ impl<'a> Session<'a> {
     fn on_delivery(&mut self, d: Delivery<TxSeq>) {
         self.in_flight.messages = self.in_flight.messages.saturating_sub(1);
         self.in_flight.bytes = self.in_flight.bytes.saturating_sub(d.ticket.bytes);
+        if let Some(t) = &mut self.tx_mode {
+            match d.outcome {
+                Outcome::Confirmed => t.txn.confirmed.push(d.ticket.message_id),
+                Outcome::Rejected(error) if error.class() == Class::Row => {
+                    t.txn.poison.push((d.ticket.message_id, error));
+                }
+                Outcome::Rejected(error) | Outcome::Retry(error) | Outcome::Ambiguous(error) => {
+                    t.txn.failed.get_or_insert_with(|| {
+                        error.context(format!("message {}", d.ticket.message_id))
+                    });
+                }
+            }
+            return;
+        }
         match d.outcome {
             Outcome::Confirmed => {
                 self.watermark.settle_one(d.ticket.tag);
@@ -252,7 +373,30 @@ impl<'a> Session<'a> {
         }
     }
 
-    async fn on_event(&mut self, event: Event) {
+    async fn on_event(&mut self, event: Event) -> Result<(), Error> {
+        if let Some(t) = &mut self.tx_mode {
+            match &event {
+                Event::Begin { final_lsn, .. } if t.already_published(*final_lsn) => {
+                    t.skipping = true;
+                    return Ok(());
+                }
+                Event::Rows(rows) if t.skipping => {
+                    // In Kafka already: their marks are still owed.
+                    if self.relay.cfg.relay.mark_published {
+                        self.published
+                            .extend(rows.iter().filter_map(|r| r.message_id()));
+                    }
+                    return Ok(());
+                }
+                Event::Commit { end_lsn, .. } if t.skipping => {
+                    t.skipping = false;
+                    self.settles = Some(*end_lsn);
+                    self.relay.stats.settled.store(end_lsn.0, Ordering::Relaxed);
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         match event {
             Event::Begin { commit_time, .. } => {
                 self.current = Some((self.watermark.begin(), commit_time));
@@ -261,13 +405,13 @@ impl<'a> Session<'a> {
                 let Some((tx, commit_time)) = self.current else {
                     self.restart =
                         Some(Error::new(Code::PG_PROTOCOL, "rows outside a transaction"));
-                    return;
+                    return Ok(());
                 };
                 for row in &rows {
                     self.watermark.add(tx);
                     self.map_and_produce(tx, row, commit_time).await;
                     if self.restart.is_some() {
-                        return;
+                        return Ok(());
                     }
                 }
             }
@@ -275,6 +419,115 @@ impl<'a> Session<'a> {
                 if let Some((tx, _)) = self.current.take() {
                     self.watermark.commit(tx, end_lsn);
                 }
+                if let Some(t) = &mut self.tx_mode {
+                    t.txn.last_end = Some(end_lsn);
+                    if t.txn.full(&t.bounds, tokio::time::Instant::now()) {
+                        self.end_kafka_transaction(Guard::Pending).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the open Kafka transaction: commits it with the progress, or,
+    /// when a delivery failed, aborts it, records the rows Kafka refused as
+    /// FAILED and ends the session, whose successor publishes the rest
+    /// again. `Err` only when the relay must stop (fenced).
+    pub(super) async fn end_kafka_transaction(&mut self, guard: Guard) -> Result<(), Error> {
+        if !self.tx_mode.as_ref().is_some_and(|t| t.txn.is_open()) {
+            return Ok(());
+        }
+        while self.in_flight.messages > 0 {
+            match self.reports.recv().await {
+                Some(d) => self.on_delivery(d),
+                None => {
+                    self.restart.get_or_insert_with(|| {
+                        Error::new(Code::INTERNAL, "the producer's delivery reports stopped")
+                    });
+                    break;
+                }
+            }
+        }
+        // Refusals of the mapper are FAILED before their transaction counts
+        // as published (a later session would mark its rows PUBLISHED).
+        self.record_failures(guard).await?;
+        let Some(t) = &mut self.tx_mode else {
+            return Ok(());
+        };
+        let txn = std::mem::take(&mut t.txn);
+        if txn.doomed() || self.restart.is_some() {
+            return self.abort(txn, guard).await;
+        }
+        let offsets = match txn.last_end {
+            Some(lsn) => Some(t.progress.offsets(lsn)?),
+            None => None,
+        };
+        match self.publisher.commit_transaction(offsets).await {
+            Ok(()) => {
+                // The watermark settles nothing here; it only numbers
+                // transactions, so it is emptied at every commit.
+                self.watermark = Watermark::new();
+                let stats = &self.relay.stats;
+                stats
+                    .published
+                    .fetch_add(txn.confirmed.len() as u64, Ordering::Relaxed);
+                if self.relay.cfg.relay.mark_published {
+                    self.published.extend(txn.confirmed);
+                }
+                if let Some(lsn) = txn.last_end {
+                    stats.settled.store(lsn.0, Ordering::Relaxed);
+                    self.settles = Some(lsn);
+                }
+                Ok(())
+            }
+            Err(e) if e.class() == Class::Operator => Err(e),
+            Err(e) => {
+                if e.code() == Code::KAFKA_TRANSACTION_ABORTED {
+                    self.abort_quietly().await?;
+                }
+                // Unknown outcome: the next session's producer resolves it
+                // and the progress says which source transactions are in.
+                self.restart.get_or_insert(e);
+                Ok(())
+            }
+        }
+    }
+
+    async fn abort(&mut self, txn: KafkaTxn, guard: Guard) -> Result<(), Error> {
+        self.abort_quietly().await?;
+        if !txn.poison.is_empty() {
+            let poisoned = txn.poison.len();
+            {
+                let mut set = self.relay.poison.lock().unwrap_or_else(|p| p.into_inner());
+                set.extend(txn.poison.iter().map(|(id, _)| *id));
+            }
+            self.failures
+                .extend(txn.poison.into_iter().map(|(id, error)| Failure {
+                    tx: None,
+                    id,
+                    error,
+                }));
+            self.record_failures(guard).await?;
+            tracing::warn!(rows = poisoned, "a Kafka transaction was aborted for rows Kafka refused; they are FAILED and the rest is published again");
+        }
+        let reason = txn.failed.unwrap_or_else(|| {
+            Error::new(
+                Code::KAFKA_TRANSACTION_ABORTED,
+                "rows Kafka refused aborted the transaction; publishing its other rows again",
+            )
+        });
+        self.restart.get_or_insert(reason);
+        Ok(())
+    }
+
+    async fn abort_quietly(&mut self) -> Result<(), Error> {
+        match self.publisher.abort_transaction().await {
+            Ok(()) => Ok(()),
+            Err(e) if e.code() == Code::KAFKA_PRODUCER_FENCED => Err(e),
+            Err(e) => {
+                self.restart.get_or_insert(e);
+                Ok(())
             }
         }
     }
@@ -282,18 +535,40 @@ impl<'a> Session<'a> {
     /// Maps a row and enqueues its record, or queues the refusal to be
     /// recorded as FAILED.
     async fn map_and_produce(&mut self, tx: TxSeq, row: &OutboxRow, timestamp: Timestamp) {
+        if self.tx_mode.is_some() && self.is_poison(row) {
+            self.watermark.settle_one(tx);
+            return;
+        }
         match mapper::map(row, &self.relay.cfg.outbox.topic_prefix, timestamp) {
             Ok(record) => self.produce(tx, &record).await,
             Err(error) => self.failures.push(Failure {
-                tx,
+                tx: Some(tx),
                 id: row.message_id().unwrap_or(Uuid([0; 16])),
                 error,
             }),
         }
     }
 
+    /// A row Kafka refused in an aborted transaction of this process: it is
+    /// FAILED and left out when its transaction is published again.
+    fn is_poison(&self, row: &OutboxRow) -> bool {
+        let set = self.relay.poison.lock().unwrap_or_else(|p| p.into_inner());
+        !set.is_empty() && row.message_id().is_some_and(|id| set.contains(&id))
+    }
+
     /// Enqueues one record; waits only when librdkafka's queue is full.
     async fn produce(&mut self, tx: TxSeq, record: &Record) {
+        if let Some(t) = &mut self.tx_mode {
+            if !t.txn.is_open() {
+                if let Err(e) = self.publisher.begin_transaction() {
+                    self.restart = Some(e);
+                    return;
+                }
+                t.txn.began = Some(tokio::time::Instant::now());
+            }
+            t.txn.records += 1;
+            t.txn.bytes += record.size();
+        }
         let ticket = Ticket {
             tag: tx,
             message_id: record.message_id,
@@ -340,7 +615,17 @@ impl<'a> Session<'a> {
     /// and the relay retries with backoff until the operator fixes it.
     fn rejected(&mut self, tx: TxSeq, id: Uuid, error: Error) {
         if error.class() == Class::Row {
-            self.failures.push(Failure { tx, id, error });
+            self.failures.push(Failure {
+                tx: Some(tx),
+                id,
+                error,
+            });
+            return;
+        }
+        if self.tx_mode.is_some() {
+            // The transaction cannot commit without it: abort and retry later.
+            self.restart
+                .get_or_insert_with(|| error.context(format!("message {id}")));
             return;
         }
         self.operator_rejections += 1;
@@ -370,7 +655,9 @@ impl<'a> Session<'a> {
                 .map_err(|e| e.context("recording FAILED rows"))?;
         }
         for f in failures {
-            self.watermark.settle_one(f.tx);
+            if let Some(tx) = f.tx {
+                self.watermark.settle_one(tx);
+            }
             self.relay.stats.failed.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())

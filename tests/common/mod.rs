@@ -891,7 +891,35 @@ pub mod kafka {
         count: usize,
         idle: Duration,
     ) -> Vec<Consumed> {
-        consume_until(bootstrap, topics, idle, |records, _| records >= count)
+        consume_until(bootstrap, topics, idle, READ_UNCOMMITTED, |records, _| {
+            records >= count
+        })
+    }
+
+    /// librdkafka's consumer default, as the other helpers read.
+    pub const READ_UNCOMMITTED: &str = "read_uncommitted";
+    pub const READ_COMMITTED: &str = "read_committed";
+
+    /// Reads `topics` from the beginning at `isolation` until `idle` passed
+    /// without a record: everything there is.
+    pub fn consume_all(
+        bootstrap: &str,
+        topics: &[&str],
+        idle: Duration,
+        isolation: &str,
+    ) -> Vec<Consumed> {
+        consume_until(bootstrap, topics, idle, isolation, |_, _| false)
+    }
+
+    /// [`consume_ids`] at `isolation`.
+    pub fn consume_ids_at(
+        bootstrap: &str,
+        topics: &[&str],
+        distinct: usize,
+        idle: Duration,
+        isolation: &str,
+    ) -> Vec<Consumed> {
+        consume_until(bootstrap, topics, idle, isolation, |_, ids| ids >= distinct)
     }
 
     /// Reads `topics` from the beginning until `distinct` message ids arrived
@@ -902,7 +930,9 @@ pub mod kafka {
         distinct: usize,
         idle: Duration,
     ) -> Vec<Consumed> {
-        consume_until(bootstrap, topics, idle, |_, ids| ids >= distinct)
+        consume_until(bootstrap, topics, idle, READ_UNCOMMITTED, |_, ids| {
+            ids >= distinct
+        })
     }
 
     /// Reads `topics` from the beginning until `done(records, distinct ids)`
@@ -911,10 +941,12 @@ pub mod kafka {
         bootstrap: &str,
         topics: &[&str],
         idle: Duration,
+        isolation: &str,
         done: impl Fn(usize, usize) -> bool,
     ) -> Vec<Consumed> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
+            .set("isolation.level", isolation)
             .set("group.id", "outbox-cdc-tests")
             .set("enable.auto.commit", "false")
             .set("fetch.max.bytes", "104857600")

@@ -22,3 +22,4 @@ mod relay;
 mod replication;
 mod secured;
 mod strimzi;
+mod transactional;

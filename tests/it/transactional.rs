@@ -1,0 +1,216 @@
+//! `relay.delivery = "transactional"` end to end, as processes, against the
+//! real PostgreSQL and Kafka: read_committed consumers see every source
+//! transaction whole and once across SIGKILLs, a second producer with the
+//! same transactional id fences the first, a row Kafka refuses is FAILED
+//! without holding its neighbours.
+
+use crate::common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use common::kafka::{self, Consumed, READ_COMMITTED, READ_UNCOMMITTED};
+use common::relay::{self as relay, RelayProcess};
+use common::replication as rep;
+
+/// Transactional delivery with small transactions, so a run has many.
+pub(crate) const TRANSACTIONAL: &str = "delivery = \"transactional\"\ntransaction_max_ms = 50\n";
+
+async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
+    let db = common::migrated_db(services, label, prefix).await;
+    db.declare_cdc().await;
+    db
+}
+
+fn config(
+    services: &common::Services,
+    db: &str,
+    prefix: &str,
+    extra: &str,
+) -> (String, std::path::PathBuf) {
+    let slot = format!("{db}_relay");
+    let path = relay::config(
+        services,
+        db,
+        prefix,
+        &slot,
+        &format!("{TRANSACTIONAL}{extra}"),
+    );
+    (slot, path)
+}
+
+/// Writers commit transactions of 1 to 5 keyed rows (per-key sequence
+/// numbers under the key's row lock). Returns each id's transaction.
+async fn write_transactions(
+    services: &common::Services,
+    db: &str,
+    writers: usize,
+    per_writer: usize,
+    keys: usize,
+) -> HashMap<String, (usize, usize)> {
+    let setup = services.connect(db).await;
+    setup
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
+             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, {}) g ON CONFLICT DO NOTHING;",
+            keys - 1
+        ))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let mut client = services.connect(db).await;
+        tasks.push(tokio::spawn(async move {
+            let mut written = 0;
+            let mut t = 0usize;
+            let mut of = Vec::new();
+            while written < per_writer {
+                let tx = client.transaction().await.unwrap();
+                let rows = (1 + (w + t) % 5).min(per_writer - written);
+                for i in 0..rows {
+                    let key = format!("key-{}", (w * 7919 + t * 31 + i * 17) % keys);
+                    let row = tx.query_one(common::KEYED_INSERT, &[&key]).await.unwrap();
+                    of.push((row.get::<_, String>(0), (w, t)));
+                }
+                tx.commit().await.unwrap();
+                written += rows;
+                t += 1;
+            }
+            of
+        }));
+    }
+    let mut of = HashMap::new();
+    for t in tasks {
+        of.extend(t.await.unwrap());
+    }
+    of
+}
+
+/// In each partition, the records of one source transaction are adjacent
+/// (what a read_committed consumer sees has no gaps inside a transaction).
+fn assert_contiguous(records: &[Consumed], tx_of: &HashMap<String, (usize, usize)>) {
+    let mut by_partition: BTreeMap<(String, i32), Vec<&Consumed>> = BTreeMap::new();
+    for r in records {
+        by_partition
+            .entry((r.topic.clone(), r.partition))
+            .or_default()
+            .push(r);
+    }
+    let mut transactions = 0;
+    for ((topic, partition), mut rs) in by_partition {
+        rs.sort_by_key(|r| r.offset);
+        let mut finished: HashSet<(usize, usize)> = HashSet::new();
+        let mut current: Option<(usize, usize)> = None;
+        for r in rs {
+            let tx = tx_of[&r.id()];
+            if current != Some(tx) {
+                assert!(
+                    finished.insert(tx),
+                    "{topic}/{partition}: transaction {tx:?} is split (record {} at offset {})",
+                    r.id(),
+                    r.offset
+                );
+                transactions += 1;
+                current = Some(tx);
+            }
+        }
+    }
+    assert!(transactions > 0);
+}
+
+#[tokio::test]
+async fn read_committed_consumers_see_every_source_transaction_whole_and_once_across_sigkills() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("txk");
+    let db = migrated(&services, "txkill", &prefix).await;
+    let (slot, config) = config(&services, &db.name, &prefix, "");
+    let mut relay = RelayProcess::spawn(&config);
+    rep::wait_streaming(&db.client, &slot).await;
+
+    const TOTAL: usize = 50_000;
+    let writer = {
+        let services = common::services().unwrap();
+        let name = db.name.clone();
+        tokio::spawn(async move { write_transactions(&services, &name, 5, TOTAL / 5, 200).await })
+    };
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d ^ std::process::id() as u64;
+    let mut kills = 0;
+    while kills < 12 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        tokio::time::sleep(Duration::from_millis(300 + seed % 1700)).await;
+        relay.signal("KILL");
+        relay.wait(Duration::from_secs(10)).expect("killed");
+        kills += 1;
+        relay = RelayProcess::spawn(&config);
+    }
+    let tx_of = writer.await.unwrap();
+    assert_eq!(tx_of.len(), TOTAL);
+    let topic = format!("{prefix}keyed");
+    // Everything arrives, then the relay stops cleanly.
+    let seen = kafka::consume_ids_at(
+        &services.kafka_bootstrap,
+        &[&topic],
+        TOTAL,
+        Duration::from_secs(90),
+        READ_COMMITTED,
+    );
+    assert_eq!(
+        kafka::by_id(&seen).len(),
+        TOTAL,
+        "every id is committed in Kafka after {kills} kills"
+    );
+    common::wait_until_marked(&db.client).await;
+    relay.signal("TERM");
+    let status = relay
+        .wait(Duration::from_secs(30))
+        .expect("stops on SIGTERM");
+    assert!(status.success(), "{}", relay.log_text());
+
+    // The whole topic, as each kind of consumer reads it.
+    let committed = kafka::consume_all(
+        &services.kafka_bootstrap,
+        &[&topic],
+        Duration::from_secs(8),
+        READ_COMMITTED,
+    );
+    let uncommitted = kafka::consume_all(
+        &services.kafka_bootstrap,
+        &[&topic],
+        Duration::from_secs(8),
+        READ_UNCOMMITTED,
+    );
+    let ids = kafka::by_id(&committed);
+    assert_eq!(ids.len(), TOTAL);
+    let duplicates: Vec<&String> = ids
+        .iter()
+        .filter(|(_, c)| c.len() > 1)
+        .map(|(id, _)| id)
+        .collect();
+    assert!(
+        duplicates.is_empty(),
+        "read_committed saw {} ids more than once after {kills} kills (e.g. {:?})",
+        duplicates.len(),
+        duplicates.iter().take(3).collect::<Vec<_>>()
+    );
+    assert_eq!(committed.len(), TOTAL);
+    let all = kafka::by_id(&uncommitted);
+    assert_eq!(all.len(), TOTAL, "read_uncommitted sees at least every id");
+    assert!(uncommitted.len() >= TOTAL);
+    eprintln!(
+        "{kills} kills, {TOTAL} ids: read_committed saw {} records (0 duplicates); read_uncommitted saw {} records ({} from aborted transactions)",
+        committed.len(),
+        uncommitted.len(),
+        uncommitted.len() - TOTAL
+    );
+    for (key, ns) in kafka::first_delivery_order(&committed) {
+        let expected: Vec<u64> = (1..=ns.len() as u64).collect();
+        assert_eq!(ns, expected, "{key} is in commit order");
+    }
+    assert_contiguous(&committed, &tx_of);
+    common::bookkeeping_matches_kafka(&db.client, &ids).await;
+    drop(relay);
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
