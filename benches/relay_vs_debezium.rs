@@ -126,6 +126,8 @@ impl Args {
                             "outbox-cdc-unmarked" => Ok(Engine::RelayUnmarked),
                             "outbox-cdc-baseline" => Ok(Engine::RelayBaseline),
                             "debezium" => Ok(Engine::Debezium),
+                            "outbox-cdc-transactional" => Ok(Engine::RelayTransactional),
+                            "debezium-exactly-once" => Ok(Engine::DebeziumExactlyOnce),
                             other => Err(anyhow!("unknown engine {other}")),
                         })
                         .collect::<Result<_>>()?
@@ -190,7 +192,14 @@ impl Services {
     }
 
     fn services(&self, command: &str) -> Result<()> {
-        let out = Command::new(&self.script).arg(command).output()?;
+        self.services_with(command, &[])
+    }
+
+    fn services_with(&self, command: &str, env: &[(&str, &str)]) -> Result<()> {
+        let out = Command::new(&self.script)
+            .arg(command)
+            .envs(env.iter().copied())
+            .output()?;
         if !out.status.success() {
             bail!(
                 "services.sh {command}: {}",
@@ -233,6 +242,12 @@ enum Engine {
     /// versions in one run.
     RelayBaseline,
     Debezium,
+    /// `relay.delivery = "transactional"`.
+    RelayTransactional,
+    /// Kafka Connect's exactly-once source support (KIP-618): the worker
+    /// with `exactly.once.source.support=enabled`, the connector with
+    /// `exactly.once.support=required`.
+    DebeziumExactlyOnce,
 }
 
 impl Engine {
@@ -242,7 +257,19 @@ impl Engine {
             Engine::RelayUnmarked => "outbox-cdc (mark_published = false)",
             Engine::RelayBaseline => "outbox-cdc (BENCH_BASELINE_BIN)",
             Engine::Debezium => "debezium",
+            Engine::RelayTransactional => "outbox-cdc (delivery = transactional)",
+            Engine::DebeziumExactlyOnce => "debezium (exactly.once.support = required)",
         }
+    }
+
+    /// Records become visible to read_committed consumers only when their
+    /// transaction commits: these engines are read that way, and timed by
+    /// when the consumer received a record, not by its append time.
+    fn transactional(self) -> bool {
+        matches!(
+            self,
+            Engine::RelayTransactional | Engine::DebeziumExactlyOnce
+        )
     }
 
     fn db_tag(self) -> &'static str {
@@ -251,6 +278,8 @@ impl Engine {
             Engine::RelayUnmarked => "relay_unmarked",
             Engine::RelayBaseline => "relay_baseline",
             Engine::Debezium => "debezium",
+            Engine::RelayTransactional => "relay_tx",
+            Engine::DebeziumExactlyOnce => "debezium_eos",
         }
     }
 
@@ -312,10 +341,10 @@ async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) -> Result<B
     let relay_settings = format!(
         "{}\n{}",
         std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
-        if engine == Engine::RelayUnmarked {
-            "mark_published = false"
-        } else {
-            ""
+        match engine {
+            Engine::RelayUnmarked => "mark_published = false",
+            Engine::RelayTransactional => "delivery = \"transactional\"",
+            _ => "",
         }
     );
     let text = format!(
@@ -362,8 +391,11 @@ topic_prefix = "{run}"
     // The documented deployment: cutover declares the relay and creates its
     // slot before any row is written.
     let target = match engine {
-        Engine::Relay | Engine::RelayUnmarked | Engine::RelayBaseline => "cdc",
-        Engine::Debezium => "debezium",
+        Engine::Relay
+        | Engine::RelayUnmarked
+        | Engine::RelayBaseline
+        | Engine::RelayTransactional => "cdc",
+        Engine::Debezium | Engine::DebeziumExactlyOnce => "debezium",
     };
     relay_command(&config_path, &["cutover", "--to", target])?;
     create_topic(&s.kafka, &topic, a.partitions).await?;
@@ -483,9 +515,18 @@ struct Collector {
 }
 
 impl Collector {
-    fn start(bootstrap: &str, topic: &str, partitions: i32) -> Result<Collector> {
+    fn start(bootstrap: &str, topic: &str, partitions: i32, engine: Engine) -> Result<Collector> {
+        let received = engine.transactional();
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
+            .set(
+                "isolation.level",
+                if received {
+                    "read_committed"
+                } else {
+                    "read_uncommitted"
+                },
+            )
             .set("group.id", format!("bench-{topic}"))
             .set("enable.auto.commit", "false")
             .set("fetch.wait.max.ms", "10")
@@ -512,9 +553,10 @@ impl Collector {
                             continue;
                         }
                     };
-                    let KafkaTimestamp::LogAppendTime(at) = m.timestamp() else {
+                    let KafkaTimestamp::LogAppendTime(appended) = m.timestamp() else {
                         bail!("the bench topic does not carry LogAppendTime");
                     };
+                    let at = if received { now_ms() as i64 } else { appended };
                     let id = m
                         .headers()
                         .and_then(|h| h.iter().find(|h| h.key == outbox::ID_HEADER.name))
@@ -614,7 +656,10 @@ enum Running {
 impl Running {
     async fn start(s: &Services, engine: Engine, b: &Bench) -> Result<(Running, Usage)> {
         match engine {
-            Engine::Relay | Engine::RelayUnmarked | Engine::RelayBaseline => {
+            Engine::Relay
+            | Engine::RelayUnmarked
+            | Engine::RelayBaseline
+            | Engine::RelayTransactional => {
                 let log = File::create(b.config_path.with_extension("log"))?;
                 let child = Command::new(engine.relay_bin())
                     .args(["run", "--config"])
@@ -624,10 +669,14 @@ impl Running {
                     .spawn()?;
                 Ok((Running::Relay { child }, Usage::default()))
             }
-            Engine::Debezium => {
+            Engine::Debezium | Engine::DebeziumExactlyOnce => {
                 // A fresh worker, so its peak memory and CPU are this run's.
                 s.services("stop-connect")?;
-                s.services("start-connect")?;
+                if engine == Engine::DebeziumExactlyOnce {
+                    s.services_with("start-connect", &[("CONNECT_EXACTLY_ONCE", "1")])?;
+                } else {
+                    s.services("start-connect")?;
+                }
                 let pid = s.connect_pid()?;
                 let before = usage(pid)?;
                 let mut config: serde_json::Map<String, Json> =
@@ -637,6 +686,9 @@ impl Running {
                         .collect();
                 for (k, v) in debezium_tuning() {
                     config.insert(k, Json::String(v));
+                }
+                if engine == Engine::DebeziumExactlyOnce {
+                    config.insert("exactly.once.support".into(), json!("required"));
                 }
                 let name = b.config.debezium.connector_name.clone();
                 let body = json!({"name": name, "config": config}).to_string();
@@ -806,7 +858,7 @@ async fn backlog_once(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Re
     let name = format!("bench_{}_tx{per_tx}", engine.db_tag());
     let b = prepare(s, a, &name, engine).await?;
     let load_s = write_backlog(&b.client, a.rows, a.payload, per_tx).await?;
-    let collector = Collector::start(&s.kafka, &b.topic, a.partitions)?;
+    let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
     let started = now_ms();
     let (mut run, before) = Running::start(s, engine, &b).await?;
     let cpu0 = machine_cpu();
@@ -855,7 +907,7 @@ async fn steady(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
         a.seconds
     );
     let b = prepare(s, a, &name, engine).await?;
-    let collector = Collector::start(&s.kafka, &b.topic, a.partitions)?;
+    let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
     let (mut run, _) = Running::start(s, engine, &b).await?;
     // Warm-up: the relay streams before the measured load begins.
     let warm = 100i64;
@@ -1049,7 +1101,7 @@ async fn raw_produce(s: &Services, a: &Args, records: &[Record]) -> Result<Json>
     );
     let topic = format!("{prefix}{DESTINATION}");
     create_topic(&s.kafka, &topic, a.partitions).await?;
-    let collector = Collector::start(&s.kafka, &topic, a.partitions)?;
+    let collector = Collector::start(&s.kafka, &topic, a.partitions, Engine::Relay)?;
     let text = format!("[postgres]\nhost = \"h\"\ndbname = \"d\"\nuser = \"u\"\n[outbox]\n[kafka]\nbootstrap_servers = \"{}\"\n", s.kafka);
     let cfg =
         Config::parse(&text, Path::new("bench.toml"), &|_| None).map_err(|e| anyhow!("{e}"))?;
@@ -1214,6 +1266,23 @@ fn ratios(a: &Args, results: &[Json]) -> Json {
                 format!("throughput_vs_debezium_tx{tx}"),
                 json!(round(r / d, 2)),
             );
+        }
+    }
+    // Transactional delivery against idempotent delivery and against
+    // Debezium with exactly-once source support.
+    let tx = Engine::RelayTransactional.tag();
+    let eos = Engine::DebeziumExactlyOnce.tag();
+    for size in &a.tx_sizes {
+        let sc = format!("backlog_tx{size}");
+        let t = num(find(results, &sc, tx), &["throughput_msg_s"]);
+        for (name, other) in [("idempotent", relay), ("debezium_exactly_once", eos)] {
+            let o = num(find(results, &sc, other), &["throughput_msg_s"]);
+            if let (Some(t), Some(o)) = (t, o) {
+                out.insert(
+                    format!("transactional_vs_{name}_tx{size}"),
+                    json!(round(t / o, 2)),
+                );
+            }
         }
     }
     let p99 = |e: &str| num(find(results, "steady", e), &["latency_ms", "p99"]);
@@ -1382,12 +1451,20 @@ fn markdown(report: &Json) -> String {
     }
     let _ = writeln!(md, "\nLatency is the broker's append time of the record minus the time the writer's COMMIT returned \
         (1 ms resolution: the broker stamps milliseconds). CPU is for the measured window of each scenario.\n");
+    let _ = writeln!(md, "Engines that publish in Kafka transactions (`delivery = transactional`, Debezium with \
+        `exactly.once.support = required`) are read by a `read_committed` consumer, and their times are when that \
+        consumer received a record: a record is not visible before its transaction commits, so its append time \
+        would flatter them.\n");
     let _ = writeln!(md, "## Against the goals\n");
     let _ = writeln!(md, "| ratio | value | goal |");
     let _ = writeln!(md, "|---|---:|---|");
     if let Some(o) = report["ratios"].as_object() {
         for (k, v) in o {
-            let goal = if k.starts_with("throughput_vs_debezium") {
+            let goal = if k.starts_with("transactional_vs_idempotent_tx100") {
+                "≥ 0.8"
+            } else if k.starts_with("transactional_vs_debezium_exactly_once")
+                || k.starts_with("throughput_vs_debezium")
+            {
                 "≥ 2"
             } else if k.starts_with("p99") {
                 "≤ 0.2"

@@ -541,6 +541,11 @@ config.providers=env,file
 config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider
 config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider
 CONF
+  # CONNECT_EXACTLY_ONCE=1: Kafka Connect's exactly-once source support
+  # (KIP-618), for the benchmark's Debezium exactly-once engine.
+  if [ "${CONNECT_EXACTLY_ONCE:-0}" = 1 ]; then
+    echo "exactly.once.source.support=enabled" >>"$conf"
+  fi
   sed -e "s#$STATE/kafka.log#$STATE/connect.log#" "$STATE/kafka-log4j2.properties" >"$STATE/connect-log4j2.properties"
   printf '%s\n' "logger.connect.name = org.apache.kafka.connect" "logger.connect.level = info" \
     "logger.debezium.name = io.debezium" "logger.debezium.level = info" >>"$STATE/connect-log4j2.properties"

@@ -68,7 +68,9 @@ for major in ${OUTBOX_TEST_PG_MAJORS-14 16 17 18}; do
   tests=("${CORE_TESTS[@]}")
   if [ "$major" = "$NEWEST" ]; then tests+=(debezium::); fi
   cargo test --test it --no-fail-fast -- "${tests[@]}" 2>&1 | tee -a "$log" || status=$?
-  cargo test --test faults --no-fail-fast 2>&1 | tee -a "$log" || status=$?
+  # Transactional delivery's restart test runs on 15 only: what it adds is
+  # on Kafka's side; the PostgreSQL side is the reader the others cover.
+  cargo test --test faults --no-fail-fast -- --skip transactional_delivery 2>&1 | tee -a "$log" || status=$?
   OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh stop-postgres
 done
 eval "$(OUTBOX_TEST_PG_MAJOR=15 env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"

@@ -332,7 +332,7 @@ pub async fn texts(client: &Client, sql: &str) -> Vec<String> {
 }
 
 /// Two text columns of every row of `sql` (NULL as an empty string).
-async fn text_pairs(client: &Client, sql: &str) -> Vec<(String, String)> {
+pub async fn text_pairs(client: &Client, sql: &str) -> Vec<(String, String)> {
     client
         .query(sql, &[])
         .await
@@ -997,6 +997,52 @@ pub mod kafka {
             out.push(c);
         }
         out
+    }
+
+    /// The offset metadata `group` committed for partition 0 of `topic`
+    /// (transactional delivery's progress), read as a read_committed client.
+    pub fn committed_metadata(bootstrap: &str, group: &str, topic: &str) -> Option<(i64, String)> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", group)
+            .set("isolation.level", "read_committed")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, 0);
+        let tpl = consumer
+            .committed_offsets(tpl, Duration::from_secs(30))
+            .unwrap();
+        let elem = tpl.elements().into_iter().next()?;
+        match elem.offset() {
+            Offset::Offset(o) => Some((o, elem.metadata().to_string())),
+            _ => None,
+        }
+    }
+
+    /// Creates a topic with topic-level settings, as the harness's super user.
+    pub async fn create_topic_with(
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        settings: &[(&str, &str)],
+    ) {
+        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+        let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .unwrap();
+        let mut t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        for (k, v) in settings {
+            t = t.set(k, v);
+        }
+        for r in admin
+            .create_topics([&t], &AdminOptions::new())
+            .await
+            .unwrap()
+        {
+            r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+        }
     }
 
     /// Records grouped by message id, in (partition, offset) order per key.

@@ -62,9 +62,20 @@ async fn insert_batch(services: &common::Services, db: &str, from: i32, count: i
 
 #[tokio::test]
 async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
+    recovers_from_restarts(false).await;
+}
+
+/// In transactional delivery read_committed consumers also see no
+/// duplicate across both restarts.
+#[tokio::test]
+async fn transactional_delivery_recovers_from_kafka_and_postgres_restarts_without_duplicates() {
+    recovers_from_restarts(true).await;
+}
+
+async fn recovers_from_restarts(transactional: bool) {
     let services = require_services!();
     let _alone = crate::ONE_AT_A_TIME.lock().await;
-    let prefix = common::unique_prefix("faults");
+    let prefix = common::unique_prefix(if transactional { "faultx" } else { "faults" });
     let mut db = services.fresh_db("faults").await;
     let cfg = db.config(&prefix);
     migrate::migrate(&mut db.client, &cfg, Scope::All)
@@ -78,6 +89,11 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
         "\"message.timeout.ms\" = \"10000\"",
     );
     assert!(text.contains("\"10000\""));
+    let text = if transactional {
+        text.replace("[relay]\n", "[relay]\ndelivery = \"transactional\"\n")
+    } else {
+        text
+    };
     std::fs::write(&config, text).unwrap();
     let mut relay = RelayProcess::spawn(&config);
     for _ in 0..300 {
@@ -87,13 +103,20 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let topic = format!("{prefix}faults");
+    // Aborted transactions' records are visible only to read_uncommitted.
+    let isolation = if transactional {
+        kafka::READ_COMMITTED
+    } else {
+        kafka::READ_UNCOMMITTED
+    };
 
     insert_batch(&services, &db.name, 1, 2000).await;
-    let first = kafka::consume_ids(
+    let first = kafka::consume_ids_at(
         &services.kafka_bootstrap,
         &[&topic],
         2000,
         Duration::from_secs(60),
+        isolation,
     );
     assert_eq!(first.len(), 2000);
 
@@ -104,11 +127,12 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     tokio::time::sleep(Duration::from_secs(15)).await;
     services_script("start-kafka");
     insert_batch(&services, &db.name, 6001, 2000).await;
-    let records = kafka::consume_ids(
+    let records = kafka::consume_ids_at(
         &services.kafka_bootstrap,
         &[&topic],
         8000,
         Duration::from_secs(60),
+        isolation,
     );
     let ids = kafka::by_id(&records);
     assert_eq!(
@@ -129,11 +153,12 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
     common::restart_postgres();
     insert_batch(&services, &db.name, 10001, 2000).await;
     db.client = services.connect(&db.name).await;
-    let records = kafka::consume_ids(
+    let records = kafka::consume_ids_at(
         &services.kafka_bootstrap,
         &[&topic],
         12000,
         Duration::from_secs(90),
+        isolation,
     );
     let ids = kafka::by_id(&records);
     assert_eq!(
@@ -160,6 +185,27 @@ async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
         relay.log_text()
     );
     common::bookkeeping_matches_kafka(&db.client, &ids).await;
+    if transactional {
+        let committed = kafka::consume_all(
+            &services.kafka_bootstrap,
+            &[&topic],
+            Duration::from_secs(8),
+            kafka::READ_COMMITTED,
+        );
+        let uncommitted = kafka::consume_all(
+            &services.kafka_bootstrap,
+            &[&topic],
+            Duration::from_secs(8),
+            kafka::READ_UNCOMMITTED,
+        );
+        eprintln!(
+            "read_committed: {} records, read_uncommitted: {} records, for 12000 messages",
+            committed.len(),
+            uncommitted.len()
+        );
+        assert_eq!(kafka::by_id(&committed).len(), 12000);
+        assert_eq!(committed.len(), 12000, "no duplicates for read_committed");
+    }
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }

@@ -523,11 +523,33 @@ async fn differential(label: &str, server: bool) {
     )
     .unwrap();
     let relay = RelayProcess::spawn(&config);
-    for _ in 0..300 {
-        if rep::confirmed_flush(&db.client, &relay_slot).await.0 > 0 {
-            break;
+    // Beside Kafka Connect, the corpus also goes through transactional
+    // delivery (its own slot and topics): its records must be the same bytes.
+    let tx_prefix = common::unique_prefix(&format!("{label}t"));
+    let tx_slot = format!("{}_relaytx", db.name);
+    let tx_relay = (!server).then(|| {
+        let config = relay::config(
+            &services,
+            &db.name,
+            &tx_prefix,
+            &tx_slot,
+            crate::transactional::TRANSACTIONAL,
+        );
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(
+            &config,
+            format!("{text}\n[debezium]\nslot = \"{}_elsewhere\"\n", db.name),
+        )
+        .unwrap();
+        RelayProcess::spawn(&config)
+    });
+    for slot in std::iter::once(&relay_slot).chain(tx_relay.as_ref().map(|_| &tx_slot)) {
+        for _ in 0..300 {
+            if rep::confirmed_flush(&db.client, slot).await.0 > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let started_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -556,11 +578,46 @@ async fn differential(label: &str, server: bool) {
         total,
         Duration::from_secs(120),
     );
+    let tx_records = tx_relay.as_ref().map(|_| {
+        let topics: Vec<String> = destinations
+            .iter()
+            .map(|d| format!("{tx_prefix}{d}"))
+            .collect();
+        let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+        kafka::consume_ids_at(
+            &services.kafka_bootstrap,
+            &topics,
+            total,
+            Duration::from_secs(90),
+            kafka::READ_COMMITTED,
+        )
+    });
     let ended_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
     drop(relay);
+    drop(tx_relay);
+    if let Some(tx_records) = &tx_records {
+        let theirs: BTreeMap<String, &Consumed> = dbz_records.iter().map(|r| (r.id(), r)).collect();
+        assert_eq!(
+            tx_records.len(),
+            total,
+            "transactional delivery: each row once"
+        );
+        let differing: Vec<String> = tx_records
+            .iter()
+            .filter(|r| comparable(r, &tx_prefix) != comparable(theirs[&r.id()], &dbz_prefix))
+            .map(Consumed::id)
+            .collect();
+        assert!(
+            differing.is_empty(),
+            "transactional delivery: {} of {total} records differ from Debezium's, e.g. {:?}",
+            differing.len(),
+            differing.first()
+        );
+        eprintln!("{label}: transactional delivery, {total} records, 0 differences");
+    }
 
     let ours: BTreeMap<String, &Consumed> = relay_records.iter().map(|r| (r.id(), r)).collect();
     let theirs: BTreeMap<String, &Consumed> = dbz_records.iter().map(|r| (r.id(), r)).collect();
@@ -629,6 +686,9 @@ async fn differential(label: &str, server: bool) {
         std::fs::remove_dir_all(server_dir(&dbz_cfg)).unwrap();
     }
     rep::drop_slot(&db.client, &relay_slot).await;
+    if !server {
+        rep::drop_slot(&db.client, &tx_slot).await;
+    }
     rep::drop_slot(&db.client, &dbz_cfg.debezium.slot).await;
     db.drop(&services).await;
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use common::kafka::{self, Consumed, READ_COMMITTED, READ_UNCOMMITTED};
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
+use outbox_cdc::pg::lsn::Lsn;
 
 /// Transactional delivery with small transactions, so a run has many.
 pub(crate) const TRANSACTIONAL: &str = "delivery = \"transactional\"\ntransaction_max_ms = 50\n";
@@ -210,6 +211,217 @@ async fn read_committed_consumers_see_every_source_transaction_whole_and_once_ac
     }
     assert_contiguous(&committed, &tx_of);
     common::bookkeeping_matches_kafka(&db.client, &ids).await;
+    // The progress committed with the records: the group is the default
+    // transactional id, the offset the LSN as a number, the metadata its text.
+    let (offset, metadata) = kafka::committed_metadata(
+        &services.kafka_bootstrap,
+        &format!("outbox-cdc.{slot}"),
+        "outbox-cdc.progress",
+    )
+    .expect("a progress offset");
+    let progress: Lsn = metadata.parse().unwrap();
+    assert_eq!(offset as u64, progress.0);
+    let confirmed = rep::confirmed_flush(&db.client, &slot).await;
+    assert!(
+        progress.0 > 0 && progress <= confirmed,
+        "progress {progress}, slot confirmed {confirmed}"
+    );
+    drop(relay);
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn a_second_relay_with_the_same_transactional_id_fences_the_first_for_good() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("txf");
+    let db = migrated(&services, "txfence", &prefix).await;
+    // Long transactions: the first relay is inside one when it is frozen.
+    let (slot, config) = config(&services, &db.name, &prefix, "transaction_max_ms = 4000\n");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("transaction_max_ms = 50\n", "")).unwrap();
+    let mut zombie = RelayProcess::spawn(&config);
+    rep::wait_streaming(&db.client, &slot).await;
+
+    const TOTAL: usize = 600;
+    let writer = {
+        let services = common::services().unwrap();
+        let name = db.name.clone();
+        tokio::spawn(async move {
+            let client = services.connect(&name).await;
+            let mut ids = Vec::new();
+            for i in 0..TOTAL {
+                let row = client
+                    .query_one(
+                        "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
+                         VALUES (gen_random_uuid(), 'fenced', 'T', 1, 'x', '\\x01', $1) RETURNING message_id::text",
+                        &[&format!("k{}", i % 7)],
+                    )
+                    .await
+                    .unwrap();
+                ids.push(row.get::<_, String>(0));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            ids
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The first relay freezes (a long GC pause, a stalled VM) and its
+    // replication connection is cut, so the slot is free for another.
+    zombie.signal("STOP");
+    db.client
+        .execute(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL",
+            &[&slot],
+        )
+        .await
+        .unwrap();
+    rep::wait_inactive(&db.client, &slot).await;
+    let successor = RelayProcess::spawn(&config);
+    rep::wait_streaming(&db.client, &slot).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // It wakes up inside its transaction: Kafka has fenced it.
+    zombie.signal("CONT");
+    let status = zombie
+        .wait(Duration::from_secs(60))
+        .expect("the fenced relay stops");
+    let log = zombie.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("KAFKA_PRODUCER_FENCED"), "{log}");
+    assert!(
+        !log.contains("restarting the pipeline"),
+        "a fenced relay never starts another session: {log}"
+    );
+
+    let ids = writer.await.unwrap();
+    let topic = format!("{prefix}fenced");
+    kafka::consume_ids_at(
+        &services.kafka_bootstrap,
+        &[&topic],
+        TOTAL,
+        Duration::from_secs(60),
+        READ_COMMITTED,
+    );
+    let committed = kafka::consume_all(
+        &services.kafka_bootstrap,
+        &[&topic],
+        Duration::from_secs(8),
+        READ_COMMITTED,
+    );
+    let seen = kafka::by_id(&committed);
+    assert_eq!(seen.len(), TOTAL, "every id is committed");
+    assert!(ids.iter().all(|id| seen.contains_key(id)));
+    assert_eq!(committed.len(), TOTAL, "and none twice");
+    let mut successor = successor;
+    assert!(
+        successor.child.try_wait().unwrap().is_none(),
+        "the successor keeps streaming: {}",
+        successor.log_text()
+    );
+    common::wait_until_marked(&db.client).await;
+    successor.signal("TERM");
+    assert!(successor.wait(Duration::from_secs(30)).unwrap().success());
+    common::bookkeeping_matches_kafka(&db.client, &seen).await;
+    drop(successor);
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
+
+#[tokio::test]
+async fn a_row_kafka_refuses_is_failed_and_its_transaction_is_published_without_it() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("txp");
+    let db = migrated(&services, "txpoison", &prefix).await;
+    // The broker refuses records over 20 000 bytes on this topic only; the
+    // producer's own limit (1 MB) lets them leave.
+    kafka::create_topic_with(
+        &services.kafka_bootstrap,
+        &format!("{prefix}tight"),
+        1,
+        &[("max.message.bytes", "20000")],
+    )
+    .await;
+    let (slot, config) = config(&services, &db.name, &prefix, "");
+    let relay = RelayProcess::spawn(&config);
+    rep::wait_streaming(&db.client, &slot).await;
+    db.client
+        .batch_execute(
+            "BEGIN;
+             INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
+             VALUES ('00000000-0000-4000-8000-00000000a001', 'small', 'T', 1, 'x', '\\x01', 'k'),
+                    ('00000000-0000-4000-8000-00000000a002', 'tight', 'T', 1, 'x', convert_to(repeat('x', 50000), 'UTF8'), 'k'),
+                    ('00000000-0000-4000-8000-00000000a003', 'small', 'T', 1, 'x', '\\x03', 'k');
+             COMMIT;
+             INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
+             VALUES ('00000000-0000-4000-8000-00000000a004', 'small', 'T', 1, 'x', '\\x04', 'k');",
+        )
+        .await
+        .unwrap();
+    let topic = format!("{prefix}small");
+    kafka::consume_ids_at(
+        &services.kafka_bootstrap,
+        &[&topic],
+        3,
+        Duration::from_secs(60),
+        READ_COMMITTED,
+    );
+    let committed = kafka::consume_all(
+        &services.kafka_bootstrap,
+        &[&topic],
+        Duration::from_secs(5),
+        READ_COMMITTED,
+    );
+    let ids: Vec<String> = committed.iter().map(Consumed::id).collect();
+    assert_eq!(
+        ids,
+        vec![
+            "00000000-0000-4000-8000-00000000a001",
+            "00000000-0000-4000-8000-00000000a003",
+            "00000000-0000-4000-8000-00000000a004"
+        ],
+        "the neighbours once each, in order; the refused row left out"
+    );
+    let uncommitted = kafka::consume_all(
+        &services.kafka_bootstrap,
+        &[&topic],
+        Duration::from_secs(5),
+        READ_UNCOMMITTED,
+    );
+    // The first attempt was aborted: whatever of it reached the log is
+    // invisible to read_committed consumers.
+    assert!(uncommitted.len() >= committed.len());
+    eprintln!(
+        "read_uncommitted saw {} records, read_committed {}",
+        uncommitted.len(),
+        committed.len()
+    );
+    common::wait_until_marked(&db.client).await;
+    let rows = common::text_pairs(
+        &db.client,
+        "SELECT message_id::text, status || ' ' || coalesce(last_failure_code, '') FROM public.messaging_outbox ORDER BY message_id",
+    )
+    .await;
+    assert_eq!(
+        rows,
+        vec![
+            (
+                "00000000-0000-4000-8000-00000000a001".to_string(),
+                "PUBLISHED ".to_string()
+            ),
+            (
+                "00000000-0000-4000-8000-00000000a002".to_string(),
+                "FAILED MESSAGE_TOO_LARGE".to_string()
+            ),
+            (
+                "00000000-0000-4000-8000-00000000a003".to_string(),
+                "PUBLISHED ".to_string()
+            ),
+            (
+                "00000000-0000-4000-8000-00000000a004".to_string(),
+                "PUBLISHED ".to_string()
+            ),
+        ]
+    );
     drop(relay);
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
