@@ -426,3 +426,96 @@ async fn a_row_kafka_refuses_is_failed_and_its_transaction_is_published_without_
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
+
+#[tokio::test]
+async fn a_cutover_backlog_goes_out_in_committed_chunks_and_a_crash_repeats_at_most_one() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("txh");
+    let db = common::migrated_db(&services, "txhand", &prefix).await;
+    let (_, config) = config(&services, &db.name, &prefix, "");
+    // The cutover creates the slot: the relay must not.
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("create_slot = true", "create_slot = false");
+    std::fs::write(&config, text).unwrap();
+    const BACKLOG: i64 = 60_000;
+    db.client
+        .batch_execute(&format!(
+            "INSERT INTO public.outbox_relay_mode (outbox_table, mode) VALUES ('public.messaging_outbox', 'POLLING');
+             INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
+             SELECT gen_random_uuid(), 'backlog', 'T', 1, 'x', convert_to(g::text, 'UTF8'), 'k' || (g % 50)
+             FROM generate_series(1, {BACKLOG}) g;"
+        ))
+        .await
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        .args(["cutover", "--to", "cdc", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Killed once some chunks are committed and marked, before the end.
+    let mut relay = RelayProcess::spawn(&config);
+    let mut marked_at_kill = 0;
+    for _ in 0..3000 {
+        marked_at_kill = common::rows_with_status(&db.client, "PUBLISHED").await;
+        if marked_at_kill >= 5_000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    relay.signal("KILL");
+    relay.wait(Duration::from_secs(10)).expect("killed");
+    assert!(
+        (5_000..BACKLOG).contains(&marked_at_kill),
+        "killed during the hand-over: {marked_at_kill} rows marked"
+    );
+    let relay = RelayProcess::spawn(&config);
+    let topic = format!("{prefix}backlog");
+    kafka::consume_ids_at(
+        &services.kafka_bootstrap,
+        &[&topic],
+        BACKLOG as usize,
+        Duration::from_secs(90),
+        READ_COMMITTED,
+    );
+    common::wait_until_marked(&db.client).await;
+    let committed = kafka::consume_all(
+        &services.kafka_bootstrap,
+        &[&topic],
+        Duration::from_secs(8),
+        READ_COMMITTED,
+    );
+    let ids = kafka::by_id(&committed);
+    assert_eq!(
+        ids.len(),
+        BACKLOG as usize,
+        "every backlog row is committed"
+    );
+    let duplicates = committed.len() - ids.len();
+    eprintln!(
+        "hand-over killed after {marked_at_kill} marks: {duplicates} duplicates for read_committed"
+    );
+    assert!(
+        duplicates <= 1000,
+        "at most the chunk committed but not yet marked comes again: {duplicates}"
+    );
+    let state = common::texts(
+        &db.client,
+        "SELECT state FROM public.outbox_cdc_handover_state",
+    )
+    .await;
+    assert_eq!(state, vec!["DONE"]);
+    assert_eq!(
+        common::rows_with_status(&db.client, "PUBLISHED").await,
+        BACKLOG
+    );
+    drop(relay);
+    rep::drop_slot(&db.client, &format!("{}_relay", db.name)).await;
+    db.drop(&services).await;
+}
