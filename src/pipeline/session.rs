@@ -262,13 +262,25 @@ impl<'a> Session<'a> {
             if last_report.elapsed() >= Duration::from_secs(10) {
                 last_report = Instant::now();
                 let s = &self.relay.stats;
-                tracing::info!(
-                    published = s.published.load(Ordering::Relaxed),
-                    failed = s.failed.load(Ordering::Relaxed),
-                    in_flight = self.in_flight.messages,
-                    settled = %self.relay.feedback.settled(),
-                    "progress"
-                );
+                if self.tx_mode.is_some() {
+                    tracing::info!(
+                        published = s.published.load(Ordering::Relaxed),
+                        failed = s.failed.load(Ordering::Relaxed),
+                        kafka_commits = s.kafka_commits.load(Ordering::Relaxed),
+                        kafka_aborts = s.kafka_aborts.load(Ordering::Relaxed),
+                        already_published = s.already_published.load(Ordering::Relaxed),
+                        settled = %self.relay.feedback.settled(),
+                        "progress"
+                    );
+                } else {
+                    tracing::info!(
+                        published = s.published.load(Ordering::Relaxed),
+                        failed = s.failed.load(Ordering::Relaxed),
+                        in_flight = self.in_flight.messages,
+                        settled = %self.relay.feedback.settled(),
+                        "progress"
+                    );
+                }
             }
         }
     }
@@ -390,6 +402,10 @@ impl<'a> Session<'a> {
                 }
                 Event::Commit { end_lsn, .. } if t.skipping => {
                     t.skipping = false;
+                    self.relay
+                        .stats
+                        .already_published
+                        .fetch_add(1, Ordering::Relaxed);
                     self.settles = Some(*end_lsn);
                     self.relay.stats.settled.store(end_lsn.0, Ordering::Relaxed);
                     return Ok(());
@@ -469,6 +485,7 @@ impl<'a> Session<'a> {
                 // transactions, so it is emptied at every commit.
                 self.watermark = Watermark::new();
                 let stats = &self.relay.stats;
+                stats.kafka_commits.fetch_add(1, Ordering::Relaxed);
                 stats
                     .published
                     .fetch_add(txn.confirmed.len() as u64, Ordering::Relaxed);
@@ -523,7 +540,10 @@ impl<'a> Session<'a> {
 
     async fn abort_quietly(&mut self) -> Result<(), Error> {
         match self.publisher.abort_transaction().await {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.relay.stats.kafka_aborts.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
             Err(e) if e.code() == Code::KAFKA_PRODUCER_FENCED => Err(e),
             Err(e) => {
                 self.restart.get_or_insert(e);

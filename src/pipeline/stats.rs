@@ -16,4 +16,10 @@ pub struct RelayStats {
     pub marks_written: AtomicU64,
     /// PUBLISHED-mark UPDATEs that failed (and were retried).
     pub mark_failures: AtomicU64,
+    /// Transactional delivery: Kafka transactions committed and aborted.
+    pub kafka_commits: AtomicU64,
+    pub kafka_aborts: AtomicU64,
+    /// Transactional delivery: source transactions found already in Kafka
+    /// at a session's start (marked, not published again).
+    pub already_published: AtomicU64,
 }

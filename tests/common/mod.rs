@@ -64,6 +64,102 @@ pub const KEYED_INSERT: &str = "WITH s AS (UPDATE public.key_seq SET n = n + 1 W
             pg_current_wal_insert_lsn()::text FROM s
      RETURNING message_id::text, causation_id";
 
+/// One row [`write_keyed`] committed.
+#[derive(Debug, Clone, Copy)]
+pub struct Written {
+    /// At or after the end of its commit record.
+    pub committed_by: outbox_cdc::pg::lsn::Lsn,
+    /// Its source transaction: (writer, transaction number).
+    pub tx: (usize, usize),
+}
+
+/// Writers commit transactions of 1 to 5 rows whose per-key sequence number
+/// is assigned under the key's row lock, so for each key that number's order
+/// is the commit order.
+pub async fn write_keyed(
+    services: &Services,
+    db: &str,
+    writers: usize,
+    per_writer: usize,
+    keys: usize,
+) -> std::collections::HashMap<String, Written> {
+    let setup = services.connect(db).await;
+    setup
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
+             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, {}) g ON CONFLICT DO NOTHING;",
+            keys - 1
+        ))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let mut client = services.connect(db).await;
+        tasks.push(tokio::spawn(async move {
+            let mut written = 0;
+            let mut t = 0usize;
+            let mut committed = Vec::new();
+            while written < per_writer {
+                let tx = client.transaction().await.unwrap();
+                let rows = (1 + (w + t) % 5).min(per_writer - written);
+                let mut ids = Vec::new();
+                for i in 0..rows {
+                    let key = format!("key-{}", (w * 7919 + t * 31 + i * 17) % keys);
+                    let row = tx.query_one(KEYED_INSERT, &[&key]).await.unwrap();
+                    ids.push(row.get::<_, String>(0));
+                }
+                tx.commit().await.unwrap();
+                let committed_by = replication::insert_lsn(&client).await;
+                committed.extend(ids.into_iter().map(|id| {
+                    (
+                        id,
+                        Written {
+                            committed_by,
+                            tx: (w, t),
+                        },
+                    )
+                }));
+                written += rows;
+                t += 1;
+            }
+            committed
+        }));
+    }
+    let mut committed = std::collections::HashMap::new();
+    for t in tasks {
+        committed.extend(t.await.unwrap());
+    }
+    committed
+}
+
+/// [`write_keyed`] on its own task, beside what the test does meanwhile.
+pub fn spawn_write_keyed(
+    db: &str,
+    writers: usize,
+    per_writer: usize,
+    keys: usize,
+) -> tokio::task::JoinHandle<std::collections::HashMap<String, Written>> {
+    let services = services().expect("services");
+    let db = db.to_string();
+    tokio::spawn(async move { write_keyed(&services, &db, writers, per_writer, keys).await })
+}
+
+/// Deterministic but irregular pauses between kills: 300 ms to 2 s.
+pub struct KillTimes(u64);
+
+impl KillTimes {
+    pub fn new(seed: u64) -> KillTimes {
+        KillTimes(seed ^ std::process::id() as u64 | 1)
+    }
+
+    pub fn next_pause(&mut self) -> std::time::Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        std::time::Duration::from_millis(300 + self.0 % 1700)
+    }
+}
+
 /// The polling platform's claim statement (as its relay runs it), with a
 /// configurable lease.
 pub fn claim_sql(owner: &str, lease_secs: i32, limit: i32) -> String {

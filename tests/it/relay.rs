@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::kafka::{self, java_partition, Consumed};
@@ -189,57 +189,6 @@ async fn every_committed_insert_appears_in_kafka_as_the_contract_says() {
     finish(&services, db, &slot, relay).await;
 }
 
-/// Rows whose per-key sequence number is assigned under the key's row lock,
-/// so for each key that number's order is the commit order.
-async fn write_keyed(
-    services: &common::Services,
-    db: &str,
-    writers: usize,
-    per_writer: usize,
-    keys: usize,
-) -> HashMap<String, Lsn> {
-    let setup = services.connect(db).await;
-    setup
-        .batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
-             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, {}) g ON CONFLICT DO NOTHING;",
-            keys - 1
-        ))
-        .await
-        .unwrap();
-    let mut tasks = Vec::new();
-    for w in 0..writers {
-        let mut client = services.connect(db).await;
-        tasks.push(tokio::spawn(async move {
-            let mut written = 0;
-            let mut t = 0usize;
-            let mut committed = Vec::new();
-            while written < per_writer {
-                let tx = client.transaction().await.unwrap();
-                let rows = (1 + (w + t) % 5).min(per_writer - written);
-                let mut ids = Vec::new();
-                for i in 0..rows {
-                    let key = format!("key-{}", (w * 7919 + t * 31 + i * 17) % keys);
-                    let row = tx.query_one(common::KEYED_INSERT, &[&key]).await.unwrap();
-                    ids.push(row.get::<_, String>(0));
-                }
-                tx.commit().await.unwrap();
-                // At or after the end of the commit record.
-                let after = rep::insert_lsn(&client).await;
-                committed.extend(ids.into_iter().map(|id| (id, after)));
-                written += rows;
-                t += 1;
-            }
-            committed
-        }));
-    }
-    let mut committed = HashMap::new();
-    for t in tasks {
-        committed.extend(t.await.unwrap());
-    }
-    committed
-}
-
 #[tokio::test]
 async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
     let services = require_services!();
@@ -249,7 +198,7 @@ async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
     let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
 
-    write_keyed(&services, &db.name, 10, 1000, 100).await;
+    common::write_keyed(&services, &db.name, 10, 1000, 100).await;
     let topic = format!("{prefix}keyed");
     let records = kafka::consume_ids(
         &services.kafka_bootstrap,
@@ -292,21 +241,13 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
     rep::wait_streaming(&db.client, &slot).await;
 
     const TOTAL: usize = 50_000;
-    let writer = {
-        let services = common::services().unwrap();
-        let name = db.name.clone();
-        tokio::spawn(async move { write_keyed(&services, &name, 5, TOTAL / 5, 200).await })
-    };
-    // Deterministic but irregular kill times.
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64;
+    let writer = common::spawn_write_keyed(&db.name, 5, TOTAL / 5, 200);
+    let mut pauses = common::KillTimes::new(0x9e37_79b9_7f4a_7c15);
     let mut kills = 0;
     let mut windows: Vec<(Lsn, Lsn)> = Vec::new();
     let mut logs: Vec<String> = Vec::new();
     while kills < 12 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        tokio::time::sleep(Duration::from_millis(300 + seed % 1700)).await;
+        tokio::time::sleep(pauses.next_pause()).await;
         // What the slot had confirmed at most at the kill (read before it),
         // and how far WAL went at least (read after it).
         let confirmed: Lsn = db
@@ -397,7 +338,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
             .unwrap()
             .parse()
             .unwrap();
-        let committed = committed_by[&copies[0].id()];
+        let committed = committed_by[&copies[0].id()].committed_by;
         assert!(
             windows
                 .iter()
@@ -522,7 +463,7 @@ async fn after_sigterm_the_slot_covers_everything_acknowledged() {
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
-    write_keyed(&services, &db.name, 4, 500, 20).await;
+    common::write_keyed(&services, &db.name, 4, 500, 20).await;
     let topic = format!("{prefix}keyed");
     let first = kafka::consume_ids(
         &services.kafka_bootstrap,
@@ -553,7 +494,7 @@ async fn after_sigterm_the_slot_covers_everything_acknowledged() {
 
     let mut again = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
-    write_keyed(&services, &db.name, 1, 1, 20).await;
+    common::write_keyed(&services, &db.name, 1, 1, 20).await;
     let all = kafka::consume_ids(
         &services.kafka_bootstrap,
         &[&topic],

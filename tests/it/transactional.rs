@@ -40,56 +40,9 @@ fn config(
     (slot, path)
 }
 
-/// Writers commit transactions of 1 to 5 keyed rows (per-key sequence
-/// numbers under the key's row lock). Returns each id's transaction.
-async fn write_transactions(
-    services: &common::Services,
-    db: &str,
-    writers: usize,
-    per_writer: usize,
-    keys: usize,
-) -> HashMap<String, (usize, usize)> {
-    let setup = services.connect(db).await;
-    setup
-        .batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
-             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, {}) g ON CONFLICT DO NOTHING;",
-            keys - 1
-        ))
-        .await
-        .unwrap();
-    let mut tasks = Vec::new();
-    for w in 0..writers {
-        let mut client = services.connect(db).await;
-        tasks.push(tokio::spawn(async move {
-            let mut written = 0;
-            let mut t = 0usize;
-            let mut of = Vec::new();
-            while written < per_writer {
-                let tx = client.transaction().await.unwrap();
-                let rows = (1 + (w + t) % 5).min(per_writer - written);
-                for i in 0..rows {
-                    let key = format!("key-{}", (w * 7919 + t * 31 + i * 17) % keys);
-                    let row = tx.query_one(common::KEYED_INSERT, &[&key]).await.unwrap();
-                    of.push((row.get::<_, String>(0), (w, t)));
-                }
-                tx.commit().await.unwrap();
-                written += rows;
-                t += 1;
-            }
-            of
-        }));
-    }
-    let mut of = HashMap::new();
-    for t in tasks {
-        of.extend(t.await.unwrap());
-    }
-    of
-}
-
 /// In each partition, the records of one source transaction are adjacent
 /// (what a read_committed consumer sees has no gaps inside a transaction).
-fn assert_contiguous(records: &[Consumed], tx_of: &HashMap<String, (usize, usize)>) {
+fn assert_contiguous(records: &[Consumed], written: &HashMap<String, common::Written>) {
     let mut by_partition: BTreeMap<(String, i32), Vec<&Consumed>> = BTreeMap::new();
     for r in records {
         by_partition
@@ -103,7 +56,7 @@ fn assert_contiguous(records: &[Consumed], tx_of: &HashMap<String, (usize, usize
         let mut finished: HashSet<(usize, usize)> = HashSet::new();
         let mut current: Option<(usize, usize)> = None;
         for r in rs {
-            let tx = tx_of[&r.id()];
+            let tx = written[&r.id()].tx;
             if current != Some(tx) {
                 assert!(
                     finished.insert(tx),
@@ -129,25 +82,18 @@ async fn read_committed_consumers_see_every_source_transaction_whole_and_once_ac
     rep::wait_streaming(&db.client, &slot).await;
 
     const TOTAL: usize = 50_000;
-    let writer = {
-        let services = common::services().unwrap();
-        let name = db.name.clone();
-        tokio::spawn(async move { write_transactions(&services, &name, 5, TOTAL / 5, 200).await })
-    };
-    let mut seed: u64 = 0x2545_f491_4f6c_dd1d ^ std::process::id() as u64;
+    let writer = common::spawn_write_keyed(&db.name, 5, TOTAL / 5, 200);
+    let mut pauses = common::KillTimes::new(0x2545_f491_4f6c_dd1d);
     let mut kills = 0;
     while kills < 12 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        tokio::time::sleep(Duration::from_millis(300 + seed % 1700)).await;
+        tokio::time::sleep(pauses.next_pause()).await;
         relay.signal("KILL");
         relay.wait(Duration::from_secs(10)).expect("killed");
         kills += 1;
         relay = RelayProcess::spawn(&config);
     }
-    let tx_of = writer.await.unwrap();
-    assert_eq!(tx_of.len(), TOTAL);
+    let written = writer.await.unwrap();
+    assert_eq!(written.len(), TOTAL);
     let topic = format!("{prefix}keyed");
     // Everything arrives, then the relay stops cleanly.
     let seen = kafka::consume_ids_at(
@@ -209,7 +155,7 @@ async fn read_committed_consumers_see_every_source_transaction_whole_and_once_ac
         let expected: Vec<u64> = (1..=ns.len() as u64).collect();
         assert_eq!(ns, expected, "{key} is in commit order");
     }
-    assert_contiguous(&committed, &tx_of);
+    assert_contiguous(&committed, &written);
     common::bookkeeping_matches_kafka(&db.client, &ids).await;
     // The progress committed with the records: the group is the default
     // transactional id, the offset the LSN as a number, the metadata its text.
