@@ -541,7 +541,10 @@ impl<'a> Session<'a> {
     async fn abort_quietly(&mut self) -> Result<(), Error> {
         match self.publisher.abort_transaction().await {
             Ok(()) => {
-                self.relay.stats.kafka_aborts.fetch_add(1, Ordering::Relaxed);
+                self.relay
+                    .stats
+                    .kafka_aborts
+                    .fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) if e.code() == Code::KAFKA_PRODUCER_FENCED => Err(e),

@@ -182,8 +182,9 @@ async fn a_second_relay_with_the_same_transactional_id_fences_the_first_for_good
     let services = require_services!();
     let prefix = common::unique_prefix("txf");
     let db = migrated(&services, "txfence", &prefix).await;
-    // Long transactions: the first relay is inside one when it is frozen.
-    let (slot, config) = config(&services, &db.name, &prefix, "transaction_max_ms = 4000\n");
+    // Long transactions: the first relay is inside its first one when it is
+    // frozen (2 s after it starts; it commits after 8 s).
+    let (slot, config) = config(&services, &db.name, &prefix, "transaction_max_ms = 8000\n");
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, text.replace("transaction_max_ms = 50\n", "")).unwrap();
     let mut zombie = RelayProcess::spawn(&config);
