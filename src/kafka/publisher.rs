@@ -271,6 +271,14 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
             p.init_transactions(TRANSACTION_CALL_TIMEOUT)
         })
         .await
+        .map_err(|e| match e.code() {
+            // No transaction of ours is open yet: nothing is unknown, the
+            // coordinator was not reached.
+            Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN | Code::KAFKA_TRANSACTION_ABORTED => {
+                Error::new(Code::KAFKA_UNREACHABLE, e.detail())
+            }
+            _ => e,
+        })
     }
 
     pub(crate) fn begin_transaction(&self) -> Result<(), Error> {
