@@ -422,8 +422,9 @@ pub struct RelayConfig {
     /// source transactions per Kafka transaction, progress kept in Kafka).
     #[serde(default)]
     pub delivery: DeliveryMode,
-    /// The producer's `transactional.id`; defaults to `outbox-cdc.<slot>`.
-    /// One per slot: a second relay with the same id fences the first.
+    /// The producer's `transactional.id`; defaults to
+    /// `outbox-cdc.<dbname>.<slot>`. One per relay: another relay that
+    /// starts with the same id fences this one.
     pub transactional_id: Option<String>,
     /// Group commit: a Kafka transaction closes at the first source
     /// transaction boundary past any of these bounds.
@@ -889,10 +890,9 @@ impl Config {
     /// `schema.table`, as Debezium's include lists and our catalog queries name it.
     /// The producer's `transactional.id` in transactional delivery.
     pub fn transactional_id(&self) -> String {
-        self.relay
-            .transactional_id
-            .clone()
-            .unwrap_or_else(|| format!("outbox-cdc.{}", self.postgres.slot))
+        self.relay.transactional_id.clone().unwrap_or_else(|| {
+            format!("outbox-cdc.{}.{}", self.postgres.dbname, self.postgres.slot)
+        })
     }
 
     pub fn qualified_table(&self) -> String {
@@ -1062,6 +1062,31 @@ bootstrap_servers = "127.0.0.1:9092"
         assert_eq!(c.outbox.table, "messaging_outbox");
         assert_eq!(c.outbox.schema, "public");
         assert_eq!(c.qualified_table(), "public.messaging_outbox");
+    }
+
+    #[test]
+    fn delivery_is_idempotent_unless_chosen_and_the_transactional_id_names_the_relay() {
+        let c = parse_with(MINIMAL, &[]).unwrap();
+        assert_eq!(c.relay.delivery, DeliveryMode::Idempotent);
+        assert_eq!(c.transactional_id(), "outbox-cdc.app.outbox_cdc_relay");
+        let text = format!(
+            "{MINIMAL}\n[relay]\ndelivery = \"transactional\"\ntransactional_id = \"orders-relay\"\n"
+        );
+        let c = parse_with(&text, &[]).unwrap();
+        assert!(c.relay.transactional());
+        assert_eq!(c.transactional_id(), "orders-relay");
+        let e = parse_with(
+            &format!("{MINIMAL}\n[relay]\ndelivery = \"exactly-once\"\n"),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "CONFIG_SYNTAX");
+        let e = parse_with(
+            &format!("{MINIMAL}\n[relay]\ntransaction_max_ms = 0\n"),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
     }
 
     #[test]

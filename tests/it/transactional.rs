@@ -161,7 +161,7 @@ async fn read_committed_consumers_see_every_source_transaction_whole_and_once_ac
     // transactional id, the offset the LSN as a number, the metadata its text.
     let (offset, metadata) = kafka::committed_metadata(
         &services.kafka_bootstrap,
-        &format!("outbox-cdc.{slot}"),
+        &format!("outbox-cdc.{}.{slot}", db.name),
         "outbox-cdc.progress",
     )
     .expect("a progress offset");
