@@ -84,6 +84,9 @@ struct Args {
     engines: Vec<Engine>,
     /// Drains per backlog scenario; the table shows the median.
     repeat: usize,
+    /// The one-transaction scenario (`--only bigtx`): its rows and payload.
+    big_rows: i64,
+    big_payload: i32,
 }
 
 impl Args {
@@ -99,6 +102,8 @@ impl Args {
             only: vec!["baselines".into(), "backlog".into(), "steady".into()],
             engines: vec![Engine::Relay, Engine::RelayUnmarked, Engine::Debezium],
             repeat: 3,
+            big_rows: 1_000_000,
+            big_payload: 1024,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -117,6 +122,8 @@ impl Args {
                 "--partitions" => a.partitions = value()?.parse()?,
                 "--out" => a.out = value()?.into(),
                 "--repeat" => a.repeat = value()?.parse()?,
+                "--big-rows" => a.big_rows = value()?.parse()?,
+                "--big-payload" => a.big_payload = value()?.parse()?,
                 "--only" => a.only = value()?.split(',').map(str::to_string).collect(),
                 "--engines" => {
                     a.engines = value()?
@@ -896,6 +903,66 @@ async fn backlog_once(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Re
     }))
 }
 
+/// One source transaction of `big_rows` rows committed while the relay
+/// streams: whether memory depends on a transaction's size, and how long
+/// its last record takes after the commit.
+async fn one_big_transaction(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
+    let name = format!("bench_{}_bigtx", engine.db_tag());
+    eprintln!(
+        "[bench] {}: one transaction of {} rows of {} bytes",
+        engine.tag(),
+        a.big_rows,
+        a.big_payload
+    );
+    let b = prepare(s, a, &name, engine).await?;
+    let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
+    let (mut run, before) = Running::start(s, engine, &b).await?;
+    // Streaming, idle, before the transaction begins.
+    b.client
+        .batch_execute(&format!(
+            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) SELECT {} FROM generate_series(1, 10) g",
+            insert_values("g", "w", a.big_payload)
+        ))
+        .await?;
+    wait_until_seen(&collector, 10, &mut run, s, Duration::from_secs(300)).await?;
+    let rss_idle = usage(run.pid())?.peak_rss_mib;
+    let t = Instant::now();
+    b.client
+        .batch_execute(&format!(
+            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) SELECT {} FROM generate_series(1, {}) g",
+            insert_values("g", "big", a.big_payload),
+            a.big_rows
+        ))
+        .await?;
+    let committed_ms = now_ms();
+    let write_s = t.elapsed().as_secs_f64();
+    let total = 10 + a.big_rows as usize;
+    wait_until_seen(&collector, total, &mut run, s, Duration::from_secs(3600)).await?;
+    let after = usage(run.pid())?;
+    run.stop(s)?;
+    let seen = collector.finish()?;
+    drop_bench(s, b).await?;
+    let last = seen.first.values().max().copied().unwrap_or(0) as f64;
+    let commit_to_last_s = (last - committed_ms) / 1000.0;
+    eprintln!(
+        "[bench]   commit to last record {commit_to_last_s:.1} s; peak RSS {:.0} MiB (idle {rss_idle:.0} MiB)",
+        after.peak_rss_mib
+    );
+    Ok(json!({
+        "scenario": "one_transaction",
+        "engine": engine.tag(),
+        "rows": a.big_rows,
+        "payload_bytes": a.big_payload,
+        "write_s": round(write_s, 1),
+        "commit_to_last_record_s": round(commit_to_last_s, 1),
+        "throughput_msg_s": round(a.big_rows as f64 / commit_to_last_s.max(0.001), 0),
+        "cpu_s": round(after.cpu_s - before.cpu_s, 2),
+        "peak_rss_mib": round(after.peak_rss_mib, 1),
+        "peak_rss_before_mib": round(rss_idle, 1),
+        "duplicates": seen.records - seen.first.len(),
+    }))
+}
+
 /// 1-row transactions at a fixed offered rate from several connections; each
 /// commit's wall-clock time is matched with its record's append time.
 async fn steady(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
@@ -1455,6 +1522,30 @@ fn markdown(report: &Json) -> String {
         `exactly.once.support = required`) are read by a `read_committed` consumer, and their times are when that \
         consumer received a record: a record is not visible before its transaction commits, so its append time \
         would flatter them.\n");
+    let big: Vec<&Json> = results
+        .iter()
+        .filter(|r| r["scenario"] == "one_transaction")
+        .collect();
+    if !big.is_empty() {
+        let _ = writeln!(md, "## One large source transaction\n");
+        let _ = writeln!(md, "| relay | rows | payload (bytes) | commit to last record (s) | msg/s | CPU (s) | peak RSS (MiB) | peak RSS before it (MiB) |");
+        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        for r in big {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                r["engine"].as_str().unwrap_or(""),
+                number(&r["rows"]),
+                number(&r["payload_bytes"]),
+                number(&r["commit_to_last_record_s"]),
+                number(&r["throughput_msg_s"]),
+                number(&r["cpu_s"]),
+                number(&r["peak_rss_mib"]),
+                number(&r["peak_rss_before_mib"])
+            );
+        }
+        let _ = writeln!(md);
+    }
     let _ = writeln!(md, "## Against the goals\n");
     let _ = writeln!(md, "| ratio | value | goal |");
     let _ = writeln!(md, "|---|---:|---|");
@@ -1520,6 +1611,11 @@ async fn main() -> Result<()> {
     if runs("steady") {
         for engine in a.engines.clone() {
             results.push(steady(&s, &a, engine).await?);
+        }
+    }
+    if runs("bigtx") {
+        for engine in a.engines.clone() {
+            results.push(one_big_transaction(&s, &a, engine).await?);
         }
     }
     let tuning: serde_json::Map<String, Json> = debezium_tuning()
