@@ -87,6 +87,8 @@ struct Args {
     /// The one-transaction scenario (`--only bigtx`): its rows and payload.
     big_rows: i64,
     big_payload: i32,
+    /// The instructions scenario (`--only instructions`): its smaller backlog.
+    instr_rows: i64,
 }
 
 impl Args {
@@ -104,6 +106,7 @@ impl Args {
             repeat: 3,
             big_rows: 1_000_000,
             big_payload: 1024,
+            instr_rows: 20_000,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -124,6 +127,7 @@ impl Args {
                 "--repeat" => a.repeat = value()?.parse()?,
                 "--big-rows" => a.big_rows = value()?.parse()?,
                 "--big-payload" => a.big_payload = value()?.parse()?,
+                "--instr-rows" => a.instr_rows = value()?.parse()?,
                 "--only" => a.only = value()?.split(',').map(str::to_string).collect(),
                 "--engines" => {
                     a.engines = value()?
@@ -903,6 +907,68 @@ async fn backlog_once(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Re
     }))
 }
 
+/// The relay's instructions per message, from Valgrind's callgrind (this
+/// machine's perf has no instruction counter): two backlogs of 100-row
+/// transactions, `rows` and twice that; the difference divided by `rows`
+/// leaves start-up and shutdown out. Repeatable where times are not.
+async fn instructions(s: &Services, a: &Args) -> Result<Json> {
+    let rows = a.instr_rows;
+    let mut totals = Vec::new();
+    for n in [rows, 2 * rows] {
+        eprintln!("[bench] outbox-cdc under callgrind: backlog of {n} rows in transactions of 100");
+        let name = format!("bench_relay_instr_{n}");
+        let b = prepare(s, a, &name, Engine::Relay).await?;
+        write_backlog(&b.client, n, a.payload, 100).await?;
+        let collector = Collector::start(&s.kafka, &b.topic, a.partitions, Engine::Relay)?;
+        let out = b.config_path.with_extension("callgrind");
+        let log = File::create(b.config_path.with_extension("log"))?;
+        let mut child = Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(RELAY_BIN)
+            .args(["run", "--config"])
+            .arg(&b.config_path)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        collector
+            .wait_for(n as usize, Duration::from_secs(3600))
+            .await?;
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()?;
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                child.kill()?;
+                bail!("the relay under callgrind did not stop");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        collector.finish()?;
+        drop_bench(s, b).await?;
+        let text = std::fs::read_to_string(&out)?;
+        let total: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("summary: "))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| anyhow!("no summary line in {}", out.display()))?;
+        eprintln!("[bench]   {total} instructions");
+        totals.push(total);
+    }
+    let per_msg = totals[1].saturating_sub(totals[0]) as f64 / rows as f64;
+    eprintln!("[bench]   {per_msg:.0} instructions per message");
+    Ok(json!({
+        "scenario": "instructions",
+        "engine": Engine::Relay.tag(),
+        "rows": [rows, 2 * rows],
+        "rows_per_transaction": 100,
+        "instructions": totals,
+        "instructions_per_msg": round(per_msg, 0),
+    }))
+}
+
 /// One source transaction of `big_rows` rows committed while the relay
 /// streams: whether memory depends on a transaction's size, and how long
 /// its last record takes after the commit.
@@ -1522,6 +1588,21 @@ fn markdown(report: &Json) -> String {
         `exactly.once.support = required`) are read by a `read_committed` consumer, and their times are when that \
         consumer received a record: a record is not visible before its transaction commits, so its append time \
         would flatter them.\n");
+    if let Some(r) = results.iter().find(|r| r["scenario"] == "instructions") {
+        let _ = writeln!(md, "## Instructions per message\n");
+        let _ = writeln!(md, "The relay process under Valgrind's callgrind (all its threads, librdkafka's included), \
+            draining backlogs of {} and {} rows in 100-row transactions; the difference of the two totals divided by \
+            the smaller backlog leaves start-up and shutdown out. Unlike times, this figure repeats within a few per cent from run to run.\n",
+            number(&r["rows"][0]), number(&r["rows"][1]));
+        let _ = writeln!(md, "| relay | instructions per message |");
+        let _ = writeln!(md, "|---|---:|");
+        let _ = writeln!(
+            md,
+            "| {} | {} |\n",
+            r["engine"].as_str().unwrap_or(""),
+            number(&r["instructions_per_msg"])
+        );
+    }
     let big: Vec<&Json> = results
         .iter()
         .filter(|r| r["scenario"] == "one_transaction")
@@ -1612,6 +1693,9 @@ async fn main() -> Result<()> {
         for engine in a.engines.clone() {
             results.push(steady(&s, &a, engine).await?);
         }
+    }
+    if runs("instructions") {
+        results.push(instructions(&s, &a).await?);
     }
     if runs("bigtx") {
         for engine in a.engines.clone() {
