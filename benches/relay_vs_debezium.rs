@@ -912,6 +912,9 @@ async fn backlog_once(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Re
 /// transactions, `rows` and twice that; the difference divided by `rows`
 /// leaves start-up and shutdown out. Repeatable where times are not.
 async fn instructions(s: &Services, a: &Args) -> Result<Json> {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        bail!("--only instructions needs Valgrind (Debian's package valgrind)");
+    }
     let rows = a.instr_rows;
     let mut totals = Vec::new();
     for n in [rows, 2 * rows] {
