@@ -181,7 +181,7 @@ pub fn parse_uuid(text: &str) -> Result<Uuid, ValueError> {
     Ok(Uuid(out))
 }
 
-fn hex_digit(c: u8) -> Option<u8> {
+const fn hex_digit(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
@@ -190,7 +190,23 @@ fn hex_digit(c: u8) -> Option<u8> {
     }
 }
 
-/// `bytea` in PostgreSQL's hex output format (`\x0a0b...`).
+/// Hex digit values by byte; `INVALID` for every other byte.
+const HEX_VALUE: [u8; 256] = {
+    let mut table = [INVALID; 256];
+    let mut c = 0;
+    while c < 256 {
+        if let Some(v) = hex_digit(c as u8) {
+            table[c] = v;
+        }
+        c += 1;
+    }
+    table
+};
+const INVALID: u8 = 0xff;
+
+/// `bytea` in PostgreSQL's hex output format (`\x0a0b...`). The payload of
+/// every row passes here: one table lookup per digit, the output allocated
+/// once, and validity checked once at the end.
 pub fn parse_bytea_hex(text: &str) -> Result<Vec<u8>, ValueError> {
     let hex = text
         .strip_prefix("\\x")
@@ -199,12 +215,20 @@ pub fn parse_bytea_hex(text: &str) -> Result<Vec<u8>, ValueError> {
     if hex.len() % 2 != 0 {
         return Err(bad("odd-length bytea hex", text));
     }
-    hex.chunks_exact(2)
-        .map(|p| match (hex_digit(p[0]), hex_digit(p[1])) {
-            (Some(h), Some(l)) => Ok((h << 4) | l),
-            _ => Err(bad("bad bytea hex digit", text)),
-        })
-        .collect()
+    let mut out = Vec::with_capacity(hex.len() / 2);
+    // A valid digit is at most 0x0f: any high bit seen means a bad one.
+    let mut seen = 0u8;
+    for pair in hex.chunks_exact(2) {
+        if let [h, l] = *pair {
+            let (h, l) = (HEX_VALUE[usize::from(h)], HEX_VALUE[usize::from(l)]);
+            seen |= h | l;
+            out.push((h << 4) | (l & 0x0f));
+        }
+    }
+    if seen & 0xf0 != 0 {
+        return Err(bad("bad bytea hex digit", text));
+    }
+    Ok(out)
 }
 
 fn digits(s: &str) -> Option<i64> {
@@ -309,6 +333,10 @@ mod tests {
         assert_eq!(parse_bytea_hex("\\x").unwrap(), Vec::<u8>::new());
         assert!(parse_bytea_hex("abc").is_err());
         assert!(parse_bytea_hex("\\xabc").is_err());
+        assert_eq!(parse_bytea_hex("\\xAbCd").unwrap(), vec![0xab, 0xcd]);
+        for bad in ["\\x0g", "\\xg0", "\\x00 0", "\\x\u{e9}0", "\\x0000zz00"] {
+            assert!(parse_bytea_hex(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
