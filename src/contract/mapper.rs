@@ -46,7 +46,7 @@ fn header_bytes(value: &Value, encoding: HeaderEncoding) -> Result<Option<Vec<u8
     Ok(match (value, encoding) {
         (Value::Null, _) => None,
         (Value::Text(s), HeaderEncoding::Text) => Some(s.as_bytes().to_vec()),
-        (Value::Uuid(u), HeaderEncoding::Uuid) => Some(u.to_string().into_bytes()),
+        (Value::Uuid(u), HeaderEncoding::Uuid) => Some(u.hyphenated().to_vec()),
         (Value::Integer(i), HeaderEncoding::Integer) => Some(i.to_string().into_bytes()),
         (Value::Bigint(i), HeaderEncoding::Integer) => Some(i.to_string().into_bytes()),
         // `infinity` and `-infinity` as Debezium 3.6.1 publishes them.

@@ -7,16 +7,30 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Uuid(pub [u8; 16]);
 
-impl fmt::Display for Uuid {
-    /// Lowercase, hyphenated: PostgreSQL's and Debezium's text form.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Uuid {
+    /// Lowercase, hyphenated ASCII: PostgreSQL's and Debezium's text form.
+    /// Every record's `id` header is one, so it is built by table, not by
+    /// the formatter.
+    pub fn hyphenated(&self) -> [u8; 36] {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [b'-'; 36];
+        let mut at = 0;
         for (i, b) in self.0.iter().enumerate() {
             if matches!(i, 4 | 6 | 8 | 10) {
-                f.write_str("-")?;
+                at += 1;
             }
-            write!(f, "{b:02x}")?;
+            out[at] = DIGITS[usize::from(b >> 4)];
+            out[at + 1] = DIGITS[usize::from(b & 0x0f)];
+            at += 2;
         }
-        Ok(())
+        out
+    }
+}
+
+impl fmt::Display for Uuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.hyphenated();
+        f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
     }
 }
 
@@ -319,6 +333,15 @@ mod tests {
     fn uuids_print_lowercase_hyphenated() {
         let u = parse_uuid("A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11").unwrap();
         assert_eq!(u.to_string(), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+        assert_eq!(&u.hyphenated(), b"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+        assert_eq!(
+            Uuid([0xff; 16]).to_string(),
+            "ffffffff-ffff-ffff-ffff-ffffffffffff"
+        );
+        assert_eq!(
+            Uuid([0; 16]).to_string(),
+            "00000000-0000-0000-0000-000000000000"
+        );
         assert!(parse_uuid("a0eebc999c0b4ef8bb6d6bb9bd380a11").is_err());
         assert!(parse_uuid("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1g").is_err());
     }
