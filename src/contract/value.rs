@@ -229,14 +229,14 @@ pub fn parse_bytea_hex(text: &str) -> Result<Vec<u8>, ValueError> {
     if hex.len() % 2 != 0 {
         return Err(bad("odd-length bytea hex", text));
     }
-    let mut out = Vec::with_capacity(hex.len() / 2);
+    let mut out = vec![0u8; hex.len() / 2];
     // A valid digit is at most 0x0f: any high bit seen means a bad one.
     let mut seen = 0u8;
-    for pair in hex.chunks_exact(2) {
+    for (byte, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
         if let [h, l] = *pair {
             let (h, l) = (HEX_VALUE[usize::from(h)], HEX_VALUE[usize::from(l)]);
             seen |= h | l;
-            out.push((h << 4) | (l & 0x0f));
+            *byte = (h << 4) | (l & 0x0f);
         }
     }
     if seen & 0xf0 != 0 {
