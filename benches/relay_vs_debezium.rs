@@ -972,6 +972,25 @@ async fn instructions(s: &Services, a: &Args) -> Result<Json> {
     }))
 }
 
+/// Writes `rows` rows and waits until they are in Kafka: the engine streams
+/// before a measured load begins.
+async fn warm_up(
+    s: &Services,
+    b: &Bench,
+    collector: &Collector,
+    run: &mut Running,
+    rows: i64,
+    payload: i32,
+) -> Result<()> {
+    b.client
+        .batch_execute(&format!(
+            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) SELECT {} FROM generate_series(1, {rows}) g",
+            insert_values("g", "w", payload)
+        ))
+        .await?;
+    wait_until_seen(collector, rows as usize, run, s, Duration::from_secs(300)).await
+}
+
 /// One source transaction of `big_rows` rows committed while the relay
 /// streams: whether memory depends on a transaction's size, and how long
 /// its last record takes after the commit.
@@ -987,13 +1006,7 @@ async fn one_big_transaction(s: &Services, a: &Args, engine: Engine) -> Result<J
     let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
     let (mut run, before) = Running::start(s, engine, &b).await?;
     // Streaming, idle, before the transaction begins.
-    b.client
-        .batch_execute(&format!(
-            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) SELECT {} FROM generate_series(1, 10) g",
-            insert_values("g", "w", a.big_payload)
-        ))
-        .await?;
-    wait_until_seen(&collector, 10, &mut run, s, Duration::from_secs(300)).await?;
+    warm_up(s, &b, &collector, &mut run, 10, a.big_payload).await?;
     let rss_idle = usage(run.pid())?.peak_rss_mib;
     let t = Instant::now();
     b.client
@@ -1047,20 +1060,7 @@ async fn steady(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
     let (mut run, _) = Running::start(s, engine, &b).await?;
     // Warm-up: the relay streams before the measured load begins.
     let warm = 100i64;
-    b.client
-        .batch_execute(&format!(
-            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) SELECT {} FROM generate_series(1, {warm}) g",
-            insert_values("g", "w", a.payload)
-        ))
-        .await?;
-    wait_until_seen(
-        &collector,
-        warm as usize,
-        &mut run,
-        s,
-        Duration::from_secs(300),
-    )
-    .await?;
+    warm_up(s, &b, &collector, &mut run, warm, a.payload).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = usage(run.pid())?;
     let t = Instant::now();

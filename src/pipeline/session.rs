@@ -72,6 +72,10 @@ pub(super) struct Session<'a> {
     operator_rejections: usize,
     /// Transactional delivery; `None` for idempotent.
     tx_mode: Option<Transactional>,
+    /// The relay's poison rows as this session started: rows are added
+    /// only by an abort, which ends the session, so a copy needs no lock
+    /// per row.
+    poison: std::collections::HashSet<Uuid>,
 }
 
 /// What a closed session leaves.
@@ -122,6 +126,11 @@ impl<'a> Session<'a> {
             restart: None,
             operator_rejections: 0,
             tx_mode,
+            poison: relay
+                .poison
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         })
     }
 
@@ -575,12 +584,12 @@ impl<'a> Session<'a> {
     /// A row Kafka refused in an aborted transaction of this process: it is
     /// FAILED and left out when its transaction is published again.
     fn is_poison(&self, row: &OutboxRow) -> bool {
-        let set = self.relay.poison.lock().unwrap_or_else(|p| p.into_inner());
-        !set.is_empty() && row.message_id().is_some_and(|id| set.contains(&id))
+        !self.poison.is_empty() && row.message_id().is_some_and(|id| self.poison.contains(&id))
     }
 
     /// Enqueues one record; waits only when librdkafka's queue is full.
     async fn produce(&mut self, tx: TxSeq, record: &Record) {
+        let bytes = record.size();
         if let Some(t) = &mut self.tx_mode {
             if !t.txn.is_open() {
                 if let Err(e) = self.publisher.begin_transaction() {
@@ -590,12 +599,12 @@ impl<'a> Session<'a> {
                 t.txn.began = Some(tokio::time::Instant::now());
             }
             t.txn.records += 1;
-            t.txn.bytes += record.size();
+            t.txn.bytes += bytes;
         }
         let ticket = Ticket {
             tag: tx,
             message_id: record.message_id,
-            bytes: record.size(),
+            bytes,
         };
         loop {
             match self.publisher.send(record, ticket) {
