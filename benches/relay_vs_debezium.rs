@@ -1178,6 +1178,7 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
         create_slot: false,
         failover_slot: false,
         streamed_before: false,
+        messages: false,
         tuning: Default::default(),
     };
     // The slot first, then the backlog, then the timed read.

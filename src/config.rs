@@ -439,6 +439,19 @@ pub struct RelayConfig {
     /// Kafka transaction as the records.
     #[serde(default = "default_progress_topic")]
     pub progress_topic: String,
+    /// Seconds between `pg_logical_emit_message` heartbeats in the outbox's
+    /// database; 0 (the default) sends none. For servers whose WAL is
+    /// written by activity the relay never sees.
+    #[serde(default)]
+    pub heartbeat_interval_secs: u64,
+    /// How often the slot guard reads the slot (and probes Kafka for
+    /// readiness).
+    #[serde(default = "default_slot_check_interval_secs")]
+    pub slot_check_interval_secs: u64,
+    /// The slot guard warns (`SLOT_WAL_AT_RISK`) when the slot's
+    /// `safe_wal_size` falls under this many bytes.
+    #[serde(default = "default_slot_wal_margin_bytes")]
+    pub slot_wal_margin_bytes: u64,
 }
 
 /// How records reach Kafka.
@@ -475,6 +488,9 @@ impl Default for RelayConfig {
             transaction_max_bytes: default_transaction_max_bytes(),
             transaction_max_ms: default_transaction_max_ms(),
             progress_topic: default_progress_topic(),
+            heartbeat_interval_secs: 0,
+            slot_check_interval_secs: default_slot_check_interval_secs(),
+            slot_wal_margin_bytes: default_slot_wal_margin_bytes(),
         }
     }
 }
@@ -488,6 +504,15 @@ pub struct Config {
     pub debezium: DebeziumConfig,
     #[serde(default)]
     pub relay: RelayConfig,
+    /// The metrics and health endpoint; off when absent.
+    pub http: Option<HttpConfig>,
+}
+
+/// `[http]`: `/metrics`, `/healthz` and `/readyz`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct HttpConfig {
+    /// Address and port to listen on, e.g. `127.0.0.1:9187`.
+    pub listen: String,
 }
 
 fn yes() -> bool {
@@ -513,6 +538,12 @@ fn default_transaction_max_bytes() -> usize {
 }
 fn default_transaction_max_ms() -> u64 {
     100
+}
+fn default_slot_check_interval_secs() -> u64 {
+    15
+}
+fn default_slot_wal_margin_bytes() -> u64 {
+    1 << 30
 }
 fn default_progress_topic() -> String {
     "outbox-cdc.progress".into()
@@ -776,6 +807,20 @@ impl Config {
         }
         if relay.transaction_max_bytes == 0 {
             return Err(invalid("relay.transaction_max_bytes", "must be positive"));
+        }
+        if relay.slot_check_interval_secs == 0 {
+            return Err(invalid(
+                "relay.slot_check_interval_secs",
+                "must be positive",
+            ));
+        }
+        if let Some(http) = &self.http {
+            if http.listen.parse::<std::net::SocketAddr>().is_err() {
+                return Err(invalid(
+                    "http.listen",
+                    "must be an address and port, e.g. 127.0.0.1:9187",
+                ));
+            }
         }
         if relay.transaction_max_ms == 0 {
             return Err(invalid("relay.transaction_max_ms", "must be positive"));

@@ -115,7 +115,12 @@ codes! {
     SLOT_WRONG_PLUGIN => Operator,
     SLOT_WRONG_DATABASE => Operator,
     SLOT_NOT_LOGICAL => Operator,
+    /// The server removed WAL the slot needed; `cutover --to cdc --recover`
+    /// makes a new slot and hands over every row not yet published.
     SLOT_INVALIDATED => Operator,
+    /// Warning from the slot guard: `safe_wal_size` is under
+    /// `relay.slot_wal_margin_bytes`.
+    SLOT_WAL_AT_RISK => Operator,
     /// Another process streams from the slot; a relay waits as a standby.
     SLOT_IN_USE => Operator,
     PGOUTPUT_MALFORMED => Operator,
@@ -178,6 +183,8 @@ codes! {
     ROW_SHAPE_MISMATCH => Row,
 
     // The process.
+    /// `http.listen` cannot be bound.
+    HTTP_LISTEN_FAILED => Operator,
     /// The runtime or a task of the relay failed.
     INTERNAL => Operator,
     /// Standard output or a file could not be written.

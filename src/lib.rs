@@ -14,6 +14,7 @@ pub mod contract;
 pub(crate) mod cutover;
 pub mod error;
 pub mod kafka;
+pub mod metrics;
 pub mod pg;
 pub mod pipeline;
 pub mod preflight;

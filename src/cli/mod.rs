@@ -3,6 +3,7 @@
 //! for a configuration the operator must fix, 1 for anything else; every
 //! error is printed once, starting with its code.
 
+mod alert_rules;
 mod check;
 mod connector_config;
 mod cutover;
@@ -71,6 +72,8 @@ enum Command {
     Tail(tail::Args),
     /// Create the outbox table and the CDC objects; applies each migration once.
     Migrate(migrate::Args),
+    /// Print the Prometheus alerting rules for the relay's metrics.
+    AlertRules(alert_rules::Args),
 }
 
 /// The process environment: where secrets and overrides come from.
@@ -106,6 +109,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Tail(args) => tail::run(args),
         Command::Migrate(args) => migrate::run(args),
+        Command::AlertRules(args) => alert_rules::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::ConfigArg;
 use crate::error::Error;
+use crate::metrics;
 use crate::pipeline::Relay;
 
 #[derive(clap::Args)]
@@ -20,7 +21,11 @@ pub(super) fn run(args: Args) -> Result<(), Error> {
     let cfg = args.config.load()?;
     super::runtime()?.block_on(async {
         let shutdown = shutdown_on_signals();
+        let http = cfg.http.clone();
         let relay = Relay::prepare(cfg, Arc::new(super::env)).await?;
+        if let Some(http) = http {
+            metrics::http::serve(&http.listen, relay.metrics(), shutdown.clone()).await?;
+        }
         if args.handover_only {
             relay.handover_only(shutdown).await
         } else {

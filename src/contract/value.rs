@@ -144,6 +144,14 @@ impl Timestamp {
     }
 
     /// Milliseconds since the Unix epoch (Kafka's record timestamp).
+    /// Microseconds since the Unix epoch; 0 for the infinities.
+    pub fn unix_micros(self) -> i64 {
+        match self {
+            Timestamp::Micros(us) => us.saturating_add(PG_EPOCH_OFFSET_MICROS),
+            _ => 0,
+        }
+    }
+
     pub fn unix_millis(self) -> Option<i64> {
         match self {
             Timestamp::Micros(us) => {

@@ -43,6 +43,8 @@ pub(crate) struct Ticket<T> {
     pub(crate) tag: T,
     pub(crate) message_id: crate::contract::value::Uuid,
     pub(crate) bytes: usize,
+    /// The caller's index of the record's topic (for per-destination counts).
+    pub(crate) destination: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

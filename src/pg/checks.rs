@@ -276,6 +276,31 @@ pub(crate) async fn slot(c: &Client, name: &str) -> Result<Option<Slot>, Error> 
     }))
 }
 
+/// What the slot guard exports; `None` when the slot does not exist.
+pub(crate) async fn slot_figures(
+    c: &Client,
+    name: &str,
+) -> Result<Option<crate::metrics::SlotFigures>, Error> {
+    let row = c
+        .query_opt(
+            "SELECT active, wal_status,
+                    (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint,
+                    (pg_current_wal_lsn() - restart_lsn)::bigint,
+                    safe_wal_size
+               FROM pg_replication_slots WHERE slot_name = $1",
+            &[&name],
+        )
+        .await
+        .map_err(query("reading the slot's figures"))?;
+    Ok(row.map(|r| crate::metrics::SlotFigures {
+        active: r.get(0),
+        wal_status: r.get(1),
+        confirmed_lag_bytes: r.get(2),
+        retained_bytes: r.get(3),
+        safe_wal_size: r.get(4),
+    }))
+}
+
 /// Whether the relay's slot can be streamed from (or, missing, created).
 pub(crate) fn slot_finding(
     slot: Option<&Slot>,
@@ -342,7 +367,11 @@ pub(crate) fn slot_finding(
         return Finding::error(
             check,
             Code::SLOT_INVALIDATED,
-            format!("replication slot {name} has lost required WAL and must be recreated (messages in the gap need a cutover re-run)"),
+            format!(
+                "replication slot {name} was invalidated: the server removed WAL it needed. Nothing is lost from the outbox: \
+                 run `outbox-cdc cutover --to cdc --recover` (same configuration), which makes a new slot and hands over \
+                 every row not yet PUBLISHED or FAILED, then start the relay again"
+            ),
         );
     }
     if s.active && matches!(purpose, Purpose::Stream { .. }) {

@@ -85,6 +85,21 @@ pub(crate) async fn set_state(
     Ok(())
 }
 
+/// Rows on the hand-over list.
+pub(crate) async fn list_len(client: &Client, cfg: &Config) -> Result<i64, Error> {
+    Ok(client
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM {} WHERE outbox_table = $1",
+                list_table(cfg)
+            ),
+            &[&cfg.qualified_table()],
+        )
+        .await
+        .map_err(query_error(Code::HANDOVER_FAILED))?
+        .get(0))
+}
+
 pub(crate) async fn clear_list(client: &Client, cfg: &Config) -> Result<u64, Error> {
     client
         .execute(

@@ -30,12 +30,18 @@ pub(super) async fn publish(
     let tx = session.begin_pseudo_transaction();
     let mut after = 0i64;
     let mut handed = 0u64;
+    let listed = handover::list_len(sql, cfg).await?;
+    session.metrics().handover_backlog.set(listed);
     loop {
         let chunk = handover::read_chunk(sql, cfg, after, CHUNK).await?;
         let Some((last, _)) = chunk.last() else { break };
         after = *last;
         let rows: Vec<_> = chunk.into_iter().map(|(_, row)| row).collect();
         handed += rows.len() as u64;
+        session
+            .metrics()
+            .handover_backlog
+            .set((listed - handed as i64).max(0));
         if let Some(end) = session.produce_rows(tx, &rows).await {
             return Ok(Some(end));
         }
@@ -58,6 +64,7 @@ pub(super) async fn publish(
     let done = i64::try_from(handed).unwrap_or(i64::MAX);
     handover::set_state(sql, cfg, State::Done, done, None).await?;
     handover::clear_list(sql, cfg).await?;
+    session.metrics().handover_backlog.set(0);
     session.reset_watermark();
     tracing::info!(rows = handed, "published the cutover's backlog");
     Ok(None)

@@ -58,6 +58,7 @@ struct Writer {
     backoff: Backoff,
     /// Told when PostgreSQL cannot be reached for marks.
     stalled: Arc<tokio::sync::Notify>,
+    written: prometheus::IntCounter,
 }
 
 impl Writer {
@@ -89,6 +90,7 @@ impl Writer {
                     self.stats
                         .marks_written
                         .fetch_add(ids.len() as u64, Ordering::Relaxed);
+                    self.written.inc_by(ids.len() as u64);
                     return true;
                 }
                 Err(e) => e,
@@ -121,6 +123,7 @@ impl PublishedMarks {
         env: Arc<Env>,
         marker: Arc<Marker>,
         stats: Arc<RelayStats>,
+        written: prometheus::IntCounter,
         feedback: Feedback,
         stalled: Arc<tokio::sync::Notify>,
     ) -> PublishedMarks {
@@ -134,6 +137,7 @@ impl PublishedMarks {
             client: None,
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(10)),
             stalled,
+            written,
         };
         let task = tokio::spawn(async move {
             let mut unwritten = 0usize;

@@ -10,6 +10,7 @@
 
 mod handover;
 mod marks;
+mod monitor;
 mod session;
 mod stats;
 mod supervisor;
@@ -33,6 +34,7 @@ use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::kafka::progress::Progress;
 use crate::kafka::{probe, settings};
+use crate::metrics::Metrics;
 use crate::pg::checks::{self, Purpose};
 use crate::pg::lsn::Lsn;
 use crate::pg::marks::Marker;
@@ -65,6 +67,7 @@ pub struct Relay {
     /// left out when their transaction is published again.
     poison: std::sync::Mutex<HashSet<Uuid>>,
     pub stats: Arc<RelayStats>,
+    metrics: Arc<Metrics>,
 }
 
 impl Relay {
@@ -93,6 +96,7 @@ impl Relay {
         };
         let marker = Arc::new(Marker::new(&cfg));
         let stats = Arc::new(RelayStats::default());
+        let metrics = Arc::new(Metrics::new(&cfg));
         let (feedback, _) = Feedback::new(Lsn::ZERO);
         let marks_stalled = Arc::new(tokio::sync::Notify::new());
         let marks = cfg.relay.mark_published.then(|| {
@@ -101,6 +105,7 @@ impl Relay {
                 env.clone(),
                 marker.clone(),
                 stats.clone(),
+                metrics.marks_written.clone(),
                 feedback.clone(),
                 marks_stalled.clone(),
             )
@@ -119,17 +124,29 @@ impl Relay {
             progress,
             poison: std::sync::Mutex::new(HashSet::new()),
             stats,
+            metrics,
         })
+    }
+
+    /// The relay's metrics and health, for the HTTP endpoint.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// Streams until `shutdown`, restarting sessions after transient
     /// failures. Queued PUBLISHED marks are flushed at any stop.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
-        let mut supervisor = Supervisor::new(self.feedback.clone());
+        let mut supervisor =
+            Supervisor::new(self.feedback.clone()).with_metrics(self.metrics.clone());
         let this = &self;
-        let result = supervisor
-            .run(&shutdown, |attempt| this.session(attempt, &shutdown))
-            .await;
+        let result = {
+            let _guard =
+                monitor::start(&self.cfg, self.env.clone(), self.metrics.clone(), &shutdown);
+            supervisor
+                .run(&shutdown, |attempt| this.session(attempt, &shutdown))
+                .await
+        };
+        self.metrics.set_ended();
         self.stats
             .restarts
             .store(supervisor.restarts(), std::sync::atomic::Ordering::Relaxed);
@@ -184,6 +201,7 @@ impl Relay {
             Err(e) => return Err(self.diagnose(&sql, e).await),
         };
         self.streamed.store(true, Ordering::Relaxed);
+        self.metrics.set_standby(false);
         if attempt.after_standby {
             tracing::info!(slot = %self.source.slot, "the slot is free: taking over");
         }
@@ -195,12 +213,14 @@ impl Relay {
             }
         };
         // The backlog of a cutover goes first, while this session holds the slot.
+        self.metrics.set_streaming(true);
         let end =
             match handover::publish(&mut session, &sql, &self.cfg, &self.marker, shutdown).await {
                 Ok(None) => session.pump(&mut stream, shutdown).await,
                 Ok(Some(end)) => Ok(end),
                 Err(e) => Err(e),
             };
+        self.metrics.set_streaming(false);
         let closed = session.close(matches!(end, Ok(SessionEnd::Stopped))).await;
         self.queue_marks(closed.published, closed.settles).await;
         // A fenced producer outranks whatever ended the session: this relay

@@ -8,10 +8,11 @@
 //! source transactions go into a Kafka transaction (`transaction`), and
 //! only its commit, with the progress, publishes and settles them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use prometheus::IntCounter;
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +27,7 @@ use crate::contract::row::{OutboxRow, Value};
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Class, Code, Error};
 use crate::kafka::publisher::{Delivery, Outcome, Publisher, SendError, Ticket};
+use crate::metrics::{names, unix_micros};
 use crate::pg::lsn::Lsn;
 use crate::pg::marks::Guard;
 use crate::replication::{Event, Stream};
@@ -76,6 +78,10 @@ pub(super) struct Session<'a> {
     /// only by an abort, which ends the session, so a copy needs no lock
     /// per row.
     poison: std::collections::HashSet<Uuid>,
+    /// Topics seen in this session, each with its published counter: a
+    /// delivery report counts by index, without a lookup by name.
+    destinations: HashMap<String, u32>,
+    published_by_destination: Vec<IntCounter>,
 }
 
 /// What a closed session leaves.
@@ -131,11 +137,46 @@ impl<'a> Session<'a> {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
+            destinations: HashMap::new(),
+            published_by_destination: Vec::new(),
         })
+    }
+
+    /// The index of `topic`'s published counter.
+    fn destination(&mut self, topic: &str) -> u32 {
+        if let Some(i) = self.destinations.get(topic) {
+            return *i;
+        }
+        let i = self.published_by_destination.len() as u32;
+        self.published_by_destination
+            .push(self.relay.metrics.published_counter(topic));
+        self.destinations.insert(topic.to_string(), i);
+        i
+    }
+
+    /// In-flight gauges and seconds behind source, after each step.
+    fn export_gauges(&self) {
+        let m = &self.relay.metrics;
+        m.in_flight_messages.set(self.in_flight.messages as i64);
+        m.in_flight_bytes.set(self.in_flight.bytes as i64);
+        let oldest = match &self.tx_mode {
+            Some(t) => t
+                .txn
+                .commits
+                .first()
+                .copied()
+                .or(self.current.map(|(_, c)| c.unix_micros())),
+            None => self.watermark.oldest_commit(),
+        };
+        m.set_oldest_unsettled(oldest);
     }
 
     pub(super) fn transactional(&self) -> bool {
         self.tx_mode.is_some()
+    }
+
+    pub(super) fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.relay.metrics
     }
 
     /// Ends the session: a session that did not stop cleanly drops what
@@ -199,6 +240,7 @@ impl<'a> Session<'a> {
         let mut tick = tokio::time::interval(MARK_INTERVAL);
         let mut last_report = Instant::now();
         let mut last_mark = Instant::now();
+        let mut heartbeats_seen = 0u64;
         loop {
             let commit_due = self.commit_due();
             let room = self.in_flight.messages < cfg.max_in_flight_messages
@@ -239,7 +281,12 @@ impl<'a> Session<'a> {
             }
             self.record_failures(Guard::Pending).await?;
             if self.tx_mode.is_none() {
-                if let Some(lsn) = self.watermark.advance() {
+                let latency = &self.relay.metrics.commit_to_ack;
+                let now = unix_micros();
+                let settled = self
+                    .watermark
+                    .advance_with(|at| latency.observe((now - at).max(0) as f64 / 1e6));
+                if let Some(lsn) = settled {
                     self.relay.stats.settled.store(lsn.0, Ordering::Relaxed);
                     // Every row of the transactions up to `lsn` is in
                     // `published` or an earlier batch: the slot follows them.
@@ -267,6 +314,15 @@ impl<'a> Session<'a> {
             }
             if draining.is_some() && self.in_flight.messages == 0 && self.failures.is_empty() {
                 return Ok(SessionEnd::Stopped);
+            }
+            self.export_gauges();
+            let heartbeats = stream.stats.heartbeats.load(Ordering::Relaxed);
+            if heartbeats > heartbeats_seen {
+                self.relay
+                    .metrics
+                    .heartbeats_received
+                    .inc_by(heartbeats - heartbeats_seen);
+                heartbeats_seen = heartbeats;
             }
             if last_report.elapsed() >= Duration::from_secs(10) {
                 last_report = Instant::now();
@@ -363,9 +419,25 @@ impl<'a> Session<'a> {
     fn on_delivery(&mut self, d: Delivery<TxSeq>) {
         self.in_flight.messages = self.in_flight.messages.saturating_sub(1);
         self.in_flight.bytes = self.in_flight.bytes.saturating_sub(d.ticket.bytes);
+        let m = &self.relay.metrics;
+        match &d.outcome {
+            Outcome::Confirmed => m.confirmed.inc(),
+            Outcome::Rejected(_) => m.delivery(names::REJECTED),
+            Outcome::Retry(_) => m.delivery(names::RETRY),
+            Outcome::Ambiguous(_) => m.delivery(names::AMBIGUOUS),
+        }
         if let Some(t) = &mut self.tx_mode {
             match d.outcome {
-                Outcome::Confirmed => t.txn.confirmed.push(d.ticket.message_id),
+                Outcome::Confirmed => {
+                    t.txn.confirmed.push(d.ticket.message_id);
+                    let i = d.ticket.destination as usize;
+                    if t.txn.by_destination.len() <= i {
+                        t.txn.by_destination.resize(i + 1, 0);
+                    }
+                    if let Some(n) = t.txn.by_destination.get_mut(i) {
+                        *n += 1;
+                    }
+                }
                 Outcome::Rejected(error) if error.class() == Class::Row => {
                     t.txn.poison.push((d.ticket.message_id, error));
                 }
@@ -381,6 +453,12 @@ impl<'a> Session<'a> {
             Outcome::Confirmed => {
                 self.watermark.settle_one(d.ticket.tag);
                 self.relay.stats.published.fetch_add(1, Ordering::Relaxed);
+                if let Some(c) = self
+                    .published_by_destination
+                    .get(d.ticket.destination as usize)
+                {
+                    c.inc();
+                }
                 if self.relay.cfg.relay.mark_published {
                     self.published.push(d.ticket.message_id);
                 }
@@ -424,7 +502,8 @@ impl<'a> Session<'a> {
         }
         match event {
             Event::Begin { commit_time, .. } => {
-                self.current = Some((self.watermark.begin(), commit_time));
+                let at = commit_time.unix_micros();
+                self.current = Some((self.watermark.begin_at(at), commit_time));
             }
             Event::Rows(rows) => {
                 let Some((tx, commit_time)) = self.current else {
@@ -441,11 +520,15 @@ impl<'a> Session<'a> {
                 }
             }
             Event::Commit { end_lsn, .. } => {
-                if let Some((tx, _)) = self.current.take() {
+                let committed = self.current.take();
+                if let Some((tx, _)) = committed {
                     self.watermark.commit(tx, end_lsn);
                 }
                 if let Some(t) = &mut self.tx_mode {
                     t.txn.last_end = Some(end_lsn);
+                    if let Some((_, at)) = committed {
+                        t.txn.commits.push(at.unix_micros());
+                    }
                     if t.txn.full(&t.bounds, tokio::time::Instant::now()) {
                         self.end_kafka_transaction(Guard::Pending).await?;
                     }
@@ -495,6 +578,17 @@ impl<'a> Session<'a> {
                 self.watermark = Watermark::new();
                 let stats = &self.relay.stats;
                 stats.kafka_commits.fetch_add(1, Ordering::Relaxed);
+                let m = &self.relay.metrics;
+                m.kafka_transaction(names::COMMITTED);
+                for (i, n) in txn.by_destination.iter().enumerate() {
+                    if let Some(c) = self.published_by_destination.get(i) {
+                        c.inc_by(*n);
+                    }
+                }
+                let now = unix_micros();
+                for at in &txn.commits {
+                    m.commit_to_ack.observe((now - at).max(0) as f64 / 1e6);
+                }
                 stats
                     .published
                     .fetch_add(txn.confirmed.len() as u64, Ordering::Relaxed);
@@ -554,6 +648,7 @@ impl<'a> Session<'a> {
                     .stats
                     .kafka_aborts
                     .fetch_add(1, Ordering::Relaxed);
+                self.relay.metrics.kafka_transaction(names::ABORTED);
                 Ok(())
             }
             Err(e) if e.code() == Code::KAFKA_PRODUCER_FENCED => Err(e),
@@ -605,6 +700,7 @@ impl<'a> Session<'a> {
             tag: tx,
             message_id: record.message_id,
             bytes,
+            destination: self.destination(&record.topic),
         };
         loop {
             match self.publisher.send(record, ticket) {
@@ -691,6 +787,7 @@ impl<'a> Session<'a> {
                 self.watermark.settle_one(tx);
             }
             self.relay.stats.failed.fetch_add(1, Ordering::Relaxed);
+            self.relay.metrics.row_failed(f.error.code());
         }
         Ok(())
     }

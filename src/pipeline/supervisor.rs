@@ -10,11 +10,13 @@
 use std::collections::hash_map::RandomState;
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Class, Code, Error};
+use crate::metrics::Metrics;
 use crate::replication::Feedback;
 
 /// Capped exponential backoff with per-instance random jitter.
@@ -94,6 +96,7 @@ pub struct Supervisor {
     /// Where the next session starts from, for the restart log line.
     feedback: Feedback,
     restarts: u64,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Supervisor {
@@ -113,7 +116,14 @@ impl Supervisor {
             standby_poll: Duration::from_secs(1),
             feedback,
             restarts: 0,
+            metrics: None,
         }
+    }
+
+    /// Restarts and standby are exported to `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Supervisor {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Sessions restarted so far.
@@ -150,6 +160,9 @@ impl Supervisor {
                         tracing::info!(error = %e, "standby: another relay streams from the slot; waiting to take over");
                         announced_standby = true;
                     }
+                    if let Some(m) = &self.metrics {
+                        m.set_standby(true);
+                    }
                     attempt.after_standby = true;
                     tokio::select! {
                         _ = shutdown.cancelled() => return Ok(()),
@@ -164,6 +177,10 @@ impl Supervisor {
                 return Ok(());
             }
             self.restarts += 1;
+            if let Some(m) = &self.metrics {
+                m.restarted(reason.code());
+                m.set_not_ready_because(format!("{}: {}", reason.code(), reason.detail()));
+            }
             if began.elapsed() > self.healthy_after {
                 self.backoff.reset();
             }

@@ -54,6 +54,11 @@ pub(super) struct KafkaTxn {
     pub(super) poison: Vec<(Uuid, Error)>,
     /// Any other failed delivery (an operator's refusal, a timeout).
     pub(super) failed: Option<Error>,
+    /// Confirmed records by the session's destination index: counted as
+    /// published at the commit.
+    pub(super) by_destination: Vec<u64>,
+    /// Commit times (Unix µs) of its source transactions.
+    pub(super) commits: Vec<i64>,
 }
 
 impl KafkaTxn {

@@ -18,6 +18,8 @@ struct Tx {
     end_lsn: Option<Lsn>,
     /// Messages not yet confirmed or recorded.
     outstanding: usize,
+    /// Commit time, Unix µs (0 for a hand-over's pseudo-transaction).
+    commit_micros: i64,
 }
 
 #[derive(Debug, Default)]
@@ -31,16 +33,28 @@ impl Watermark {
         Watermark::default()
     }
 
-    /// Opens a transaction; returns its sequence number.
+    /// Opens a transaction without a source commit time; returns its
+    /// sequence number.
     pub(super) fn begin(&mut self) -> TxSeq {
+        self.begin_at(0)
+    }
+
+    /// Opens a source transaction committed at `commit_micros` (Unix µs).
+    pub(super) fn begin_at(&mut self, commit_micros: i64) -> TxSeq {
         let seq = TxSeq(self.next_seq);
         self.next_seq += 1;
         self.txs.push_back(Tx {
             seq,
             end_lsn: None,
             outstanding: 0,
+            commit_micros,
         });
         seq
+    }
+
+    /// The commit time of the oldest transaction not yet settled.
+    pub(super) fn oldest_commit(&self) -> Option<i64> {
+        self.txs.front().map(|t| t.commit_micros).filter(|m| *m > 0)
     }
 
     fn tx(&mut self, seq: TxSeq) -> Option<&mut Tx> {
@@ -71,12 +85,22 @@ impl Watermark {
 
     /// Drops fully settled transactions from the front; returns the end LSN
     /// of the last one dropped.
+    #[cfg(test)]
     pub(super) fn advance(&mut self) -> Option<Lsn> {
+        self.advance_with(|_| {})
+    }
+
+    /// [`Watermark::advance`], telling `settled` each dropped source
+    /// transaction's commit time.
+    pub(super) fn advance_with(&mut self, mut settled_at: impl FnMut(i64)) -> Option<Lsn> {
         let mut settled = None;
         while let Some(front) = self.txs.front() {
             match front.end_lsn {
                 Some(end) if front.outstanding == 0 => {
                     settled = Some(end);
+                    if front.commit_micros > 0 {
+                        settled_at(front.commit_micros);
+                    }
                     self.txs.pop_front();
                 }
                 _ => break,

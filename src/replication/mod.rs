@@ -57,14 +57,21 @@ pub struct SourceOptions {
     /// lost (a failover to a standby without it, or dropped), and creating
     /// it again would skip what was committed since.
     pub streamed_before: bool,
+    /// Ask pgoutput for logical decoding messages (the relay's heartbeats,
+    /// counted and never published).
+    pub messages: bool,
     pub tuning: Tuning,
 }
+
+/// The prefix of the relay's heartbeat messages (`pg_logical_emit_message`).
+pub const HEARTBEAT_PREFIX: &str = "outbox-cdc.heartbeat";
 
 impl SourceOptions {
     pub fn from_config(cfg: &Config, env: &Env) -> Result<SourceOptions, Error> {
         Ok(SourceOptions {
             connect: ConnectOptions::from_config(cfg, env)?,
             slot: cfg.postgres.slot.clone(),
+            messages: cfg.relay.heartbeat_interval_secs > 0,
             publication: cfg.postgres.publication.clone(),
             schema: cfg.outbox.schema.clone(),
             table: cfg.outbox.table.clone(),
@@ -109,7 +116,7 @@ impl Stream {
                 format!(
                     "replication slot {} no longer exists on this server (a failover to a standby without a \
                      synchronised copy, or a dropped slot); rows committed after {} may not be in Kafka. \
-                     `outbox-cdc cutover --to cdc` creates a new slot and hands over every row not yet \
+                     `outbox-cdc cutover --to cdc --recover` creates a new slot and hands over every row not yet \
                      PUBLISHED or FAILED (rows already published but not yet marked go out again)",
                     opts.slot,
                     feedback.settled()
@@ -155,7 +162,7 @@ impl Stream {
             }
         };
         let start = confirmed.max(feedback.settled());
-        conn.start_replication(&opts.slot, start, &opts.publication)
+        conn.start_replication(&opts.slot, start, &opts.publication, opts.messages)
             .await?;
 
         let (tx, events) = mpsc::channel(opts.tuning.channel_capacity);

@@ -91,6 +91,8 @@ pub struct ReaderStats {
     pub status_updates: AtomicU64,
     /// Last LSN confirmed to the server.
     pub confirmed: AtomicU64,
+    /// The relay's own heartbeat messages read from the slot.
+    pub heartbeats: AtomicU64,
 }
 
 /// How the reader paces itself.
@@ -427,7 +429,12 @@ fn on_pgoutput(
         PgOutput::Update { .. } | PgOutput::Delete { .. } | PgOutput::Truncate { .. } => {
             stats.skipped_changes.fetch_add(1, Ordering::Relaxed);
         }
-        PgOutput::Origin { .. } | PgOutput::Type { .. } | PgOutput::Message { .. } => {}
+        PgOutput::Message { prefix, .. } => {
+            if prefix == super::HEARTBEAT_PREFIX {
+                stats.heartbeats.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        PgOutput::Origin { .. } | PgOutput::Type { .. } => {}
     }
     Ok(())
 }

@@ -612,6 +612,7 @@ pub mod replication {
             create_slot: true,
             failover_slot: false,
             streamed_before: false,
+            messages: false,
             tuning: Default::default(),
         }
     }

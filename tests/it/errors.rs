@@ -151,7 +151,7 @@ async fn failure_paths(s: &Services) -> BTreeMap<&'static str, Failure> {
         .await
         .unwrap();
     let err = conn
-        .start_replication(&slot, Lsn::ZERO, rep::PUBLICATION)
+        .start_replication(&slot, Lsn::ZERO, rep::PUBLICATION, false)
         .await
         .unwrap_err();
     seen.insert(

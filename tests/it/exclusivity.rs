@@ -142,6 +142,7 @@ async fn run_refuses_beside_another_relay_and_leaves_the_slot_untouched() {
             &dbz_slot,
             outbox_cdc::pg::lsn::Lsn::ZERO,
             "outbox_cdc_publication",
+            false,
         )
         .await
         .unwrap();

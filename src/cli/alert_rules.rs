@@ -1,0 +1,31 @@
+//! `outbox-cdc alert-rules`: the Prometheus alerting rules for the relay's
+//! metrics (`monitoring/outbox-cdc.rules.yml` is this output, committed).
+
+use std::io::Write;
+
+use crate::error::{Code, Error};
+use crate::metrics::rules::{self, RuleOptions};
+
+#[derive(clap::Args)]
+pub(super) struct Args {
+    /// The scrape job's name (for the `up` series of `OutboxCdcDown`).
+    #[arg(long, default_value = "outbox-cdc")]
+    job: String,
+    /// `OutboxCdcBehindSource` fires past this many seconds behind source.
+    #[arg(long, default_value_t = 60)]
+    behind_secs: u64,
+    /// `OutboxCdcRestarting` fires past this many restarts in 15 minutes.
+    #[arg(long, default_value_t = 3)]
+    restarts: u64,
+}
+
+pub(super) fn run(args: Args) -> Result<(), Error> {
+    let text = rules::render(&RuleOptions {
+        job: args.job,
+        behind_secs: args.behind_secs,
+        restarts: args.restarts,
+    });
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(|e| Error::new(Code::OUTPUT_UNWRITABLE, format!("standard output: {e}")))
+}

@@ -1,0 +1,438 @@
+//! What an on-call engineer scrapes and is paged by: the metrics (defined
+//! once in [`names`]), the relay's health and readiness, the HTTP endpoint
+//! that serves them, and the alerting rules generated from the same names.
+//!
+//! Recording is an atomic add on a handle the pipeline holds; nothing on
+//! the per-message path looks a metric up by name. Figures that are cheaper
+//! to read than to keep current (seconds behind source) are computed when
+//! scraped.
+
+pub mod http;
+pub mod names;
+pub mod rules;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prometheus::core::Collector;
+use prometheus::{
+    Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::config::Config;
+use crate::error::Code;
+use names::Def;
+
+/// The commit this binary was built from (`unknown` outside a git tree).
+pub const BUILD_COMMIT: &str = env!("OUTBOX_CDC_COMMIT");
+
+pub struct Metrics {
+    registry: Registry,
+    pub(crate) records_published: IntCounterVec,
+    rows_failed: IntCounterVec,
+    deliveries: IntCounterVec,
+    restarts: IntCounterVec,
+    pub(crate) in_flight_messages: IntGauge,
+    pub(crate) in_flight_bytes: IntGauge,
+    pub(crate) commit_to_ack: Histogram,
+    seconds_behind: Gauge,
+    /// Commit time (Unix µs) of the oldest transaction read and not yet
+    /// settled; 0 when none.
+    oldest_unsettled_micros: AtomicI64,
+    pub(crate) slot_confirmed_lag: IntGauge,
+    pub(crate) slot_retained_wal: IntGauge,
+    slot_wal_status: IntGaugeVec,
+    slot_safe_wal_size: IntGaugeVec,
+    pub(crate) slot_active: IntGauge,
+    pub(crate) slot_checks_failed: IntCounter,
+    pub(crate) heartbeats: IntCounter,
+    pub(crate) heartbeats_received: IntCounter,
+    pub(crate) handover_backlog: IntGauge,
+    pub(crate) marks_written: IntCounter,
+    kafka_transactions: IntCounterVec,
+    standby: IntGauge,
+    ready: IntGauge,
+    pub(crate) confirmed: IntCounter,
+    health: Health,
+}
+
+/// What `/healthz` and `/readyz` answer.
+#[derive(Default)]
+struct Health {
+    streaming: AtomicBool,
+    kafka_reachable: AtomicBool,
+    standby: AtomicBool,
+    /// The relay's loop has ended (stopped or failed): not alive.
+    ended: AtomicBool,
+    /// Why the relay is not ready, in words, for `/readyz`'s body.
+    why_not: Mutex<String>,
+}
+
+fn opts(def: &Def) -> Opts {
+    Opts::new(def.name, def.help)
+}
+
+fn counter_vec(def: &Def) -> IntCounterVec {
+    IntCounterVec::new(opts(def), def.labels).unwrap_or_else(|e| unreachable_def(def, e))
+}
+
+fn gauge_vec(def: &Def) -> IntGaugeVec {
+    IntGaugeVec::new(opts(def), def.labels).unwrap_or_else(|e| unreachable_def(def, e))
+}
+
+fn int_gauge(def: &Def) -> IntGauge {
+    IntGauge::with_opts(opts(def)).unwrap_or_else(|e| unreachable_def(def, e))
+}
+
+fn int_counter(def: &Def) -> IntCounter {
+    IntCounter::with_opts(opts(def)).unwrap_or_else(|e| unreachable_def(def, e))
+}
+
+/// The definitions are constants checked by a unit test; a bad one is a
+/// programming error, caught before release.
+#[cold]
+fn unreachable_def(def: &Def, e: prometheus::Error) -> ! {
+    panic!("metric definition {} is invalid: {e}", def.name)
+}
+
+impl Metrics {
+    pub fn new(cfg: &Config) -> Metrics {
+        use names::*;
+        let registry = Registry::new();
+        let deliveries = counter_vec(&DELIVERIES);
+        // The confirmed outcome is the hot one: a handle, not a lookup.
+        let confirmed = deliveries.with_label_values(&[CONFIRMED]);
+        let m = Metrics {
+            records_published: counter_vec(&RECORDS_PUBLISHED),
+            rows_failed: counter_vec(&ROWS_FAILED),
+            deliveries,
+            restarts: counter_vec(&SESSION_RESTARTS),
+            in_flight_messages: int_gauge(&IN_FLIGHT_MESSAGES),
+            in_flight_bytes: int_gauge(&IN_FLIGHT_BYTES),
+            commit_to_ack: Histogram::with_opts(
+                HistogramOpts::new(COMMIT_TO_ACK.name, COMMIT_TO_ACK.help)
+                    .buckets(LATENCY_BUCKETS.to_vec()),
+            )
+            .unwrap_or_else(|e| unreachable_def(&COMMIT_TO_ACK, e)),
+            seconds_behind: Gauge::with_opts(opts(&SECONDS_BEHIND_SOURCE))
+                .unwrap_or_else(|e| unreachable_def(&SECONDS_BEHIND_SOURCE, e)),
+            oldest_unsettled_micros: AtomicI64::new(0),
+            slot_confirmed_lag: int_gauge(&SLOT_CONFIRMED_LAG),
+            slot_retained_wal: int_gauge(&SLOT_RETAINED_WAL),
+            slot_wal_status: gauge_vec(&SLOT_WAL_STATUS),
+            slot_safe_wal_size: gauge_vec(&SLOT_SAFE_WAL_SIZE),
+            slot_active: int_gauge(&SLOT_ACTIVE),
+            slot_checks_failed: int_counter(&SLOT_CHECKS_FAILED),
+            heartbeats: int_counter(&HEARTBEATS),
+            heartbeats_received: int_counter(&HEARTBEATS_RECEIVED),
+            handover_backlog: int_gauge(&HANDOVER_BACKLOG),
+            marks_written: int_counter(&MARKS_WRITTEN),
+            kafka_transactions: counter_vec(&KAFKA_TRANSACTIONS),
+            standby: int_gauge(&STANDBY),
+            ready: int_gauge(&READY),
+            confirmed,
+            health: Health::default(),
+            registry,
+        };
+        let limits = [
+            (&IN_FLIGHT_MESSAGES_LIMIT, cfg.relay.max_in_flight_messages),
+            (&IN_FLIGHT_BYTES_LIMIT, cfg.relay.max_in_flight_bytes),
+            (
+                &SLOT_SAFE_WAL_MARGIN,
+                cfg.relay.slot_wal_margin_bytes as usize,
+            ),
+        ];
+        for (def, value) in limits {
+            let g = int_gauge(def);
+            g.set(i64::try_from(value).unwrap_or(i64::MAX));
+            m.register(def, Box::new(g));
+        }
+        let build = gauge_vec(&BUILD_INFO);
+        build
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), BUILD_COMMIT])
+            .set(1);
+        m.register(&BUILD_INFO, Box::new(build));
+        // Every label value known in advance is exported at 0, so a rate()
+        // over it works from the first scrape.
+        for outcome in [CONFIRMED, REJECTED, AMBIGUOUS, RETRY] {
+            m.deliveries.with_label_values(&[outcome]);
+        }
+        if cfg.relay.transactional() {
+            for outcome in [COMMITTED, ABORTED] {
+                m.kafka_transactions.with_label_values(&[outcome]);
+            }
+        }
+        let collectors: Vec<(&Def, Box<dyn Collector>)> = vec![
+            (&RECORDS_PUBLISHED, Box::new(m.records_published.clone())),
+            (&ROWS_FAILED, Box::new(m.rows_failed.clone())),
+            (&DELIVERIES, Box::new(m.deliveries.clone())),
+            (&SESSION_RESTARTS, Box::new(m.restarts.clone())),
+            (&IN_FLIGHT_MESSAGES, Box::new(m.in_flight_messages.clone())),
+            (&IN_FLIGHT_BYTES, Box::new(m.in_flight_bytes.clone())),
+            (&COMMIT_TO_ACK, Box::new(m.commit_to_ack.clone())),
+            (&SECONDS_BEHIND_SOURCE, Box::new(m.seconds_behind.clone())),
+            (&SLOT_CONFIRMED_LAG, Box::new(m.slot_confirmed_lag.clone())),
+            (&SLOT_RETAINED_WAL, Box::new(m.slot_retained_wal.clone())),
+            (&SLOT_WAL_STATUS, Box::new(m.slot_wal_status.clone())),
+            (&SLOT_SAFE_WAL_SIZE, Box::new(m.slot_safe_wal_size.clone())),
+            (&SLOT_ACTIVE, Box::new(m.slot_active.clone())),
+            (&SLOT_CHECKS_FAILED, Box::new(m.slot_checks_failed.clone())),
+            (&HEARTBEATS, Box::new(m.heartbeats.clone())),
+            (
+                &HEARTBEATS_RECEIVED,
+                Box::new(m.heartbeats_received.clone()),
+            ),
+            (&HANDOVER_BACKLOG, Box::new(m.handover_backlog.clone())),
+            (&MARKS_WRITTEN, Box::new(m.marks_written.clone())),
+            (&KAFKA_TRANSACTIONS, Box::new(m.kafka_transactions.clone())),
+            (&STANDBY, Box::new(m.standby.clone())),
+            (&READY, Box::new(m.ready.clone())),
+        ];
+        for (def, c) in collectors {
+            m.register(def, c);
+        }
+        m
+    }
+
+    fn register(&self, def: &Def, c: Box<dyn Collector>) {
+        if let Err(e) = self.registry.register(c) {
+            unreachable_def(def, e);
+        }
+    }
+
+    /// The Prometheus text exposition (format 0.0.4).
+    pub fn render(&self) -> String {
+        let behind = match self.oldest_unsettled_micros.load(Ordering::Relaxed) {
+            0 => 0.0,
+            oldest => ((unix_micros() - oldest).max(0) as f64) / 1e6,
+        };
+        self.seconds_behind.set(behind);
+        self.standby
+            .set(self.health.standby.load(Ordering::Relaxed) as i64);
+        self.ready.set(self.is_ready() as i64);
+        TextEncoder::new()
+            .encode_to_string(&self.registry.gather())
+            .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
+    }
+
+    /// A destination's published counter, for the session to keep.
+    pub(crate) fn published_counter(&self, destination: &str) -> IntCounter {
+        self.records_published.with_label_values(&[destination])
+    }
+
+    pub(crate) fn row_failed(&self, code: Code) {
+        self.rows_failed.with_label_values(&[code.as_str()]).inc();
+    }
+
+    pub(crate) fn delivery(&self, outcome: &str) {
+        self.deliveries.with_label_values(&[outcome]).inc();
+    }
+
+    pub(crate) fn restarted(&self, reason: Code) {
+        self.restarts.with_label_values(&[reason.as_str()]).inc();
+    }
+
+    pub(crate) fn kafka_transaction(&self, outcome: &str) {
+        self.kafka_transactions.with_label_values(&[outcome]).inc();
+    }
+
+    /// The commit time of the oldest transaction read and not yet settled
+    /// (Unix µs), or `None` when everything read is settled.
+    pub(crate) fn set_oldest_unsettled(&self, micros: Option<i64>) {
+        self.oldest_unsettled_micros
+            .store(micros.unwrap_or(0).max(0), Ordering::Relaxed);
+    }
+
+    /// The slot as last read by the guard; `None` when it does not exist.
+    pub(crate) fn set_slot(&self, slot: Option<&SlotFigures>) {
+        let status = slot.map_or("missing", |s| s.wal_status.as_deref().unwrap_or("missing"));
+        for s in names::WAL_STATUSES {
+            self.slot_wal_status
+                .with_label_values(&[*s])
+                .set((*s == status) as i64);
+        }
+        self.slot_safe_wal_size.reset();
+        let Some(s) = slot else {
+            self.slot_active.set(0);
+            return;
+        };
+        self.slot_active.set(s.active as i64);
+        self.slot_confirmed_lag
+            .set(s.confirmed_lag_bytes.unwrap_or(0));
+        self.slot_retained_wal.set(s.retained_bytes.unwrap_or(0));
+        if let Some(safe) = s.safe_wal_size {
+            self.slot_safe_wal_size
+                .with_label_values::<&str>(&[])
+                .set(safe);
+        }
+    }
+
+    // Health.
+
+    pub(crate) fn set_streaming(&self, on: bool) {
+        self.health.streaming.store(on, Ordering::Relaxed);
+        if on {
+            self.health.standby.store(false, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn set_standby(&self, on: bool) {
+        self.health.standby.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_kafka_reachable(&self, ok: bool) {
+        self.health.kafka_reachable.store(ok, Ordering::Relaxed);
+    }
+
+    /// Why the relay is not streaming, in the words of the error that
+    /// stopped it (cleared when a session streams again).
+    pub(crate) fn set_not_ready_because(&self, why: impl Into<String>) {
+        if let Ok(mut w) = self.health.why_not.lock() {
+            *w = why.into();
+        }
+    }
+
+    pub(crate) fn set_ended(&self) {
+        self.health.ended.store(true, Ordering::Relaxed);
+        self.set_streaming(false);
+    }
+
+    pub fn is_alive(&self) -> bool {
+        !self.health.ended.load(Ordering::Relaxed)
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.health.streaming.load(Ordering::Relaxed)
+            && self.health.kafka_reachable.load(Ordering::Relaxed)
+    }
+
+    /// `/readyz`'s body: what the relay is doing, and when not ready, why.
+    pub fn readiness(&self) -> String {
+        let h = &self.health;
+        if !self.is_alive() {
+            return "not ready: the relay has stopped".into();
+        }
+        if h.standby.load(Ordering::Relaxed) {
+            return "not ready: standby (another relay streams from the slot; this one takes over when it is free)".into();
+        }
+        let streaming = h.streaming.load(Ordering::Relaxed);
+        let kafka = h.kafka_reachable.load(Ordering::Relaxed);
+        match (streaming, kafka) {
+            (true, true) => "ready: streaming from the slot, Kafka reachable".into(),
+            (true, false) => {
+                "not ready: streaming from the slot, but Kafka is not reachable".into()
+            }
+            (false, _) => {
+                let why = h.why_not.lock().map(|w| w.clone()).unwrap_or_default();
+                if why.is_empty() {
+                    "not ready: not streaming yet".into()
+                } else {
+                    format!("not ready: not streaming: {why}")
+                }
+            }
+        }
+    }
+}
+
+/// The slot figures the guard reads.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SlotFigures {
+    pub(crate) active: bool,
+    pub(crate) wal_status: Option<String>,
+    pub(crate) confirmed_lag_bytes: Option<i64>,
+    pub(crate) retained_bytes: Option<i64>,
+    pub(crate) safe_wal_size: Option<i64>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn unix_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        let text = "[postgres]\ndbname = \"d\"\nuser = \"u\"\npassword = { env = \"X\" }\n[outbox]\ntopic_prefix = \"outbox.\"\n[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\n";
+        Config::parse(text, std::path::Path::new("t.toml"), &|_| None).unwrap()
+    }
+
+    #[test]
+    fn every_definition_is_exposed_with_help_and_units_in_its_name() {
+        let m = Metrics::new(&config());
+        m.published_counter("outbox.orders").inc_by(3);
+        m.row_failed(Code::MESSAGE_TOO_LARGE);
+        m.restarted(Code::PG_CONNECTION_LOST);
+        m.commit_to_ack.observe(0.012);
+        m.set_slot(Some(&SlotFigures {
+            active: true,
+            wal_status: Some("reserved".into()),
+            confirmed_lag_bytes: Some(10),
+            retained_bytes: Some(20),
+            safe_wal_size: Some(30),
+        }));
+        let text = m.render();
+        for def in names::ALL {
+            assert!(
+                text.contains(&format!("# HELP {} ", def.name)),
+                "{} has no HELP in:\n{text}",
+                def.name
+            );
+            match def.kind {
+                names::Kind::Counter => assert!(def.name.ends_with("_total"), "{}", def.name),
+                _ => assert!(!def.name.ends_with("_total"), "{}", def.name),
+            }
+        }
+        assert!(
+            text.contains("outbox_cdc_records_published_total{destination=\"outbox.orders\"} 3")
+        );
+        assert!(text.contains("outbox_cdc_rows_failed_total{code=\"MESSAGE_TOO_LARGE\"} 1"));
+        assert!(text.contains("outbox_cdc_slot_wal_status{status=\"reserved\"} 1"));
+        assert!(text.contains("outbox_cdc_slot_wal_status{status=\"lost\"} 0"));
+        assert!(text.contains("outbox_cdc_slot_safe_wal_size_bytes 30"));
+        assert!(text.contains("outbox_cdc_commit_to_ack_seconds_bucket{le=\"0.02\"} 1"));
+        assert!(text.contains("outbox_cdc_in_flight_messages_limit 10000"));
+    }
+
+    #[test]
+    fn seconds_behind_is_the_age_of_the_oldest_unsettled_commit_and_zero_when_caught_up() {
+        let m = Metrics::new(&config());
+        m.set_oldest_unsettled(Some(unix_micros() - 5_000_000));
+        let behind = |t: &str| -> f64 {
+            t.lines()
+                .find_map(|l| l.strip_prefix("outbox_cdc_seconds_behind_source "))
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let b = behind(&m.render());
+        assert!((5.0..60.0).contains(&b), "{b}");
+        m.set_oldest_unsettled(None);
+        assert_eq!(behind(&m.render()), 0.0);
+    }
+
+    #[test]
+    fn a_standby_is_alive_but_not_ready_and_says_so() {
+        let m = Metrics::new(&config());
+        m.set_kafka_reachable(true);
+        m.set_standby(true);
+        assert!(m.is_alive() && !m.is_ready());
+        assert!(m.readiness().contains("standby"), "{}", m.readiness());
+        m.set_streaming(true);
+        assert!(m.is_ready(), "{}", m.readiness());
+        m.set_kafka_reachable(false);
+        assert!(!m.is_ready());
+        assert!(m.readiness().contains("Kafka"), "{}", m.readiness());
+    }
+}

@@ -1,0 +1,218 @@
+//! The one definition of every metric: its exposed name (units in the
+//! name, `_total` on counters), help text and labels. The registry and the
+//! generated alerting rules both read these, so they cannot drift.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Def {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+}
+
+const fn counter(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Def {
+    Def {
+        name,
+        help,
+        kind: Kind::Counter,
+        labels,
+    }
+}
+
+const fn gauge(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Def {
+    Def {
+        name,
+        help,
+        kind: Kind::Gauge,
+        labels,
+    }
+}
+
+/// Label names.
+pub const DESTINATION: &str = "destination";
+pub const CODE: &str = "code";
+pub const OUTCOME: &str = "outcome";
+pub const REASON: &str = "reason";
+pub const STATUS: &str = "status";
+pub const VERSION: &str = "version";
+pub const COMMIT: &str = "commit";
+
+pub const RECORDS_PUBLISHED: Def = counter(
+    "outbox_cdc_records_published_total",
+    "Records Kafka confirmed (in transactional delivery: committed), by destination topic.",
+    &[DESTINATION],
+);
+pub const ROWS_FAILED: Def = counter(
+    "outbox_cdc_rows_failed_total",
+    "Outbox rows recorded as FAILED, by error code.",
+    &[CODE],
+);
+pub const DELIVERIES: Def = counter(
+    "outbox_cdc_deliveries_total",
+    "Kafka delivery reports, by outcome: confirmed, rejected (refused for good), ambiguous (possibly stored) or retry (not stored, replayed).",
+    &[OUTCOME],
+);
+pub const SESSION_RESTARTS: Def = counter(
+    "outbox_cdc_session_restarts_total",
+    "Pipeline sessions restarted after a failure, by the error code that ended them.",
+    &[REASON],
+);
+pub const IN_FLIGHT_MESSAGES: Def = gauge(
+    "outbox_cdc_in_flight_messages",
+    "Messages produced and not yet acknowledged by Kafka.",
+    &[],
+);
+pub const IN_FLIGHT_MESSAGES_LIMIT: Def = gauge(
+    "outbox_cdc_in_flight_messages_limit",
+    "relay.max_in_flight_messages: the backpressure bound on in-flight messages.",
+    &[],
+);
+pub const IN_FLIGHT_BYTES: Def = gauge(
+    "outbox_cdc_in_flight_bytes",
+    "Bytes of records produced and not yet acknowledged by Kafka.",
+    &[],
+);
+pub const IN_FLIGHT_BYTES_LIMIT: Def = gauge(
+    "outbox_cdc_in_flight_bytes_limit",
+    "relay.max_in_flight_bytes: the backpressure bound on in-flight bytes.",
+    &[],
+);
+pub const COMMIT_TO_ACK: Def = Def {
+    name: "outbox_cdc_commit_to_ack_seconds",
+    help: "Time from a source transaction's commit in PostgreSQL to the acknowledgement of all its records by Kafka.",
+    kind: Kind::Histogram,
+    labels: &[],
+};
+pub const SECONDS_BEHIND_SOURCE: Def = gauge(
+    "outbox_cdc_seconds_behind_source",
+    "Age of the oldest source commit read and not yet settled in Kafka; 0 when caught up.",
+    &[],
+);
+pub const SLOT_CONFIRMED_LAG: Def = gauge(
+    "outbox_cdc_slot_confirmed_flush_lag_bytes",
+    "WAL between the server's current position and the slot's confirmed_flush_lsn.",
+    &[],
+);
+pub const SLOT_RETAINED_WAL: Def = gauge(
+    "outbox_cdc_slot_retained_wal_bytes",
+    "WAL the slot retains: between the server's current position and its restart_lsn.",
+    &[],
+);
+pub const SLOT_WAL_STATUS: Def = gauge(
+    "outbox_cdc_slot_wal_status",
+    "1 for the slot's wal_status (reserved, extended, unreserved, lost; missing when the slot is gone), 0 for the others.",
+    &[STATUS],
+);
+pub const SLOT_SAFE_WAL_SIZE: Def = gauge(
+    "outbox_cdc_slot_safe_wal_size_bytes",
+    "WAL that can still be written before the slot is in danger of losing WAL (safe_wal_size); absent when max_slot_wal_keep_size is unlimited.",
+    &[],
+);
+pub const SLOT_SAFE_WAL_MARGIN: Def = gauge(
+    "outbox_cdc_slot_safe_wal_margin_bytes",
+    "relay.slot_wal_margin_bytes: the slot guard warns when safe_wal_size falls under it.",
+    &[],
+);
+pub const SLOT_ACTIVE: Def = gauge(
+    "outbox_cdc_slot_active",
+    "1 when a walsender streams from the slot (this relay or another).",
+    &[],
+);
+pub const SLOT_CHECKS_FAILED: Def = counter(
+    "outbox_cdc_slot_checks_failed_total",
+    "Slot guard reads that failed (PostgreSQL unreachable or refusing).",
+    &[],
+);
+pub const HEARTBEATS: Def = counter(
+    "outbox_cdc_heartbeats_total",
+    "Heartbeat messages written with pg_logical_emit_message.",
+    &[],
+);
+pub const HEARTBEATS_RECEIVED: Def = counter(
+    "outbox_cdc_heartbeats_received_total",
+    "The relay's own heartbeat messages read back from the slot (consumed, never published).",
+    &[],
+);
+pub const HANDOVER_BACKLOG: Def = gauge(
+    "outbox_cdc_handover_backlog_rows",
+    "Rows of a cutover's or recovery's hand-over list not yet published.",
+    &[],
+);
+pub const MARKS_WRITTEN: Def = counter(
+    "outbox_cdc_rows_marked_published_total",
+    "Outbox rows marked PUBLISHED.",
+    &[],
+);
+pub const KAFKA_TRANSACTIONS: Def = counter(
+    "outbox_cdc_kafka_transactions_total",
+    "Transactional delivery: Kafka transactions, by outcome (committed, aborted).",
+    &[OUTCOME],
+);
+pub const STANDBY: Def = gauge(
+    "outbox_cdc_standby",
+    "1 while another relay holds the slot and this one waits to take over.",
+    &[],
+);
+pub const READY: Def = gauge(
+    "outbox_cdc_ready",
+    "1 while streaming from the slot with Kafka reachable (what /readyz answers).",
+    &[],
+);
+pub const BUILD_INFO: Def = gauge(
+    "outbox_cdc_build_info",
+    "Always 1; the version and commit of this build.",
+    &[VERSION, COMMIT],
+);
+
+/// Every metric, in exposition order.
+pub const ALL: &[Def] = &[
+    RECORDS_PUBLISHED,
+    ROWS_FAILED,
+    DELIVERIES,
+    SESSION_RESTARTS,
+    IN_FLIGHT_MESSAGES,
+    IN_FLIGHT_MESSAGES_LIMIT,
+    IN_FLIGHT_BYTES,
+    IN_FLIGHT_BYTES_LIMIT,
+    COMMIT_TO_ACK,
+    SECONDS_BEHIND_SOURCE,
+    SLOT_CONFIRMED_LAG,
+    SLOT_RETAINED_WAL,
+    SLOT_WAL_STATUS,
+    SLOT_SAFE_WAL_SIZE,
+    SLOT_SAFE_WAL_MARGIN,
+    SLOT_ACTIVE,
+    SLOT_CHECKS_FAILED,
+    HEARTBEATS,
+    HEARTBEATS_RECEIVED,
+    HANDOVER_BACKLOG,
+    MARKS_WRITTEN,
+    KAFKA_TRANSACTIONS,
+    STANDBY,
+    READY,
+    BUILD_INFO,
+];
+
+/// The values `outbox_cdc_slot_wal_status` reports, as PostgreSQL names them.
+pub const WAL_STATUSES: &[&str] = &["reserved", "extended", "unreserved", "lost", "missing"];
+
+/// Delivery outcomes.
+pub const CONFIRMED: &str = "confirmed";
+pub const REJECTED: &str = "rejected";
+pub const AMBIGUOUS: &str = "ambiguous";
+pub const RETRY: &str = "retry";
+/// Kafka transaction outcomes.
+pub const COMMITTED: &str = "committed";
+pub const ABORTED: &str = "aborted";
+
+/// Buckets of the commit-to-acknowledgement histogram, in seconds.
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0,
+];

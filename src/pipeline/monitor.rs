@@ -1,0 +1,153 @@
+//! The slot guard, the heartbeat and the readiness probe: one task beside
+//! the sessions, on its own SQL connection, so a busy or restarting
+//! pipeline never hides the slot's state from the operator.
+//!
+//! - Every `relay.slot_check_interval_secs` it reads the slot's figures
+//!   (lag, retained WAL, `wal_status`, `safe_wal_size`, active) into the
+//!   metrics, warns with `SLOT_WAL_AT_RISK` when `safe_wal_size` is under
+//!   `relay.slot_wal_margin_bytes`, and checks that Kafka answers.
+//! - Every `relay.heartbeat_interval_secs` (when set) it writes a
+//!   transactional `pg_logical_emit_message`: a transaction in the outbox's
+//!   database that the slot must decode, so the relay confirms a newer
+//!   position even when every other write is in another database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::Client;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::config::{Config, Env};
+use crate::error::{Code, Error};
+use crate::kafka::probe;
+use crate::metrics::{Metrics, SlotFigures};
+use crate::pg::{checks, connect};
+use crate::replication::HEARTBEAT_PREFIX;
+
+/// Starts the task; it stops when the guard drops or at shutdown.
+pub(super) fn start(
+    cfg: &Config,
+    env: Arc<Env>,
+    metrics: Arc<Metrics>,
+    shutdown: &CancellationToken,
+) -> DropGuard {
+    let token = shutdown.child_token();
+    let guard = token.clone().drop_guard();
+    tokio::spawn(run(cfg.clone(), env, metrics, token));
+    guard
+}
+
+/// Every this many checks at risk, the warning is logged again.
+const REPEAT_WARNING_EVERY: u64 = 20;
+
+async fn run(cfg: Config, env: Arc<Env>, metrics: Arc<Metrics>, stop: CancellationToken) {
+    let mut sql: Option<Client> = None;
+    let mut check = tokio::time::interval(Duration::from_secs(cfg.relay.slot_check_interval_secs));
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let heartbeat_every = Duration::from_secs(cfg.relay.heartbeat_interval_secs);
+    let mut heartbeat = tokio::time::interval(heartbeat_every.max(Duration::from_secs(1)));
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let heartbeats = !heartbeat_every.is_zero();
+    let mut at_risk_checks = 0u64;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = check.tick() => {
+                let kafka = probe::reachable(&cfg, &*env).await;
+                metrics.set_kafka_reachable(kafka.is_ok());
+                if let Err(e) = kafka {
+                    tracing::warn!(code = %e.code(), error = %e, "readiness: Kafka does not answer");
+                }
+                match slot_figures(&mut sql, &cfg, &*env).await {
+                    Ok(figures) => {
+                        metrics.set_slot(figures.as_ref());
+                        guard(&cfg, figures.as_ref(), &mut at_risk_checks);
+                    }
+                    Err(e) => {
+                        metrics.slot_checks_failed.inc();
+                        tracing::warn!(code = %e.code(), error = %e, "slot guard: cannot read the slot");
+                    }
+                }
+            }
+            _ = heartbeat.tick(), if heartbeats => {
+                match emit_heartbeat(&mut sql, &cfg, &*env).await {
+                    Ok(()) => metrics.heartbeats.inc(),
+                    Err(e) => tracing::warn!(code = %e.code(), error = %e, "heartbeat not written"),
+                }
+            }
+        }
+    }
+}
+
+/// Logs what the operator must know about the slot.
+fn guard(cfg: &Config, slot: Option<&SlotFigures>, at_risk_checks: &mut u64) {
+    let Some(s) = slot else {
+        return;
+    };
+    let slot_name = &cfg.postgres.slot;
+    if s.wal_status.as_deref() == Some("lost") {
+        tracing::error!(
+            code = %Code::SLOT_INVALIDATED,
+            slot = %slot_name,
+            "the server removed WAL the slot needed; nothing is lost from the outbox: stop the relay, run `outbox-cdc cutover --to cdc --recover`, then start it again"
+        );
+        return;
+    }
+    match s.safe_wal_size {
+        Some(safe) if safe < cfg.relay.slot_wal_margin_bytes as i64 => {
+            if *at_risk_checks % REPEAT_WARNING_EVERY == 0 {
+                tracing::warn!(
+                    code = %Code::SLOT_WAL_AT_RISK,
+                    slot = %slot_name,
+                    safe_wal_size = safe,
+                    margin = cfg.relay.slot_wal_margin_bytes,
+                    wal_status = s.wal_status.as_deref().unwrap_or("?"),
+                    "the slot is close to max_slot_wal_keep_size: when safe_wal_size reaches 0 the server invalidates it"
+                );
+            }
+            *at_risk_checks += 1;
+        }
+        _ => {
+            if *at_risk_checks > 0 {
+                tracing::info!(slot = %slot_name, "safe_wal_size is back above the margin");
+            }
+            *at_risk_checks = 0;
+        }
+    }
+}
+
+/// The guard's connection, made again after a failure.
+async fn client<'a>(
+    sql: &'a mut Option<Client>,
+    cfg: &Config,
+    env: &Env,
+) -> Result<&'a Client, Error> {
+    if sql.as_ref().is_none_or(|c| c.is_closed()) {
+        *sql = Some(connect::connect(cfg, env).await?);
+    }
+    sql.as_ref()
+        .ok_or_else(|| Error::new(Code::INTERNAL, "no SQL connection"))
+}
+
+async fn slot_figures(
+    sql: &mut Option<Client>,
+    cfg: &Config,
+    env: &Env,
+) -> Result<Option<SlotFigures>, Error> {
+    let c = client(sql, cfg, env).await?;
+    checks::slot_figures(c, &cfg.postgres.slot).await
+}
+
+async fn emit_heartbeat(sql: &mut Option<Client>, cfg: &Config, env: &Env) -> Result<(), Error> {
+    let c = client(sql, cfg, env).await?;
+    // Transactional: a non-transactional message is decoded outside any
+    // transaction, so it gives the relay nothing to confirm.
+    c.execute(
+        "SELECT pg_logical_emit_message(true, $1, '')",
+        &[&HEARTBEAT_PREFIX],
+    )
+    .await
+    .map_err(crate::pg::sqlstate::query_error(Code::PG_QUERY_FAILED))
+    .map_err(|e| e.context("writing a heartbeat"))?;
+    Ok(())
+}
