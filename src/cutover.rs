@@ -38,6 +38,9 @@ pub(crate) struct CutoverOptions {
     /// How long to wait for live polling leases to end.
     pub(crate) lease_wait: Duration,
     pub(crate) reason: String,
+    /// To CDC after the slot was invalidated or lost: a new slot, and every
+    /// row not yet PUBLISHED or FAILED handed over.
+    pub(crate) recover: bool,
 }
 
 fn query(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
@@ -108,6 +111,9 @@ pub(crate) async fn cutover(
 
     let had_slot = slot.is_some();
     let relay_active = slot.as_ref().is_some_and(|s| s.active);
+    if opts.recover {
+        return recover(cfg, env, opts, &client, declared.mode, backlog, out).await;
+    }
     match opts.target {
         Target::Polling => back_to_polling(cfg, opts, &client, had_slot, relay_active, out).await,
         Target::Cdc | Target::Debezium => {
@@ -267,6 +273,86 @@ async fn cut_over_to_cdc(
     if leftover_slot {
         drop_slot(client, &cfg.postgres.slot).await?;
     }
+    hand_over(cfg, env, opts, client, out).await
+}
+
+/// After the slot was invalidated (or lost in a failover): the outbox still
+/// knows what was not published, so a new slot and a hand-over of every row
+/// not yet PUBLISHED or FAILED lose nothing. Rows published but not yet
+/// marked go out again (at least once).
+async fn recover(
+    cfg: &Config,
+    env: &Env,
+    opts: &CutoverOptions,
+    client: &Client,
+    declared: Option<RelayMode>,
+    backlog: i64,
+    out: &mut (dyn Write + Send),
+) -> Result<(), Error> {
+    let refuse = |why: String| Err(Error::new(Code::RECOVERY_REFUSED, why));
+    if opts.target != Target::Cdc {
+        return refuse("--recover is for `--to cdc` only".into());
+    }
+    if declared != Some(RelayMode::ChangeDataCapture) {
+        return refuse(
+            "the outbox is not declared CHANGE_DATA_CAPTURE; `outbox-cdc cutover --to cdc` (without --recover) cuts it over"
+                .into(),
+        );
+    }
+    let slot = checks::slot(client, &cfg.postgres.slot).await?;
+    match &slot {
+        Some(s) if s.active => {
+            return Err(Error::new(
+                Code::CDC_RELAY_RUNNING,
+                format!(
+                    "slot {} is active; stop `outbox-cdc run` before recovering",
+                    cfg.postgres.slot
+                ),
+            ))
+        }
+        Some(s) if s.wal_status.as_deref() != Some("lost") => {
+            return refuse(format!(
+                "slot {} is healthy (wal_status {}); there is nothing to recover, and dropping it would publish \
+                 again what it has not confirmed",
+                cfg.postgres.slot,
+                s.wal_status.as_deref().unwrap_or("?")
+            ))
+        }
+        _ => {}
+    }
+    let what = match &slot {
+        Some(_) => "invalidated",
+        None => "missing",
+    };
+    if opts.dry_run {
+        return say(
+            out,
+            format_args!(
+                "dry run: slot {} is {what}; would drop it, create a new one with an exported snapshot and hand over \
+                 the rows not yet PUBLISHED or FAILED ({backlog} now) to `outbox-cdc run`",
+                cfg.postgres.slot
+            ),
+        );
+    }
+    if slot.is_some() {
+        drop_slot(client, &cfg.postgres.slot).await?;
+        say(
+            out,
+            format_args!("dropped the invalidated slot {}", cfg.postgres.slot),
+        )?;
+    }
+    hand_over(cfg, env, opts, client, out).await
+}
+
+/// Creates the slot with an exported snapshot and lists, under it, every
+/// row not yet PUBLISHED or FAILED for `run` to publish first.
+async fn hand_over(
+    cfg: &Config,
+    env: &Env,
+    opts: &CutoverOptions,
+    client: &Client,
+    out: &mut (dyn Write + Send),
+) -> Result<(), Error> {
     handover::set_state(client, cfg, State::Preparing, 0, None).await?;
     handover::clear_list(client, cfg).await?;
 

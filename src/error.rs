@@ -133,7 +133,16 @@ codes! {
     SLOT_EXISTS_BEFORE_CUTOVER => Operator,
     HANDOVER_INCOMPLETE => Operator,
     HANDOVER_FAILED => Operator,
+    /// `cutover --to cdc --recover` when there is nothing to recover (the
+    /// slot is healthy) or the outbox was never cut over.
+    RECOVERY_REFUSED => Operator,
     ROW_MARKING_FAILED => Operator,
+    /// `redrive` stopped before every matching row was published (the
+    /// rest stay FAILED).
+    REDRIVE_INCOMPLETE => Operator,
+    /// `purge`: a slot has not confirmed the purge's horizon in time (the
+    /// relay is stopped or far behind); nothing was deleted.
+    PURGE_SLOT_BEHIND => Transient,
 
     // Migrations.
     MIGRATION_TEMPLATE => Operator,

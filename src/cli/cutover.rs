@@ -35,6 +35,10 @@ pub(super) struct Args {
     /// Recorded with the declaration.
     #[arg(long, default_value = "outbox-cdc cutover")]
     reason: String,
+    /// With `--to cdc`, after the slot was invalidated or lost: drop it,
+    /// create a new one and hand over every row not yet PUBLISHED or FAILED.
+    #[arg(long)]
+    recover: bool,
 }
 
 pub(super) fn run(args: Args) -> Result<(), Error> {
@@ -48,6 +52,7 @@ pub(super) fn run(args: Args) -> Result<(), Error> {
         dry_run: args.dry_run,
         lease_wait: Duration::from_secs(args.lease_wait_secs),
         reason: args.reason,
+        recover: args.recover,
     };
     super::runtime()?.block_on(async {
         let mut out = std::io::stdout();

@@ -8,6 +8,8 @@ mod check;
 mod connector_config;
 mod cutover;
 mod migrate;
+mod purge;
+mod redrive;
 mod run;
 mod tail;
 
@@ -72,6 +74,10 @@ enum Command {
     Tail(tail::Args),
     /// Create the outbox table and the CDC objects; applies each migration once.
     Migrate(migrate::Args),
+    /// Delete old PUBLISHED (and FAILED) rows in short batches, never one the slot has not confirmed.
+    Purge(purge::Args),
+    /// Publish FAILED rows again once their cause is fixed; they end PUBLISHED.
+    Redrive(redrive::Args),
     /// Print the Prometheus alerting rules for the relay's metrics.
     AlertRules(alert_rules::Args),
 }
@@ -110,6 +116,8 @@ pub fn main() -> ExitCode {
         Command::Tail(args) => tail::run(args),
         Command::Migrate(args) => migrate::run(args),
         Command::AlertRules(args) => alert_rules::run(args),
+        Command::Purge(args) => purge::run(args),
+        Command::Redrive(args) => redrive::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

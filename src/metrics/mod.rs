@@ -374,6 +374,8 @@ mod tests {
         m.published_counter("outbox.orders").inc_by(3);
         m.row_failed(Code::MESSAGE_TOO_LARGE);
         m.restarted(Code::PG_CONNECTION_LOST);
+        // A labelled family shows once it has a child.
+        m.kafka_transaction(names::COMMITTED);
         m.commit_to_ack.observe(0.012);
         m.set_slot(Some(&SlotFigures {
             active: true,

@@ -182,14 +182,130 @@ pub(crate) async fn read_chunk(
         .iter()
         .map(|r| {
             let seq: i64 = r.get(0);
-            let text: Vec<Option<String>> = (1..=outbox::COLUMNS.len()).map(|i| r.get(i)).collect();
-            let row = OutboxRow::from_text(
-                outbox::COLUMNS
-                    .iter()
-                    .zip(&text)
-                    .map(|(c, t)| (c.name, t.as_deref())),
-            );
-            (seq, row)
+            (seq, decode(r, 1))
         })
+        .collect())
+}
+
+/// An outbox row from the text columns of `r`, starting at `first`.
+fn decode(r: &tokio_postgres::Row, first: usize) -> OutboxRow {
+    let text: Vec<Option<String>> = (first..first + outbox::COLUMNS.len())
+        .map(|i| r.get(i))
+        .collect();
+    OutboxRow::from_text(
+        outbox::COLUMNS
+            .iter()
+            .zip(&text)
+            .map(|(c, t)| (c.name, t.as_deref())),
+    )
+}
+
+/// Which FAILED rows a redrive publishes again.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FailedFilter {
+    pub(crate) code: Option<String>,
+    pub(crate) destination: Option<String>,
+    /// Rows created at or after this `timestamptz` text.
+    pub(crate) since: Option<String>,
+}
+
+/// Where a redrive is in its (creation time, id) order.
+#[derive(Debug, Clone)]
+pub(crate) struct FailedCursor {
+    created_at: String,
+    message_id: String,
+}
+
+impl Default for FailedCursor {
+    fn default() -> Self {
+        FailedCursor {
+            created_at: "-infinity".into(),
+            message_id: "00000000-0000-0000-0000-000000000000".into(),
+        }
+    }
+}
+
+fn failed_predicate() -> String {
+    format!(
+        "{status} = '{failed}' AND ($1::text IS NULL OR {code} = $1) AND ($2::text IS NULL OR {destination} = $2)
+         AND ($3::text IS NULL OR {created} >= $3::text::timestamptz)",
+        status = outbox::STATUS.name,
+        failed = Status::Failed.as_str(),
+        code = outbox::LAST_FAILURE_CODE.name,
+        destination = outbox::DESTINATION.name,
+        created = outbox::CREATED_AT.name,
+    )
+}
+
+/// FAILED rows matching `filter` after `cursor`, oldest first, decoded like
+/// streamed rows; the cursor moves past them.
+pub(crate) async fn failed_chunk(
+    client: &Client,
+    cfg: &Config,
+    filter: &FailedFilter,
+    cursor: &mut FailedCursor,
+    limit: i64,
+) -> Result<Vec<OutboxRow>, Error> {
+    client
+        .batch_execute("SET DateStyle = ISO; SET TimeZone = 'UTC'; SET bytea_output = 'hex'")
+        .await
+        .map_err(query_error(Code::PG_QUERY_FAILED))?;
+    let columns = outbox::COLUMNS
+        .iter()
+        .map(|c| format!("{}::text", c.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {created}::text, {id}::text, {columns} FROM {table}
+                 WHERE {predicate} AND ({created}, {id}) > ($4::text::timestamptz, $5::text::uuid)
+                 ORDER BY {created}, {id} LIMIT $6",
+                created = outbox::CREATED_AT.name,
+                id = outbox::MESSAGE_ID.name,
+                table = cfg.qualified_table(),
+                predicate = failed_predicate(),
+            ),
+            &[
+                &filter.code,
+                &filter.destination,
+                &filter.since,
+                &cursor.created_at,
+                &cursor.message_id,
+                &limit,
+            ],
+        )
+        .await
+        .map_err(query_error(Code::PG_QUERY_FAILED))?;
+    if let Some(last) = rows.last() {
+        cursor.created_at = last.get(0);
+        cursor.message_id = last.get(1);
+    }
+    Ok(rows.iter().map(|r| decode(r, 2)).collect())
+}
+
+/// How many FAILED rows match `filter`, by code and destination.
+pub(crate) async fn failed_counts(
+    client: &Client,
+    cfg: &Config,
+    filter: &FailedFilter,
+) -> Result<Vec<(Option<String>, String, i64)>, Error> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {code}, {destination}, count(*) FROM {table} WHERE {predicate}
+                 GROUP BY 1, 2 ORDER BY 1, 2",
+                code = outbox::LAST_FAILURE_CODE.name,
+                destination = outbox::DESTINATION.name,
+                table = cfg.qualified_table(),
+                predicate = failed_predicate(),
+            ),
+            &[&filter.code, &filter.destination, &filter.since],
+        )
+        .await
+        .map_err(query_error(Code::PG_QUERY_FAILED))?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect())
 }

@@ -20,17 +20,20 @@ pub(crate) enum Guard {
     /// (AMBIGUOUS, EXHAUSTED, IN_FLIGHT with an expired lease), taking the
     /// polling-era lease off.
     HandedOver,
+    /// Rows a redrive publishes again: only while still FAILED.
+    Failed,
 }
 
 pub(crate) struct Marker {
-    failed: [String; 2],
-    published: [String; 2],
+    failed: [String; 3],
+    published: [String; 3],
 }
 
 fn index(guard: Guard) -> usize {
     match guard {
         Guard::Pending => 0,
         Guard::HandedOver => 1,
+        Guard::Failed => 2,
     }
 }
 
@@ -76,9 +79,18 @@ impl Marker {
             ))
         };
         let release = format!(", {release}");
+        let redriven = format!("{status} = '{}'", Status::Failed.as_str());
         Marker {
-            failed: [failed(&pending, ""), failed(&handed_over, &release)],
-            published: [published(&pending, ""), published(&handed_over, &release)],
+            failed: [
+                failed(&pending, ""),
+                failed(&handed_over, &release),
+                failed(&redriven, ""),
+            ],
+            published: [
+                published(&pending, ""),
+                published(&handed_over, &release),
+                published(&redriven, ""),
+            ],
         }
     }
 

@@ -12,5 +12,6 @@ pub(crate) mod handover;
 pub mod lsn;
 pub(crate) mod marks;
 pub mod migrate;
+pub(crate) mod purge;
 pub(crate) mod sqlstate;
 pub(crate) mod tls;

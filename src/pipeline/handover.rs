@@ -51,7 +51,7 @@ pub(super) async fn publish(
             if let Some(end) = session.settle_all(shutdown, Guard::HandedOver).await? {
                 return Ok(Some(end));
             }
-            if let Some(end) = session.commit_handed_over().await? {
+            if let Some(end) = session.commit_handed_over(Guard::HandedOver).await? {
                 return Ok(Some(end));
             }
             mark(session, sql, marker).await?;
@@ -75,13 +75,27 @@ async fn mark(
     sql: &tokio_postgres::Client,
     marker: &Marker,
 ) -> Result<(), Error> {
+    mark_as(session, sql, marker, Guard::HandedOver)
+        .await
+        .map(|_| ())
+}
+
+/// Marks the rows the session confirmed since the last call PUBLISHED;
+/// returns how many changed.
+pub(super) async fn mark_as(
+    session: &mut Session<'_>,
+    sql: &tokio_postgres::Client,
+    marker: &Marker,
+    guard: Guard,
+) -> Result<u64, Error> {
+    let mut changed = 0;
     for chunk in session.take_published().chunks(5000) {
-        marker
-            .published(sql, chunk, Guard::HandedOver)
+        changed += marker
+            .published(sql, chunk, guard)
             .await
-            .map_err(|e| e.context("marking handed-over rows"))?;
+            .map_err(|e| e.context("marking rows PUBLISHED"))?;
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// The error `run --handover-only` ends with when the hand-over could not

@@ -11,6 +11,7 @@
 mod handover;
 mod marks;
 mod monitor;
+mod redrive;
 mod session;
 mod stats;
 mod supervisor;
@@ -26,6 +27,7 @@ use rdkafka::ClientConfig;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
+pub use redrive::Redriven;
 pub use stats::RelayStats;
 pub use supervisor::{Attempt, Backoff, SessionEnd, Supervisor};
 
@@ -176,6 +178,35 @@ impl Relay {
                 None | Some(SessionEnd::Stopped) => Ok(()),
                 Some(SessionEnd::Restart(reason)) => Err(handover::interrupted(reason)),
             }
+        }
+        .await;
+        self.finish_marks().await;
+        result
+    }
+
+    /// Publishes FAILED rows matching `filter` again and returns what it
+    /// did; a row that fails again stays FAILED with its new code.
+    pub(crate) async fn redrive(
+        mut self,
+        filter: &crate::pg::handover::FailedFilter,
+        shutdown: CancellationToken,
+    ) -> Result<Redriven, Error> {
+        let result = async {
+            let sql = self.sql.lock().await;
+            let mut session = Session::new(&self, &sql).await?;
+            let done = redrive::publish(
+                &mut session,
+                &sql,
+                &self.cfg,
+                &self.marker,
+                filter,
+                &shutdown,
+            )
+            .await;
+            if let Some(fatal) = session.close(done.is_ok()).await.fatal {
+                return Err(fatal);
+            }
+            done
         }
         .await;
         self.finish_marks().await;

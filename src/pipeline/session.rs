@@ -401,8 +401,11 @@ impl<'a> Session<'a> {
     /// Commits the hand-over's open Kafka transaction (it carries no
     /// progress: the hand-over list says what is done). `Some(end)` when the
     /// session must end.
-    pub(super) async fn commit_handed_over(&mut self) -> Result<Option<SessionEnd>, Error> {
-        self.end_kafka_transaction(Guard::HandedOver).await?;
+    pub(super) async fn commit_handed_over(
+        &mut self,
+        guard: Guard,
+    ) -> Result<Option<SessionEnd>, Error> {
+        self.end_kafka_transaction(guard).await?;
         Ok(self.restart.take().map(SessionEnd::Restart))
     }
 
