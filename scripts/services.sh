@@ -244,7 +244,30 @@ strimzi_model() {
   exec java -cp "$JVM_CACHE/strimzi/*" "$repo/tests/jvm/StrimziModel.java" "$@"
 }
 
+# promtool and the Prometheus server, built by Go's own installer into the
+# cache (a few minutes the first time): the tests check the relay's
+# /metrics, its alerting rules and a real scrape with them.
+PROMETHEUS_VERSION=v0.316.0
+GO_CACHE=${OUTBOX_TEST_GO_CACHE:-$repo/.cache/go}
+install_prometheus() {
+  local tool
+  command -v go >/dev/null || die "Go is needed to build promtool and Prometheus (go install)"
+  mkdir -p "$GO_CACHE/bin"
+  (
+    flock 9
+    for tool in promtool prometheus; do
+      if [ ! -x "$GO_CACHE/bin/$tool" ] || [ "$(cat "$GO_CACHE/bin/.$tool.version" 2>/dev/null)" != "$PROMETHEUS_VERSION" ]; then
+        log "building $tool $PROMETHEUS_VERSION with go install (a few minutes the first time)"
+        GOBIN="$GO_CACHE/bin" go install "github.com/prometheus/prometheus/cmd/$tool@$PROMETHEUS_VERSION" \
+          || die "go install of $tool $PROMETHEUS_VERSION failed"
+        echo "$PROMETHEUS_VERSION" >"$GO_CACHE/bin/.$tool.version"
+      fi
+    done
+  ) 9>"$GO_CACHE/.lock"
+}
+
 install() {
+  install_prometheus
   install_pg
   local major
   # 17 also for the failover test, which runs with the PostgreSQL 15 suite.
@@ -587,6 +610,8 @@ export OUTBOX_TEST_KAFKA_SECURE_PREFIX=$KAFKA_SECURE_PREFIX
 export OUTBOX_TEST_CONNECT_URL=http://127.0.0.1:$CONNECT_PORT
 export OUTBOX_TEST_STATE_DIR=$STATE
 export OUTBOX_TEST_SERVICES=$here/services.sh
+export OUTBOX_TEST_PROMTOOL=$GO_CACHE/bin/promtool
+export OUTBOX_TEST_PROMETHEUS=$GO_CACHE/bin/prometheus
 EOF
 }
 
@@ -611,6 +636,8 @@ case "${1:-}" in
   # For tests of ACLs: AclCommand's own arguments, e.g.
   #   kafka-acl --add --deny-principal User:relay --operation Write --topic sec.x
   kafka-acl) shift; kafka_tool org.apache.kafka.tools.AclCommand "$@" ;;
+  # Topic and client settings, e.g. --alter --entity-type topics --entity-name T --add-config K=V
+  kafka-configs) shift; kafka_tool kafka.admin.ConfigCommand "$@" ;;
   debezium-server) shift; run_debezium_server "$@" ;;
   strimzi-model) shift; strimzi_model "$@" ;;
   pg-bin)
@@ -619,5 +646,5 @@ case "${1:-}" in
     OUTBOX_TEST_PG_MAJOR=$2 "$here/services.sh" env | sed -n 's/^export OUTBOX_TEST_PG_BIN=//p'
     ;;
   install-postgres) install_pg ;;
-  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres|kafka-acl ARGS|debezium-server PROPERTIES [WORKDIR]|strimzi-model FILE...|pg-bin MAJOR" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres|kafka-acl ARGS|kafka-configs ARGS|debezium-server PROPERTIES [WORKDIR]|strimzi-model FILE...|pg-bin MAJOR" >&2; exit 2 ;;
 esac

@@ -18,6 +18,7 @@ mod kafka_roundtrip;
 mod least_privilege;
 mod mapper;
 mod migrations;
+mod operations;
 mod relay;
 mod replication;
 mod secured;
