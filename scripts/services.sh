@@ -354,6 +354,7 @@ listen_addresses = '127.0.0.1'
 port = $PG_PORT
 unix_socket_directories = '$PG_SOCKET'
 wal_level = $PG_WAL_LEVEL
+track_commit_timestamp = on
 lc_messages = '$PG_LC_MESSAGES'
 max_replication_slots = 32
 max_wal_senders = 32

@@ -16,7 +16,7 @@ use crate::config::{Config, Env};
 use crate::contract::outbox::{objects, RelayMode};
 use crate::error::{Code, Error};
 use crate::pg::control;
-use crate::pg::handover::{self, State};
+use crate::pg::handover::{self, BacklogOrder, State};
 use crate::pg::sqlstate::query_error;
 use crate::pg::{checks, connect};
 use crate::replication::{slot, ConnectOptions, ReplicationConnection};
@@ -88,7 +88,10 @@ pub(crate) async fn cutover(
     let leases = control::live_leases(&client, cfg).await?;
     let backlog = count(
         &client,
-        &format!("SELECT count(*) FROM ({}) b", handover::backlog_query(cfg)),
+        &format!(
+            "SELECT count(*) FROM ({}) b",
+            handover::backlog_query(cfg, BacklogOrder::CreatedAt)
+        ),
     )
     .await?;
     let slot = control::slot_activity(&client, &cfg.postgres.slot).await?;
@@ -372,7 +375,7 @@ async fn hand_over(
         )
     })?;
 
-    let ids = backlog_as_of(cfg, env, &snapshot).await?;
+    let (ids, order) = backlog_as_of(cfg, env, &snapshot).await?;
     repl.close().await;
 
     handover::write_list(client, cfg, &ids).await?;
@@ -392,9 +395,10 @@ async fn hand_over(
     say(
         out,
         format_args!(
-            "created slot {} at {consistent}; handed over {} rows committed before it: {next}",
+            "created slot {} at {consistent}; handed over {} rows committed before it, {}: {next}",
             cfg.postgres.slot,
-            ids.len()
+            ids.len(),
+            order.describe()
         ),
     )
 }
@@ -402,9 +406,14 @@ async fn hand_over(
 /// The ids of the backlog as of the slot's starting point, listed under the
 /// snapshot the slot exported (valid while the replication session that
 /// exported it stays idle).
-async fn backlog_as_of(cfg: &Config, env: &Env, snapshot: &str) -> Result<Vec<String>, Error> {
+async fn backlog_as_of(
+    cfg: &Config,
+    env: &Env,
+    snapshot: &str,
+) -> Result<(Vec<String>, BacklogOrder), Error> {
     let listing = query("listing the backlog under the slot's snapshot");
     let mut reader = connect::connect(cfg, env).await?;
+    let order = BacklogOrder::of_server(&reader).await?;
     let tx = reader
         .build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)
@@ -419,12 +428,12 @@ async fn backlog_as_of(cfg: &Config, env: &Env, snapshot: &str) -> Result<Vec<St
     .await
     .map_err(&listing)?;
     let ids: Vec<String> = tx
-        .query(&handover::backlog_query(cfg), &[])
+        .query(&handover::backlog_query(cfg, order), &[])
         .await
         .map_err(&listing)?
         .iter()
         .map(|r| r.get(0))
         .collect();
     tx.commit().await.map_err(&listing)?;
-    Ok(ids)
+    Ok((ids, order))
 }

@@ -110,11 +110,57 @@ pub(crate) async fn clear_list(client: &Client, cfg: &Config) -> Result<u64, Err
         .map_err(query_error(Code::HANDOVER_FAILED))
 }
 
-/// The SQL that selects the backlog: rows not yet PUBLISHED or FAILED, oldest
-/// first (commit order is not recorded; creation time orders each key).
-pub(crate) fn backlog_query(cfg: &Config) -> String {
+/// How a backlog's rows are ordered; each key must go out in commit order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BacklogOrder {
+    /// `pg_xact_commit_timestamp` of the inserting transaction (with
+    /// `track_commit_timestamp = on`): commit order, even for transactions
+    /// that started in one order and committed in the other.
+    CommitTime,
+    /// `created_at` (the inserting transaction's start): commit order
+    /// unless two transactions on one key overlapped.
+    CreatedAt,
+}
+
+impl BacklogOrder {
+    /// Commit time when the server records it.
+    pub(crate) async fn of_server(client: &Client) -> Result<BacklogOrder, Error> {
+        let on: bool = client
+            .query_one(
+                "SELECT current_setting('track_commit_timestamp') = 'on'",
+                &[],
+            )
+            .await
+            .map_err(query_error(Code::HANDOVER_FAILED))?
+            .get(0);
+        Ok(if on {
+            BacklogOrder::CommitTime
+        } else {
+            BacklogOrder::CreatedAt
+        })
+    }
+
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            BacklogOrder::CommitTime => "in commit order (track_commit_timestamp)",
+            BacklogOrder::CreatedAt => {
+                "in created_at order (turn on track_commit_timestamp for commit order when transactions on one key overlap)"
+            }
+        }
+    }
+}
+
+/// The SQL that selects the backlog: rows not yet PUBLISHED or FAILED, in
+/// `order`. A row not written since its INSERT has that transaction as its
+/// `xmin`; one whose commit time is unknown (frozen, or before the setting)
+/// goes first.
+pub(crate) fn backlog_query(cfg: &Config, order: BacklogOrder) -> String {
+    let first = match order {
+        BacklogOrder::CommitTime => "pg_xact_commit_timestamp(xmin) NULLS FIRST, ",
+        BacklogOrder::CreatedAt => "",
+    };
     format!(
-        "SELECT {id}::text FROM {table} WHERE {status} NOT IN ('{published}', '{failed}') ORDER BY {created}, {id}",
+        "SELECT {id}::text FROM {table} WHERE {status} NOT IN ('{published}', '{failed}') ORDER BY {first}{created}, {id}",
         id = outbox::MESSAGE_ID.name,
         table = cfg.qualified_table(),
         status = outbox::STATUS.name,

@@ -8,6 +8,7 @@ mod common;
 
 mod relay_faults;
 mod replication_restart;
+mod slot_recovery;
 
 /// Held by each test for its whole run: two tests restarting the same server
 /// at once would each see the other's outage.
