@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the committed Debezium configuration (every deployment target)
-# and its snapshots from the outbox definition and outbox-cdc.example.toml.
+# and its snapshots from the outbox definition and outbox-cdc.example.toml,
+# and the alerting rules from the metric definitions.
 # Review the diff afterwards.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -10,5 +11,6 @@ for pair in connect:outbox-cdc.properties connect-json:outbox-cdc.json \
   cargo run --quiet -- connector-config --config outbox-cdc.example.toml \
     --target "${pair%%:*}" --out "connector-config/${pair#*:}"
 done
+cargo run --quiet -- alert-rules >monitoring/outbox-cdc.rules.yml
 INSTA_UPDATE=always cargo test --quiet --test it connector_config::snapshots_pin_the_generated_configuration
-git status --short connector-config snapshots
+git status --short connector-config snapshots monitoring

@@ -185,6 +185,21 @@ async fn database(
         &server,
         Purpose::Report,
     ));
+    let figures = checks::slot_figures(c, &cfg.postgres.slot).await?;
+    out.extend(checks::slot_margin_finding(
+        figures.as_ref(),
+        cfg.relay.slot_wal_margin_bytes,
+    ));
+    out.extend(checks::heartbeat_finding(c, cfg).await?);
+    out.push(Finding::ok(
+        "backlog_order",
+        format!(
+            "a cutover's backlog goes out {}",
+            crate::pg::handover::BacklogOrder::of_server(c)
+                .await?
+                .describe()
+        ),
+    ));
     if cfg.postgres.failover_slot {
         out.extend(failover::findings(c, cfg, env, &server, slot.as_ref()).await?);
     }

@@ -301,6 +301,68 @@ pub(crate) async fn slot_figures(
     }))
 }
 
+/// The slot guard's rule, for `check`: `safe_wal_size` under
+/// `relay.slot_wal_margin_bytes` is a warning.
+pub(crate) fn slot_margin_finding(
+    slot: Option<&crate::metrics::SlotFigures>,
+    margin: u64,
+) -> Option<Finding> {
+    let s = slot?;
+    let check = "slot_wal_margin";
+    Some(match s.safe_wal_size {
+        None => Finding::ok(check, "safe_wal_size unlimited (max_slot_wal_keep_size = -1)"),
+        Some(safe) if safe < margin as i64 => Finding::warn(
+            check,
+            Code::SLOT_WAL_AT_RISK,
+            format!(
+                "safe_wal_size {safe} bytes is under relay.slot_wal_margin_bytes {margin}: when it reaches 0 the \
+                 server invalidates the slot (wal_status {})",
+                s.wal_status.as_deref().unwrap_or("?")
+            ),
+        ),
+        Some(safe) => Finding::ok(
+            check,
+            format!("safe_wal_size {safe} bytes, margin {margin}"),
+        ),
+    })
+}
+
+/// With `relay.heartbeat_interval_secs`, whether the role may write the
+/// heartbeat.
+pub(crate) async fn heartbeat_finding(c: &Client, cfg: &Config) -> Result<Option<Finding>, Error> {
+    if cfg.relay.heartbeat_interval_secs == 0 {
+        return Ok(None);
+    }
+    let may: bool = c
+        .query_one(
+            "SELECT has_function_privilege(current_user, 'pg_logical_emit_message(boolean, text, text)', 'EXECUTE')",
+            &[],
+        )
+        .await
+        .map_err(query("checking the heartbeat's privilege"))?
+        .get(0);
+    let check = "heartbeat";
+    Ok(Some(if may {
+        Finding::ok(
+            check,
+            format!(
+                "a heartbeat every {} s (pg_logical_emit_message)",
+                cfg.relay.heartbeat_interval_secs
+            ),
+        )
+    } else {
+        Finding::error(
+            check,
+            Code::PG_PRIVILEGE_MISSING,
+            format!(
+                "{} may not execute pg_logical_emit_message: GRANT EXECUTE ON FUNCTION \
+                 pg_logical_emit_message(boolean, text, text) TO {}",
+                cfg.postgres.user, cfg.postgres.user
+            ),
+        )
+    }))
+}
+
 /// Whether the relay's slot can be streamed from (or, missing, created).
 pub(crate) fn slot_finding(
     slot: Option<&Slot>,
@@ -797,5 +859,24 @@ mod tests {
             code(Some(&Publication { update: true, ..p })),
             Some(Code::PUBLICATION_NOT_INSERT_ONLY)
         );
+    }
+
+    #[test]
+    fn the_slot_margin_warns_under_the_margin_only() {
+        let figures = |safe| crate::metrics::SlotFigures {
+            active: true,
+            wal_status: Some("reserved".into()),
+            confirmed_lag_bytes: Some(0),
+            retained_bytes: Some(0),
+            safe_wal_size: safe,
+        };
+        let under = slot_margin_finding(Some(&figures(Some(1000))), 4096).unwrap();
+        assert_eq!(under.code, Some(Code::SLOT_WAL_AT_RISK));
+        assert!(under.detail.contains("1000"), "{}", under.detail);
+        let over = slot_margin_finding(Some(&figures(Some(8192))), 4096).unwrap();
+        assert_eq!(over.code, None);
+        let unlimited = slot_margin_finding(Some(&figures(None)), 4096).unwrap();
+        assert_eq!(unlimited.code, None);
+        assert!(slot_margin_finding(None, 4096).is_none());
     }
 }

@@ -27,3 +27,13 @@ fn the_readme_lists_every_error_code_with_its_class() {
         assert!(readme.contains(&row), "README.md lacks the row {row}");
     }
 }
+
+#[test]
+fn the_readme_lists_every_metric() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for def in outbox_cdc::metrics::names::ALL {
+        let row = format!("| `{}` |", def.name);
+        assert!(readme.contains(&row), "README.md's metrics table lacks {row}");
+    }
+}
