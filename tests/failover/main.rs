@@ -417,7 +417,7 @@ async fn slot_active(c: &Cluster, slot: &str) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_without_loss() {
     let services = require_services!();
-    let pair = Pair::start("sync", 54517).await;
+    let pair = Pair::start("sync", 25517).await;
     let prefix = common::unique_prefix("fo");
     let db = prepare_db(&pair, "failover", &prefix).await;
     let (slot, config) = pair.relay_config(&db, &prefix, true);
@@ -558,7 +558,7 @@ async fn a_promoted_standby_with_a_synchronised_slot_continues_the_stream_withou
 async fn without_a_failover_slot_the_relay_stops_with_slot_missing_and_cutover_recovers_every_row()
 {
     let services = require_services!();
-    let pair = Pair::start("nosync", 54527).await;
+    let pair = Pair::start("nosync", 25527).await;
     let prefix = common::unique_prefix("nofo");
     let db = prepare_db(&pair, "nofailover", &prefix).await;
     let (slot, config) = pair.relay_config(&db, &prefix, false);

@@ -34,6 +34,9 @@ fn the_readme_lists_every_metric() {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     for def in outbox_cdc::metrics::names::ALL {
         let row = format!("| `{}` |", def.name);
-        assert!(readme.contains(&row), "README.md's metrics table lacks {row}");
+        assert!(
+            readme.contains(&row),
+            "README.md's metrics table lacks {row}"
+        );
     }
 }

@@ -263,7 +263,7 @@ async fn every_failure_shows_its_cause_once_after_one_code() {
 }
 
 /// Where the second, German-speaking PostgreSQL listens.
-const GERMAN_PORT: u16 = 54349;
+const GERMAN_PORT: u16 = 25349;
 
 #[tokio::test]
 async fn a_server_speaking_german_gives_the_same_codes() {

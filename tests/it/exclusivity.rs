@@ -668,8 +668,8 @@ async fn check_reports_each_misconfiguration_with_its_code() {
 
 /// Ports of a second, deliberately misconfigured PostgreSQL
 /// (wal_level=replica) and Kafka (no topic auto-creation).
-const MISCONFIGURED_PG_PORT: u16 = 54339;
-const MISCONFIGURED_KAFKA_PORT: u16 = 39192;
+const MISCONFIGURED_PG_PORT: u16 = 25339;
+const MISCONFIGURED_KAFKA_PORT: u16 = 29192;
 
 #[tokio::test]
 async fn check_reports_wal_level_and_topics_that_cannot_be_created() {
