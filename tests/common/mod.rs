@@ -400,6 +400,16 @@ bootstrap_servers = "{}"
     }
 }
 
+/// A port nothing listens on now (the kernel's choice), for a process the
+/// test starts next.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }

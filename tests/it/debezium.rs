@@ -421,18 +421,10 @@ fn debezium_server_command(properties: &std::path::Path, dir: &std::path::Path) 
         .arg(dir)
         .env(
             "OUTBOX_TEST_DEBEZIUM_SERVER_HTTP_PORT",
-            free_port().to_string(),
+            common::free_port().to_string(),
         )
         .stdin(Stdio::null());
     cmd
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Starts Debezium Server through `scripts/services.sh debezium-server` on

@@ -23,14 +23,6 @@ fn tool(var: &str) -> PathBuf {
     PathBuf::from(path)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A plain HTTP/1.0 GET: (status, body).
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -80,7 +72,7 @@ async fn the_endpoint_serves_metrics_prometheus_scrapes_and_a_standby_is_healthy
     let services = require_services!();
     let prefix = common::unique_prefix("met");
     let db = migrated(&services, "metrics", &prefix).await;
-    let port = free_port();
+    let port = common::free_port();
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, &http_extra(port));
     let relay = RelayProcess::spawn(&config);
@@ -176,7 +168,7 @@ async fn the_endpoint_serves_metrics_prometheus_scrapes_and_a_standby_is_healthy
     );
 
     // A second relay on the same slot waits as a standby: alive, not ready.
-    let standby_port = free_port();
+    let standby_port = common::free_port();
     let standby_config = relay::config(
         &services,
         &db.name,
@@ -204,7 +196,7 @@ async fn the_endpoint_serves_metrics_prometheus_scrapes_and_a_standby_is_healthy
     drop(standby);
 
     // A real Prometheus scrapes the relay; its query API returns the counter.
-    let prom_port = free_port();
+    let prom_port = common::free_port();
     let dir = std::env::temp_dir().join(format!(
         "outbox-cdc-prom-{}-{}",
         std::process::id(),
@@ -301,7 +293,7 @@ async fn a_heartbeat_moves_an_idle_outboxs_slot_while_another_database_writes() 
     let prefix = common::unique_prefix("hb");
     let db = migrated(&services, "heartbeat", &prefix).await;
     let busy = services.fresh_db("busy").await;
-    let port = free_port();
+    let port = common::free_port();
     let slot = format!("{}_relay", db.name);
     let extra = format!("heartbeat_interval_secs = 1\n{}", http_extra(port));
     let config = relay::config(&services, &db.name, &prefix, &slot, &extra);
