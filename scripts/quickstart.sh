@@ -31,6 +31,9 @@ topic_prefix = "outbox."
 
 [kafka]
 bootstrap_servers = "$OUTBOX_TEST_KAFKA_BOOTSTRAP"
+
+[http]
+listen = "127.0.0.1:9187"
 TOML
 
 cargo build --quiet
@@ -66,6 +69,10 @@ SQL
 echo "==> the records in Kafka (outbox-cdc tail)"
 "$bin" tail --config "$config" orders --from-beginning --idle-timeout-secs 5
 "$bin" tail --config "$config" payments --from-beginning --idle-timeout-secs 5
+
+echo "==> what an on-call engineer sees (curl 127.0.0.1:9187/readyz and /metrics)"
+curl -s 127.0.0.1:9187/readyz
+curl -s 127.0.0.1:9187/metrics | grep -E '^outbox_cdc_(records_published_total|seconds_behind_source|slot_wal_status\{status="reserved"\}|ready) '
 
 echo "==> rows after publication"
 psql_demo -d outbox_demo -c "SELECT message_id, 'outbox.' || destination AS topic, routing_key, status, published_at FROM messaging_outbox ORDER BY created_at DESC LIMIT 6"

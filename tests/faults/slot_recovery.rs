@@ -35,30 +35,28 @@ impl Drop for KeepSize {
     }
 }
 
-/// Each statement on its own (ALTER SYSTEM refuses a transaction block).
+/// Each statement on its own (ALTER SYSTEM refuses a transaction block),
+/// on a connection of its own: also called from `drop`, outside any runtime.
 fn psql(statements: &[&str]) {
-    let var =
-        |n: &str| std::env::var(n).unwrap_or_else(|_| panic!("{n} from scripts/services.sh env"));
-    let out = std::process::Command::new(format!("{}/psql", var("OUTBOX_TEST_PG_BIN")))
-        .args([
-            "-h",
-            &var("OUTBOX_TEST_PG_HOST"),
-            "-p",
-            &var("OUTBOX_TEST_PG_PORT"),
-        ])
-        .args([
-            "-U",
-            &var("OUTBOX_TEST_PG_USER"),
-            "-d",
-            "postgres",
-            "-v",
-            "ON_ERROR_STOP=1",
-        ])
-        .args(statements.iter().flat_map(|s| ["-c", s]))
-        .env("PGPASSWORD", var("OUTBOX_TEST_PG_PASSWORD"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "psql {statements:?}: {out:?}");
+    let statements: Vec<String> = statements.iter().map(|s| s.to_string()).collect();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let services = common::services().expect("services");
+            let admin = services.connect("postgres").await;
+            for sql in &statements {
+                admin
+                    .simple_query(sql)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+        })
+    })
+    .join()
+    .unwrap();
 }
 
 #[tokio::test]
