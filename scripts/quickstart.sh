@@ -72,7 +72,7 @@ echo "==> the records in Kafka (outbox-cdc tail)"
 
 echo "==> what an on-call engineer sees (curl 127.0.0.1:9187/readyz and /metrics)"
 curl -s 127.0.0.1:9187/readyz
-curl -s 127.0.0.1:9187/metrics | grep -E '^outbox_cdc_(records_published_total|seconds_behind_source|slot_wal_status\{status="reserved"\}|ready) '
+curl -s 127.0.0.1:9187/metrics | grep -E '^outbox_cdc_(records_published_total\{|seconds_behind_source |slot_wal_status\{status="reserved"\} |ready )'
 
 echo "==> rows after publication"
 psql_demo -d outbox_demo -c "SELECT message_id, 'outbox.' || destination AS topic, routing_key, status, published_at FROM messaging_outbox ORDER BY created_at DESC LIMIT 6"
