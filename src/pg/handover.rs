@@ -205,16 +205,7 @@ pub(crate) async fn read_chunk(
     after_seq: i64,
     limit: i64,
 ) -> Result<Vec<(i64, OutboxRow)>, Error> {
-    // The same text forms pgoutput sends.
-    client
-        .batch_execute("SET DateStyle = ISO; SET TimeZone = 'UTC'; SET bytea_output = 'hex'")
-        .await
-        .map_err(query_error(Code::HANDOVER_FAILED))?;
-    let columns = outbox::COLUMNS
-        .iter()
-        .map(|c| format!("o.{}::text", c.name))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let columns = text_columns(client, "o.", Code::HANDOVER_FAILED).await?;
     let rows = client
         .query(
             &format!(
@@ -239,6 +230,20 @@ pub(crate) async fn read_chunk(
             (seq, decode(r, 1))
         })
         .collect())
+}
+
+/// Sets the session to the text forms pgoutput sends and returns every
+/// contract column as text (qualified by `alias`), for [`decode`].
+async fn text_columns(client: &Client, alias: &str, code: Code) -> Result<String, Error> {
+    client
+        .batch_execute("SET DateStyle = ISO; SET TimeZone = 'UTC'; SET bytea_output = 'hex'")
+        .await
+        .map_err(query_error(code))?;
+    Ok(outbox::COLUMNS
+        .iter()
+        .map(|c| format!("{alias}{}::text", c.name))
+        .collect::<Vec<_>>()
+        .join(", "))
 }
 
 /// An outbox row from the text columns of `r`, starting at `first`.
@@ -300,15 +305,7 @@ pub(crate) async fn failed_chunk(
     cursor: &mut FailedCursor,
     limit: i64,
 ) -> Result<Vec<OutboxRow>, Error> {
-    client
-        .batch_execute("SET DateStyle = ISO; SET TimeZone = 'UTC'; SET bytea_output = 'hex'")
-        .await
-        .map_err(query_error(Code::PG_QUERY_FAILED))?;
-    let columns = outbox::COLUMNS
-        .iter()
-        .map(|c| format!("{}::text", c.name))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let columns = text_columns(client, "", Code::PG_QUERY_FAILED).await?;
     let rows = client
         .query(
             &format!(
