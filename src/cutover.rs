@@ -17,6 +17,7 @@ use crate::contract::outbox::{objects, RelayMode};
 use crate::error::{Code, Error};
 use crate::pg::control;
 use crate::pg::handover::{self, BacklogOrder, State};
+use crate::pg::journal::{Folded, Journal};
 use crate::pg::sqlstate::query_error;
 use crate::pg::{checks, connect};
 use crate::replication::{slot, ConnectOptions, ReplicationConnection};
@@ -84,6 +85,13 @@ pub(crate) async fn cutover(
     };
     let client = connect::connect(cfg, env).await?;
     let table = cfg.qualified_table();
+    // Every decision below reads the rows' status: the journal first.
+    let journal = Journal::new(cfg);
+    let folded = match opts.dry_run {
+        true => Folded::default(),
+        false => journal.fold_all(&client).await?,
+    };
+    let (_, unfolded) = journal.unfolded(&client).await?;
     let declared = control::declared_mode(&client, cfg).await?;
     let leases = control::live_leases(&client, cfg).await?;
     let backlog = count(
@@ -100,8 +108,13 @@ pub(crate) async fn cutover(
     say(
         out,
         format_args!(
-            "{table}: relay mode {mode}; {leases} live polling leases; {backlog} rows not yet PUBLISHED or FAILED; \
+            "{table}: relay mode {mode}; {leases} live polling leases; {backlog} rows not yet PUBLISHED or FAILED{}; \
              slot {} {}; hand-over {}",
+            match (folded.marked, unfolded) {
+                (0, 0) => String::new(),
+                (marked, 0) => format!(" (after marking {marked} journaled rows PUBLISHED)"),
+                (_, left) => format!(" ({left} of them published, in the journal: a cutover marks them first)"),
+            },
             cfg.postgres.slot,
             match &slot {
                 None => "missing",

@@ -200,6 +200,16 @@ async fn database(
                 .describe()
         ),
     ));
+    out.push(
+        match crate::pg::journal::Journal::new(cfg).unfolded(c).await {
+            Ok((_, 0)) => Finding::ok("published_journal", "every published row is marked PUBLISHED"),
+            Ok((entries, rows)) => Finding::ok(
+                "published_journal",
+                format!("{rows} published rows ({entries} journal entries) are not marked PUBLISHED yet: the relay marks them when it keeps up, `cutover` and `purge` first"),
+            ),
+            Err(e) => Finding::warn("published_journal", e.code(), format!("cannot read the journal: {e}")),
+        },
+    );
     if cfg.postgres.failover_slot {
         out.extend(failover::findings(c, cfg, env, &server, slot.as_ref()).await?);
     }

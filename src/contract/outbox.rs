@@ -24,6 +24,9 @@ pub mod objects {
     pub const HISTORY_TABLE: &str = "outbox_cdc_schema_history";
     /// The backlog a cutover hands to the relay, in order.
     pub const HANDOVER_TABLE: &str = "outbox_cdc_handover";
+    /// Ids Kafka confirmed, one row per batch, not yet folded into the
+    /// rows' status.
+    pub const PUBLISHED_JOURNAL_TABLE: &str = "outbox_cdc_published";
     /// Where a cutover's hand-over stands, per outbox table.
     pub const HANDOVER_STATE_TABLE: &str = "outbox_cdc_handover_state";
     /// The trigger that keeps `routing_key` to its rule.

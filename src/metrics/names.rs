@@ -145,9 +145,14 @@ pub const HANDOVER_BACKLOG: Def = gauge(
     "Rows of a cutover's or recovery's hand-over list not yet published.",
     &[],
 );
+pub const JOURNALED: Def = counter(
+    "outbox_cdc_rows_journaled_published_total",
+    "Rows Kafka confirmed, recorded in the published journal (the slot passes them only after).",
+    &[],
+);
 pub const MARKS_WRITTEN: Def = counter(
     "outbox_cdc_rows_marked_published_total",
-    "Outbox rows marked PUBLISHED.",
+    "Outbox rows whose status became PUBLISHED (journal folded into the table).",
     &[],
 );
 pub const KAFKA_TRANSACTIONS: Def = counter(
@@ -193,6 +198,7 @@ pub const ALL: &[Def] = &[
     HEARTBEATS,
     HEARTBEATS_RECEIVED,
     HANDOVER_BACKLOG,
+    JOURNALED,
     MARKS_WRITTEN,
     KAFKA_TRANSACTIONS,
     STANDBY,

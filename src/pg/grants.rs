@@ -111,6 +111,26 @@ pub(crate) fn needs(cfg: &Config) -> Vec<Need> {
             table(objects::HANDOVER_TABLE),
             "clearing the hand-over list",
         ),
+        need(
+            "INSERT",
+            table(objects::PUBLISHED_JOURNAL_TABLE),
+            "recording the ids Kafka confirmed",
+        ),
+        need(
+            "SELECT",
+            table(objects::PUBLISHED_JOURNAL_TABLE),
+            "folding the journal into the rows' status",
+        ),
+        need(
+            "UPDATE",
+            table(objects::PUBLISHED_JOURNAL_TABLE),
+            "folding the journal (rows are locked while folded)",
+        ),
+        need(
+            "DELETE",
+            table(objects::PUBLISHED_JOURNAL_TABLE),
+            "folding the journal into the rows' status",
+        ),
     ]
 }
 

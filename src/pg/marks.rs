@@ -27,6 +27,8 @@ pub(crate) enum Guard {
 pub(crate) struct Marker {
     failed: [String; 3],
     published: [String; 3],
+    /// Streamed rows folded from the journal, at the time it recorded them.
+    folded: String,
 }
 
 fn index(guard: Guard) -> usize {
@@ -83,6 +85,11 @@ impl Marker {
                 at = outbox::PUBLISHED_AT.name,
             ))
         };
+        let folded = counted(format!(
+            "UPDATE {table} SET {status} = '{published}', {at} = $2 WHERE {pending}",
+            published = Status::Published.as_str(),
+            at = outbox::PUBLISHED_AT.name,
+        ));
         let release = format!(", {release}");
         let redriven = format!("{status} = '{}'", Status::Failed.as_str());
         Marker {
@@ -96,6 +103,7 @@ impl Marker {
                 published(&handed_over, &release),
                 published(&redriven, ""),
             ],
+            folded,
         }
     }
 
@@ -120,6 +128,20 @@ impl Marker {
     ) -> Result<u64, Error> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
         update_visible(client, &self.published[index(guard)], &[&ids]).await
+    }
+}
+
+impl Marker {
+    /// Marks PENDING rows PUBLISHED as of `at` (a journal entry's time);
+    /// returns how many rows changed.
+    pub(crate) async fn published_at(
+        &self,
+        client: &Client,
+        ids: &[Uuid],
+        at: std::time::SystemTime,
+    ) -> Result<u64, Error> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        update_visible(client, &self.folded, &[&ids, &at]).await
     }
 }
 

@@ -47,6 +47,13 @@ pub const MIGRATIONS: &[Migration] = &[
         template: include_str!("../../migrations/V003__cutover_handover.sql"),
         earlier: &[],
     },
+    Migration {
+        version: 4,
+        name: "published_journal",
+        cdc: true,
+        template: include_str!("../../migrations/V004__published_journal.sql"),
+        earlier: &[],
+    },
 ];
 
 fn sql_literal(s: &str) -> String {
@@ -69,6 +76,10 @@ fn placeholders(cfg: &Config) -> Vec<(&'static str, String)> {
         ("relay_mode_table", objects::RELAY_MODE_TABLE.to_string()),
         ("heartbeat_table", objects::HEARTBEAT_TABLE.to_string()),
         ("handover_table", objects::HANDOVER_TABLE.to_string()),
+        (
+            "published_journal_table",
+            objects::PUBLISHED_JOURNAL_TABLE.to_string(),
+        ),
         (
             "handover_state_table",
             objects::HANDOVER_STATE_TABLE.to_string(),

@@ -9,6 +9,7 @@ pub(crate) mod control;
 pub(crate) mod failover;
 pub(crate) mod grants;
 pub(crate) mod handover;
+pub(crate) mod journal;
 pub mod lsn;
 pub(crate) mod marks;
 pub mod migrate;

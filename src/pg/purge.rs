@@ -160,6 +160,16 @@ pub(crate) async fn purge(
         writeln!(out, "{line}")
             .map_err(|e| Error::new(Code::OUTPUT_UNWRITABLE, format!("standard output: {e}")))
     };
+    // Retention is keyed on PUBLISHED: the journal's rows first.
+    if !opts.dry_run {
+        let folded = super::journal::Journal::new(cfg).fold_all(c).await?;
+        if folded.marked > 0 {
+            say(
+                out,
+                format_args!("marked {} journaled rows PUBLISHED first", folded.marked),
+            )?;
+        }
+    }
     let (xid, w) = horizon(c).await?;
     let slots = [cfg.postgres.slot.as_str(), cfg.debezium.slot.as_str()];
     wait_for_slots(c, &slots, w, opts.wait).await?;

@@ -1,14 +1,21 @@
-//! PUBLISHED marks on their own task and connection, so bookkeeping never
-//! holds up publication. A batch whose UPDATE fails is retried with backoff
-//! and counted, never dropped while the relay runs; at any stop the queue is
-//! flushed, and what cannot be written by the deadline is logged with its
-//! count.
+//! Published-row bookkeeping on its own task and connection, so it never
+//! holds up publication. Each batch of confirmed ids is recorded in the
+//! journal (`pg::journal`: one INSERT per batch, not an UPDATE per row); a
+//! write that fails is retried with backoff and counted, never dropped while
+//! the relay runs; at any stop the queue is flushed, and what cannot be
+//! written by the deadline is logged with its count.
 //!
 //! The slot is confirmed from here: a batch carries the position its rows'
 //! transactions end at, and that position is settled only once the batch and
-//! every batch before it are written. So a transaction the slot has passed
-//! always has its rows marked; a crash before the marks loses only the
-//! confirmation, and the transactions come again and are marked then.
+//! every batch before it are recorded. So a transaction the slot has passed
+//! always has its rows recorded; a crash before that loses only the
+//! confirmation, and the transactions come again and are recorded then.
+//!
+//! The journal is folded into the rows' status (PUBLISHED) by the same task
+//! whenever nothing is queued and the relay keeps up with the slot (the
+//! walsender waited for WAL in the last second, or no row came for a
+//! second), and at a clean stop: a backlog drains at the speed of the
+//! stream, and the table catches up once it is drained.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,12 +30,19 @@ use crate::config::{Config, Env};
 use crate::contract::value::Uuid;
 use crate::error::Code;
 use crate::pg::connect;
+use crate::pg::journal::Journal;
 use crate::pg::lsn::Lsn;
-use crate::pg::marks::{Guard, Marker};
 use crate::replication::Feedback;
 
-/// Rows per UPDATE.
+/// Ids per journal entry (and so per fold's UPDATE).
 const CHUNK: usize = 5000;
+
+/// How recent the walsender's last wait must be for the relay to count as
+/// keeping up.
+const KEEPING_UP: Duration = Duration::from_secs(1);
+
+/// After a fold fails, how long until the next try (folding gates nothing).
+const FOLD_RETRY: Duration = Duration::from_secs(5);
 
 /// What the marking task is asked to do, in order.
 enum Item {
@@ -52,17 +66,22 @@ pub(super) struct PublishedMarks {
 struct Writer {
     cfg: Config,
     env: Arc<Env>,
-    marker: Arc<Marker>,
+    journal: Journal,
     stats: Arc<RelayStats>,
     client: Option<Client>,
     backoff: Backoff,
     /// Told when PostgreSQL cannot be reached for marks.
     stalled: Arc<tokio::sync::Notify>,
-    written: prometheus::IntCounter,
+    journaled: prometheus::IntCounter,
+    folded: prometheus::IntCounter,
+    /// Rows read at the last look, and when it changed.
+    rows_seen: (u64, tokio::time::Instant),
+    /// No fold before this (set after a failed one).
+    fold_after: tokio::time::Instant,
 }
 
 impl Writer {
-    /// Writes one chunk, retrying with backoff until it succeeds or the
+    /// Records one chunk, retrying with backoff until it succeeds or the
     /// deadline (set only once the relay stops) passes. `false` when given up.
     async fn write(
         &mut self,
@@ -72,11 +91,7 @@ impl Writer {
         self.backoff.reset();
         loop {
             let result = match self.client.as_ref().filter(|c| !c.is_closed()) {
-                Some(c) => self
-                    .marker
-                    .published(c, ids, Guard::Pending)
-                    .await
-                    .map(|_| ()),
+                Some(c) => self.journal.record(c, ids).await,
                 None => match connect::connect(&self.cfg, &*self.env).await {
                     Ok(c) => {
                         self.client = Some(c);
@@ -90,7 +105,7 @@ impl Writer {
                     self.stats
                         .marks_written
                         .fetch_add(ids.len() as u64, Ordering::Relaxed);
-                    self.written.inc_by(ids.len() as u64);
+                    self.journaled.inc_by(ids.len() as u64);
                     return true;
                 }
                 Err(e) => e,
@@ -111,9 +126,53 @@ impl Writer {
             if until.is_some_and(|d| tokio::time::Instant::now() + delay > d) {
                 return false;
             }
-            tracing::warn!(code = %error.code(), error = %error, rows = ids.len(), ?delay, "could not mark rows PUBLISHED; retrying");
+            tracing::warn!(code = %error.code(), error = %error, rows = ids.len(), ?delay, "could not record published rows; retrying");
             tokio::time::sleep(delay).await;
         }
+    }
+
+    /// Whether the relay keeps up with the slot, so a fold costs the stream
+    /// nothing.
+    fn keeping_up(&mut self) -> bool {
+        let now = tokio::time::Instant::now();
+        let rows = self.stats.rows_read.load(Ordering::Relaxed);
+        if rows != self.rows_seen.0 {
+            self.rows_seen = (rows, now);
+        }
+        let keepalive = self.stats.keepalive_at.load(Ordering::Relaxed) as i64;
+        let since_keepalive = crate::metrics::unix_micros() - keepalive;
+        now >= self.fold_after
+            && (since_keepalive < KEEPING_UP.as_micros() as i64
+                || now.duration_since(self.rows_seen.1) >= KEEPING_UP)
+    }
+
+    /// Folds one journal entry; `false` once none is left (or on failure,
+    /// which is logged and tried again later).
+    async fn fold_one(&mut self) -> bool {
+        let client = match self.client.as_ref().filter(|c| !c.is_closed()) {
+            Some(c) => c,
+            None => match connect::connect(&self.cfg, &*self.env).await {
+                Ok(c) => self.client.insert(c),
+                Err(e) => return self.fold_failed(e),
+            },
+        };
+        match self.journal.fold_one(client).await {
+            Ok(Some(f)) => {
+                self.stats
+                    .marks_folded
+                    .fetch_add(f.marked, Ordering::Relaxed);
+                self.folded.inc_by(f.marked);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => self.fold_failed(e),
+        }
+    }
+
+    fn fold_failed(&mut self, e: crate::error::Error) -> bool {
+        tracing::warn!(code = %e.code(), error = %e, "could not fold the published journal into the table; trying again later");
+        self.fold_after = tokio::time::Instant::now() + FOLD_RETRY;
+        true
     }
 }
 
@@ -121,27 +180,52 @@ impl PublishedMarks {
     pub(super) fn start(
         cfg: Config,
         env: Arc<Env>,
-        marker: Arc<Marker>,
         stats: Arc<RelayStats>,
-        written: prometheus::IntCounter,
+        journaled: prometheus::IntCounter,
+        folded: prometheus::IntCounter,
         feedback: Feedback,
         stalled: Arc<tokio::sync::Notify>,
     ) -> PublishedMarks {
         let (batches, mut rx) = mpsc::channel::<Item>(64);
         let (deadline_tx, deadline) = tokio::sync::watch::channel(None);
+        let now = tokio::time::Instant::now();
         let mut writer = Writer {
+            journal: Journal::new(&cfg),
             cfg,
             env,
-            marker,
             stats,
             client: None,
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(10)),
             stalled,
-            written,
+            journaled,
+            folded,
+            rows_seen: (0, now),
+            fold_after: now,
         };
         let task = tokio::spawn(async move {
             let mut unwritten = 0usize;
-            while let Some(item) = rx.recv().await {
+            // An earlier run may have left entries.
+            let mut unfolded = true;
+            loop {
+                let item = if unfolded && writer.keeping_up() {
+                    match rx.try_recv() {
+                        Ok(item) => Some(item),
+                        Err(mpsc::error::TryRecvError::Empty) => {
+                            unfolded = writer.fold_one().await;
+                            continue;
+                        }
+                        Err(mpsc::error::TryRecvError::Disconnected) => None,
+                    }
+                } else if unfolded {
+                    // Look again whether the relay keeps up.
+                    match tokio::time::timeout(KEEPING_UP / 4, rx.recv()).await {
+                        Ok(item) => item,
+                        Err(_) => continue,
+                    }
+                } else {
+                    rx.recv().await
+                };
+                let Some(item) = item else { break };
                 let (ids, settles) = match item {
                     Item::Batch { ids, settles } => (ids, settles),
                     Item::Flush(done) => {
@@ -153,6 +237,7 @@ impl PublishedMarks {
                     if unwritten > 0 || !writer.write(chunk, &deadline).await {
                         unwritten += chunk.len();
                     }
+                    unfolded = true;
                 }
                 // Once a mark is given up, no later position is confirmed:
                 // those transactions come again on the next start.
@@ -162,8 +247,20 @@ impl PublishedMarks {
             }
             if unwritten > 0 {
                 // Their messages are in Kafka; the slot was not confirmed past
-                // them, so the next start publishes them again and marks them.
-                tracing::error!(rows = unwritten, "stopped with rows not marked PUBLISHED: the database could not be written before the deadline; the slot stays before them");
+                // them, so the next start publishes them again and records them.
+                tracing::error!(rows = unwritten, "stopped with published rows not recorded: the database could not be written before the deadline; the slot stays before them");
+                return;
+            }
+            // A clean stop leaves the table telling the truth, if time allows;
+            // what is left is folded by the next start, `cutover` or `purge`.
+            let until = deadline.borrow().unwrap_or_else(tokio::time::Instant::now);
+            while unfolded && tokio::time::Instant::now() < until {
+                writer.fold_after = tokio::time::Instant::now();
+                unfolded =
+                    writer.fold_one().await && writer.fold_after <= tokio::time::Instant::now();
+            }
+            if unfolded {
+                tracing::info!("stopped before the published journal was folded into the table; the next start folds the rest");
             }
         });
         PublishedMarks {

@@ -105,8 +105,8 @@ impl Relay {
             PublishedMarks::start(
                 cfg.clone(),
                 env.clone(),
-                marker.clone(),
                 stats.clone(),
+                metrics.journaled.clone(),
                 metrics.marks_written.clone(),
                 feedback.clone(),
                 marks_stalled.clone(),

@@ -316,6 +316,13 @@ impl<'a> Session<'a> {
                 return Ok(SessionEnd::Stopped);
             }
             self.export_gauges();
+            let (read, stats) = (&stream.stats, &self.relay.stats);
+            stats
+                .keepalive_at
+                .store(read.keepalive_at.load(Ordering::Relaxed), Ordering::Relaxed);
+            stats
+                .rows_read
+                .store(read.rows.load(Ordering::Relaxed), Ordering::Relaxed);
             let heartbeats = stream.stats.heartbeats.load(Ordering::Relaxed);
             if heartbeats > heartbeats_seen {
                 self.relay

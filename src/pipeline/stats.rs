@@ -12,9 +12,15 @@ pub struct RelayStats {
     pub restarts: AtomicU64,
     /// The last LSN settled (as a number).
     pub settled: AtomicU64,
-    /// Rows marked PUBLISHED.
+    /// Rows recorded in the published journal.
     pub marks_written: AtomicU64,
-    /// PUBLISHED-mark UPDATEs that failed (and were retried).
+    /// Rows the journal's fold marked PUBLISHED.
+    pub marks_folded: AtomicU64,
+    /// The current reader's last keepalive (microseconds since the epoch)
+    /// and rows read: the journal is folded only while the relay keeps up.
+    pub keepalive_at: AtomicU64,
+    pub rows_read: AtomicU64,
+    /// Journal writes that failed (and were retried).
     pub mark_failures: AtomicU64,
     /// Transactional delivery: Kafka transactions committed and aborted.
     pub kafka_commits: AtomicU64,

@@ -93,6 +93,10 @@ pub struct ReaderStats {
     pub confirmed: AtomicU64,
     /// The relay's own heartbeat messages read from the slot.
     pub heartbeats: AtomicU64,
+    /// When the walsender last sent a keepalive (microseconds since the
+    /// epoch): it does when it has decoded all the WAL there is and waits,
+    /// never while it works through a backlog.
+    pub keepalive_at: AtomicU64,
 }
 
 /// How the reader paces itself.
@@ -322,6 +326,10 @@ async fn handle_copy_data(
         Some(b'k') => {
             let wal_end = Lsn(be_u64(&data, 1)?);
             let reply = data.get(17).copied().unwrap_or(0) == 1;
+            stats.keepalive_at.store(
+                crate::metrics::unix_micros().max(0) as u64,
+                Ordering::Relaxed,
+            );
             st.received = st.received.max(wal_end);
             if st.in_transaction.is_none() {
                 st.idle_position = st.idle_position.max(wal_end);

@@ -716,23 +716,24 @@ async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_cha
 }
 
 #[tokio::test]
-async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not_write() {
+async fn failed_journal_writes_are_retried_and_a_stop_reports_what_it_could_not_write() {
     let services = require_services!();
     let prefix = common::unique_prefix("marks");
     let db = migrated(&services, "marks", &prefix).await;
-    // A gate that makes every PUBLISHED mark fail while it is closed.
+    // A gate that makes every write to the published journal fail while it
+    // is closed.
     db.client
         .batch_execute(
             "CREATE TABLE public.mark_gate (closed boolean NOT NULL);
              INSERT INTO public.mark_gate VALUES (true);
              CREATE FUNCTION public.refuse_marks() RETURNS trigger LANGUAGE plpgsql AS $$
              BEGIN
-               IF NEW.status = 'PUBLISHED' AND (SELECT closed FROM public.mark_gate) THEN
-                 RAISE EXCEPTION 'marks are closed for this test';
+               IF (SELECT closed FROM public.mark_gate) THEN
+                 RAISE EXCEPTION 'the journal is closed for this test';
                END IF;
                RETURN NEW;
              END $$;
-             CREATE TRIGGER refuse_marks BEFORE UPDATE ON public.messaging_outbox
+             CREATE TRIGGER refuse_marks BEFORE INSERT ON public.outbox_cdc_published
                FOR EACH ROW EXECUTE FUNCTION public.refuse_marks();",
         )
         .await
@@ -764,7 +765,7 @@ async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !relay
         .log_text()
-        .contains("could not mark rows PUBLISHED; retrying")
+        .contains("could not record published rows; retrying")
     {
         assert!(std::time::Instant::now() < deadline, "{}", relay.log_text());
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -806,7 +807,7 @@ async fn failed_published_marks_are_retried_and_a_stop_reports_what_it_could_not
     let log = relay.log_text();
     let gave_up = log
         .lines()
-        .find(|l| l.contains("stopped with rows not marked PUBLISHED"))
+        .find(|l| l.contains("stopped with published rows not recorded"))
         .unwrap_or_else(|| panic!("{log}"));
     assert!(gave_up.contains("rows=10"), "{gave_up}");
     assert_eq!(common::rows_with_status(&db.client, "PENDING").await, 10);

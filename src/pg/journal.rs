@@ -1,0 +1,321 @@
+//! The journal of published rows: what the relay records before the slot
+//! passes a transaction, in place of a PUBLISHED mark per row.
+//!
+//! A mark is a non-HOT UPDATE of the whole row (`status` is in the polling
+//! relay's index predicates, so no mark can be HOT): about 950 bytes of WAL
+//! and two index entries per message, which the walsender decodes too. A
+//! journal entry is one INSERT of an array of ids per batch: about 17 bytes
+//! of WAL per message. Folding turns entries into PUBLISHED marks (with
+//! `published_at` the time the entry was recorded) when the relay has spare
+//! time, and before anything reads the table's status for a decision
+//! (`cutover`, `purge`, `redrive`). A row is published when it is PUBLISHED
+//! or listed here; a row listed here was confirmed by Kafka.
+
+use std::time::SystemTime;
+
+use bytes::BytesMut;
+use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+use tokio_postgres::Client;
+
+use super::marks::Marker;
+use super::sqlstate::query_error;
+use crate::config::Config;
+use crate::contract::outbox::objects;
+use crate::contract::value::Uuid;
+use crate::error::{Code, Error};
+
+/// The journal's columns (`migrations/V004__published_journal.sql`).
+const OUTBOX_TABLE: &str = "outbox_table";
+const RECORDED_AT: &str = "recorded_at";
+const MESSAGE_IDS: &str = "message_ids";
+
+/// Ids travel in PostgreSQL's binary form: 16 bytes each, no text.
+impl ToSql for Uuid {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&self.0);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::UUID
+    }
+
+    to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for Uuid {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Uuid, Box<dyn std::error::Error + Sync + Send>> {
+        let bytes: [u8; 16] = raw
+            .try_into()
+            .map_err(|_| format!("a uuid of {} bytes", raw.len()))?;
+        Ok(Uuid(bytes))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::UUID
+    }
+}
+
+/// What one fold did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Folded {
+    /// Journal entries folded.
+    pub(crate) entries: u64,
+    /// Ids they listed.
+    pub(crate) ids: u64,
+    /// Rows that became PUBLISHED (the others were already, or are gone).
+    pub(crate) marked: u64,
+}
+
+impl std::ops::AddAssign for Folded {
+    fn add_assign(&mut self, o: Folded) {
+        self.entries += o.entries;
+        self.ids += o.ids;
+        self.marked += o.marked;
+    }
+}
+
+pub(crate) struct Journal {
+    outbox: String,
+    record: String,
+    take: String,
+    count: String,
+    marker: Marker,
+}
+
+impl Journal {
+    pub(crate) fn new(cfg: &Config) -> Journal {
+        let journal = format!("{}.{}", cfg.outbox.schema, objects::PUBLISHED_JOURNAL_TABLE);
+        Journal {
+            outbox: cfg.qualified_table(),
+            record: format!(
+                "INSERT INTO {journal} ({OUTBOX_TABLE}, {MESSAGE_IDS}) VALUES ($1, $2)"
+            ),
+            // Two folders (the relay and a `purge`) never take one entry twice.
+            take: format!(
+                "DELETE FROM {journal} WHERE ctid = (
+                     SELECT ctid FROM {journal} WHERE {OUTBOX_TABLE} = $1
+                      LIMIT 1 FOR UPDATE SKIP LOCKED)
+                 RETURNING {RECORDED_AT}, {MESSAGE_IDS}"
+            ),
+            count: format!(
+                "SELECT count(*), coalesce(sum(cardinality({MESSAGE_IDS})), 0)::bigint
+                   FROM {journal} WHERE {OUTBOX_TABLE} = $1"
+            ),
+            marker: Marker::new(cfg),
+        }
+    }
+
+    /// Records ids Kafka confirmed, as one entry.
+    pub(crate) async fn record(&self, c: &Client, ids: &[Uuid]) -> Result<(), Error> {
+        c.execute(&self.record, &[&self.outbox, &ids])
+            .await
+            .map_err(query_error(Code::ROW_MARKING_FAILED))?;
+        Ok(())
+    }
+
+    /// Folds one entry into the rows' status, in one transaction with its
+    /// removal; `None` when no entry is left (or all are being folded).
+    pub(crate) async fn fold_one(&self, c: &Client) -> Result<Option<Folded>, Error> {
+        let failed = query_error(Code::ROW_MARKING_FAILED);
+        c.batch_execute("BEGIN").await.map_err(&failed)?;
+        let result = async {
+            let Some(row) = c
+                .query_opt(&self.take, &[&self.outbox])
+                .await
+                .map_err(&failed)?
+            else {
+                return Ok(None);
+            };
+            let at: SystemTime = row.try_get(0).map_err(&failed)?;
+            let ids: Vec<Uuid> = row.try_get(1).map_err(&failed)?;
+            let marked = self.marker.published_at(c, &ids, at).await?;
+            Ok(Some(Folded {
+                entries: 1,
+                ids: ids.len() as u64,
+                marked,
+            }))
+        }
+        .await;
+        let end = match result {
+            Ok(_) => "COMMIT",
+            Err(_) => "ROLLBACK",
+        };
+        let ended = c.batch_execute(end).await.map_err(&failed);
+        let folded = result?;
+        ended?;
+        Ok(folded)
+    }
+
+    /// Folds every entry there is.
+    pub(crate) async fn fold_all(&self, c: &Client) -> Result<Folded, Error> {
+        let mut total = Folded::default();
+        while let Some(one) = self.fold_one(c).await? {
+            total += one;
+        }
+        Ok(total)
+    }
+
+    /// Entries and ids not yet folded.
+    pub(crate) async fn unfolded(&self, c: &Client) -> Result<(i64, i64), Error> {
+        let row = c
+            .query_one(&self.count, &[&self.outbox])
+            .await
+            .map_err(query_error(Code::ROW_MARKING_FAILED))?;
+        Ok((row.get(0), row.get(1)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against the test PostgreSQL that `scripts/services.sh` starts (the
+    //! same variables as the integration tests; missing ones fail the test).
+    use super::*;
+    use tokio_postgres::NoTls;
+
+    fn var(name: &str) -> String {
+        std::env::var(name)
+            .unwrap_or_else(|_| panic!("{name} from scripts/services.sh env (a real PostgreSQL)"))
+    }
+
+    async fn connect(db: &str) -> Client {
+        let (client, conn) = tokio_postgres::Config::new()
+            .host(var("OUTBOX_TEST_PG_HOST"))
+            .port(var("OUTBOX_TEST_PG_PORT").parse().unwrap())
+            .user(var("OUTBOX_TEST_PG_USER"))
+            .password(var("OUTBOX_TEST_PG_PASSWORD"))
+            .dbname(db)
+            .connect(NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+    }
+
+    fn id(n: u32) -> Uuid {
+        crate::contract::value::parse_uuid(&format!("00000000-0000-4000-8000-{n:012}")).unwrap()
+    }
+
+    async fn statuses(c: &Client) -> Vec<(String, String, bool)> {
+        c.query(
+            "SELECT message_id::text, status, published_at IS NOT NULL
+               FROM public.messaging_outbox ORDER BY message_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+    }
+
+    #[tokio::test]
+    async fn recorded_ids_fold_into_published_once_and_only_pending_rows_change() {
+        let db = format!("t_journal_{}", std::process::id());
+        let admin = connect("postgres").await;
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+            format!("CREATE DATABASE {db}"),
+        ] {
+            admin.batch_execute(&sql).await.unwrap();
+        }
+        let mut client = connect(&db).await;
+        let text = format!(
+            "[postgres]\ndbname = \"{db}\"\nuser = \"u\"\npassword = {{ env = \"X\" }}\n[outbox]\ntopic_prefix = \"outbox.\"\n[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\n"
+        );
+        let cfg = Config::parse(&text, std::path::Path::new("t.toml"), &|_| None).unwrap();
+        crate::pg::migrate::migrate(&mut client, &cfg, crate::pg::migrate::Scope::All)
+            .await
+            .unwrap();
+        for n in 1..=4 {
+            client
+                .execute(
+                    "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
+                     VALUES ($1::text::uuid, 'orders', 'T', 1, 'x', '\\x00')",
+                    &[&id(n).to_string()],
+                )
+                .await
+                .unwrap();
+        }
+        // Row 4 was refused by Kafka: FAILED is never overwritten.
+        client
+            .execute(
+                "UPDATE public.messaging_outbox SET status = 'FAILED' WHERE message_id = $1::text::uuid",
+                &[&id(4).to_string()],
+            )
+            .await
+            .unwrap();
+        let journal = Journal::new(&cfg);
+        journal.record(&client, &[id(1), id(2)]).await.unwrap();
+        // Published again after a restart, and a failed row listed by mistake.
+        journal.record(&client, &[id(2), id(4)]).await.unwrap();
+        assert_eq!(journal.unfolded(&client).await.unwrap(), (2, 4));
+        let recorded: Vec<SystemTime> = client
+            .query("SELECT recorded_at FROM public.outbox_cdc_published", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        client.batch_execute("SELECT pg_sleep(0.05)").await.unwrap();
+        assert!(
+            statuses(&client)
+                .await
+                .iter()
+                .all(|(_, s, _)| s != "PUBLISHED"),
+            "recording changes no row"
+        );
+
+        // An entry another folder holds is skipped, not waited for.
+        let mut other = connect(&db).await;
+        let held = other.transaction().await.unwrap();
+        let taken = held
+            .query_opt(
+                "SELECT 1 FROM public.outbox_cdc_published LIMIT 1 FOR UPDATE",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert!(taken.is_some());
+        let first = journal.fold_all(&client).await.unwrap();
+        assert_eq!(first.entries, 1, "one entry was free");
+        held.rollback().await.unwrap();
+        let second = journal.fold_all(&client).await.unwrap();
+        assert_eq!(first.entries + second.entries, 2);
+        assert_eq!(first.ids + second.ids, 4);
+        assert_eq!(first.marked + second.marked, 2, "rows 1 and 2, once each");
+        assert_eq!(journal.unfolded(&client).await.unwrap(), (0, 0));
+        assert_eq!(
+            statuses(&client).await,
+            vec![
+                (id(1).to_string(), "PUBLISHED".into(), true),
+                (id(2).to_string(), "PUBLISHED".into(), true),
+                (id(3).to_string(), "PENDING".into(), false),
+                (id(4).to_string(), "FAILED".into(), false),
+            ]
+        );
+        // published_at is when the entry was recorded, not when it was folded.
+        let stamped: Vec<bool> = client
+            .query(
+                "SELECT published_at = ANY($1::timestamptz[]) FROM public.messaging_outbox
+                  WHERE status = 'PUBLISHED'",
+                &[&recorded],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(stamped, vec![true, true]);
+
+        drop((client, other));
+        admin
+            .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+            .await
+            .unwrap();
+    }
+}
