@@ -101,7 +101,9 @@ impl Args {
             seconds: 30,
             partitions: 6,
             out: PathBuf::from("docs"),
-            only: vec!["baselines".into(), "backlog".into(), "steady".into()],
+            only: ["baselines", "backlog", "steady", "instructions", "bigtx"]
+                .map(String::from)
+                .to_vec(),
             engines: vec![Engine::Relay, Engine::RelayUnmarked, Engine::Debezium],
             repeat: 3,
             big_rows: 1_000_000,
@@ -858,41 +860,6 @@ async fn wait_until_seen(
     }
 }
 
-/// A backlog written while nothing reads the slot, then drained; `repeat`
-/// times per engine, each on a fresh database (and, for Debezium, a fresh
-/// worker). The engines take turns within each repetition, so a drift of the
-/// machine over the run does not favour whichever engine runs last.
-async fn backlog(s: &Services, a: &Args, engines: &[Engine], per_tx: i64) -> Result<Vec<Json>> {
-    let mut runs: Vec<Vec<Json>> = vec![Vec::new(); engines.len()];
-    for i in 0..a.repeat {
-        for (engine, runs) in engines.iter().zip(runs.iter_mut()) {
-            eprintln!(
-                "[bench] {}: backlog of {} rows in transactions of {per_tx} ({}/{})",
-                engine.tag(),
-                a.rows,
-                i + 1,
-                a.repeat
-            );
-            runs.push(backlog_once(s, a, *engine, per_tx).await?);
-        }
-    }
-    Ok(engines
-        .iter()
-        .zip(runs)
-        .map(|(engine, runs)| {
-            summary(
-                json!({
-                    "scenario": format!("backlog_tx{per_tx}"),
-                    "engine": engine.tag(),
-                    "rows": a.rows,
-                    "rows_per_transaction": per_tx,
-                }),
-                runs,
-            )
-        })
-        .collect())
-}
-
 /// The medians of repeated runs (peak memory: the highest), with every run.
 fn summary(head: Json, runs: Vec<Json>) -> Json {
     let mut out = head.as_object().cloned().unwrap_or_default();
@@ -1265,6 +1232,9 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
         failover_slot: false,
         streamed_before: false,
         messages: false,
+        // As the relay reads it (`relay.pgoutput_binary`).
+        binary: std::env::var("BENCH_RELAY_SETTINGS")
+            .map_or(true, |s| !s.contains("pgoutput_binary = false")),
         tuning: Default::default(),
     };
     // The slot first, then the backlog, then the timed read.
@@ -1512,6 +1482,9 @@ fn ratios(a: &Args, results: &[Json]) -> Json {
     if let (Some(r), Some(d)) = (p99(relay), p99(dbz)) {
         out.insert("p99_vs_debezium".into(), json!(round(r / d, 3)));
     }
+    if let Some(r) = p99(relay) {
+        out.insert("relay_p99_ms".into(), json!(r));
+    }
     let peak = |e: &str| {
         results
             .iter()
@@ -1557,6 +1530,83 @@ fn ratios(a: &Args, results: &[Json]) -> Json {
             "throughput_vs_shared_cpu_bound_tx100".into(),
             json!(round(x / bound, 2)),
         );
+        // A bound a relay passes is no bound: the baselines were measured
+        // on a slower machine than some drain, and the run is not valid.
+        let mut over = Vec::new();
+        for tx in &a.tx_sizes {
+            let sc = format!("backlog_tx{tx}");
+            if let Some(v) = num(find(results, &sc, relay), &["throughput_msg_s"]) {
+                out.insert(
+                    format!("throughput_vs_shared_cpu_bound_tx{tx}"),
+                    json!(round(v / bound, 2)),
+                );
+            }
+            for r in results.iter().filter(|r| {
+                r["scenario"] == sc.as_str()
+                    && r["engine"]
+                        .as_str()
+                        .is_some_and(|e| e.starts_with("outbox-cdc"))
+            }) {
+                let runs = r["runs"].as_array().cloned().unwrap_or_default();
+                for (i, run) in runs.iter().enumerate() {
+                    if let Some(v) = run["throughput_msg_s"].as_f64().filter(|v| *v > bound) {
+                        over.push(format!(
+                            "{} {sc} run {}: {v:.0} msg/s",
+                            r["engine"].as_str().unwrap_or(""),
+                            i + 1
+                        ));
+                    }
+                }
+            }
+        }
+        out.insert("valid".into(), json!(over.is_empty()));
+        if !over.is_empty() {
+            out.insert("over_the_bound".into(), json!(over));
+        }
+    }
+    // The price of PUBLISHED bookkeeping, and the relay's own CPU.
+    let unmarked = Engine::RelayUnmarked.tag();
+    for tx in &a.tx_sizes {
+        let sc = format!("backlog_tx{tx}");
+        let on = num(find(results, &sc, relay), &["throughput_msg_s"]);
+        let off = num(find(results, &sc, unmarked), &["throughput_msg_s"]);
+        if let (Some(on), Some(off)) = (on, off) {
+            out.insert(
+                format!("bookkeeping_cost_tx{tx}"),
+                json!(round(1.0 - on / off, 3)),
+            );
+        }
+        let cpu = num(find(results, &sc, relay), &["cpu_s"]);
+        if let Some(cpu) = cpu {
+            out.insert(
+                format!("relay_cpu_us_per_msg_tx{tx}"),
+                json!(round(cpu * 1e6 / a.rows as f64, 1)),
+            );
+        }
+    }
+    if let Some(peak) = results
+        .iter()
+        .filter(|r| {
+            r["engine"] == relay
+                && r["scenario"]
+                    .as_str()
+                    .is_some_and(|x| x.starts_with("backlog"))
+        })
+        .filter_map(|r| r["peak_rss_mib"].as_f64())
+        .reduce(f64::max)
+    {
+        out.insert("relay_peak_rss_backlog_mib".into(), json!(peak));
+    }
+    let big = results
+        .iter()
+        .find(|r| r["scenario"] == "one_transaction" && r["engine"] == relay)
+        .and_then(|r| r["peak_rss_mib"].as_f64());
+    let backlog_peak = num(find(results, "backlog_tx100", relay), &["peak_rss_mib"]);
+    if let (Some(big), Some(small)) = (big, backlog_peak) {
+        out.insert(
+            "one_transaction_peak_rss_vs_tx100".into(),
+            json!(round(big / small, 2)),
+        );
     }
     Json::Object(out)
 }
@@ -1577,6 +1627,23 @@ fn markdown(report: &Json) -> String {
     let v = &env["versions"];
     let s = &report["settings"];
     let _ = writeln!(md, "# Benchmark: outbox-cdc and Debezium on one machine\n");
+    if report["ratios"]["valid"] == false {
+        let over: Vec<String> = report["ratios"]["over_the_bound"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            md,
+            "**This run is invalid**: a relay drain passed the shared-CPU bound of {} msg/s \
+            ({}), so the baselines do not bound what this machine did. Run it again.\n",
+            number(&report["ratios"]["shared_cpu_bound_msg_s"]),
+            over.join("; ")
+        );
+    }
     let _ = writeln!(md, "Generated by `{}` on {}; every figure below comes from that one run \
         (`docs/benchmark.json` holds them all). Reproduce with the same command on a fresh clone.\n",
         report["command"].as_str().unwrap_or(""), report["date"].as_str().unwrap_or(""));
@@ -1722,18 +1789,37 @@ fn markdown(report: &Json) -> String {
     let _ = writeln!(md, "|---|---:|---|");
     if let Some(o) = report["ratios"].as_object() {
         for (k, v) in o {
+            if k == "valid" || k == "over_the_bound" {
+                continue;
+            }
             let goal = if k.starts_with("transactional_vs_idempotent_tx100") {
                 "≥ 0.8"
+            } else if k == "throughput_vs_debezium_tx1" {
+                "≥ 3"
             } else if k.starts_with("transactional_vs_debezium_exactly_once")
                 || k.starts_with("throughput_vs_debezium")
             {
                 "≥ 2"
-            } else if k.starts_with("p99") {
+            } else if k.starts_with("p99_vs") {
                 "≤ 0.2"
+            } else if k == "relay_p99_ms" {
+                "≤ 20"
             } else if k.starts_with("peak_memory") {
                 "≤ 0.1"
-            } else if k.starts_with("throughput_vs_lower_baseline") {
+            } else if k.starts_with("throughput_vs_lower_baseline")
+                || k == "throughput_vs_shared_cpu_bound_tx100"
+            {
                 "≥ 0.8"
+            } else if k == "throughput_vs_shared_cpu_bound_tx1" {
+                "≥ 0.6"
+            } else if k.starts_with("bookkeeping_cost") {
+                "≤ 0.1"
+            } else if k == "relay_cpu_us_per_msg_tx100" {
+                "≤ 8"
+            } else if k == "one_transaction_peak_rss_vs_tx100" {
+                "≤ 1.1"
+            } else if k == "relay_peak_rss_backlog_mib" {
+                "≤ 48"
             } else {
                 "(context)"
             };
@@ -1757,16 +1843,36 @@ async fn main() -> Result<()> {
     let environment = environment(&s).await?;
     let mut results = Vec::new();
     let runs = |group: &str| a.only.iter().any(|g| g == group);
-    if runs("baselines") {
-        let (mut reads, mut produces, mut records) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..a.repeat {
+    // Baselines and drains take turns within each repetition, so the bound
+    // the baselines give is measured on the machine the drains ran on.
+    let (mut reads, mut produces, mut records) = (Vec::new(), Vec::new(), Vec::new());
+    let mut drains: Vec<Vec<Vec<Json>>> = vec![vec![Vec::new(); a.engines.len()]; a.tx_sizes.len()];
+    for i in 0..a.repeat {
+        if runs("baselines") {
+            eprintln!("[bench] baselines ({}/{})", i + 1, a.repeat);
             let (read, r) = slot_read(&s, &a).await?;
             reads.push(read);
-            records = r;
-        }
-        for _ in 0..a.repeat {
+            if records.is_empty() {
+                records = r;
+            }
             produces.push(raw_produce(&s, &a, &records).await?);
         }
+        if runs("backlog") {
+            for (tx, per_engine) in a.tx_sizes.iter().zip(drains.iter_mut()) {
+                for (engine, runs) in a.engines.iter().zip(per_engine.iter_mut()) {
+                    eprintln!(
+                        "[bench] {}: backlog of {} rows in transactions of {tx} ({}/{})",
+                        engine.tag(),
+                        a.rows,
+                        i + 1,
+                        a.repeat
+                    );
+                    runs.push(backlog_once(&s, &a, *engine, *tx).await?);
+                }
+            }
+        }
+    }
+    if runs("baselines") {
         let head = |scenario: &str, engine: &str| json!({"scenario": scenario, "engine": engine, "rows": records.len(), "rows_per_transaction": 100});
         results.push(summary(head("baseline_slot_read", READ_BASELINE), reads));
         results.push(summary(
@@ -1774,9 +1880,19 @@ async fn main() -> Result<()> {
             produces,
         ));
     }
-    if runs("backlog") {
-        for tx in &a.tx_sizes {
-            results.extend(backlog(&s, &a, &a.engines, *tx).await?);
+    for (tx, per_engine) in a.tx_sizes.iter().zip(drains) {
+        for (engine, runs) in a.engines.iter().zip(per_engine) {
+            if !runs.is_empty() {
+                results.push(summary(
+                    json!({
+                        "scenario": format!("backlog_tx{tx}"),
+                        "engine": engine.tag(),
+                        "rows": a.rows,
+                        "rows_per_transaction": tx,
+                    }),
+                    runs,
+                ));
+            }
         }
     }
     if runs("steady") {

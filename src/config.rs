@@ -397,7 +397,8 @@ impl Default for DebeziumConfig {
 /// How `outbox-cdc run` behaves.
 #[derive(Debug, Clone, Deserialize)]
 pub struct RelayConfig {
-    /// Mark published rows `PUBLISHED` with `published_at` (in batches).
+    /// Record published rows in the journal, folded into `PUBLISHED` with
+    /// `published_at` when the relay keeps up.
     #[serde(default = "yes")]
     pub mark_published: bool,
     /// On SIGTERM/SIGINT, how long in-flight messages may take to settle.
@@ -444,6 +445,11 @@ pub struct RelayConfig {
     /// written by activity the relay never sees.
     #[serde(default)]
     pub heartbeat_interval_secs: u64,
+    /// Ask pgoutput for values in binary form (PostgreSQL 14+; ignored
+    /// before): the walsender skips the text output of bytea, uuid and
+    /// timestamptz, and the relay their parsing.
+    #[serde(default = "yes")]
+    pub pgoutput_binary: bool,
     /// How often the slot guard reads the slot (and probes Kafka for
     /// readiness).
     #[serde(default = "default_slot_check_interval_secs")]
@@ -489,6 +495,7 @@ impl Default for RelayConfig {
             transaction_max_ms: default_transaction_max_ms(),
             progress_topic: default_progress_topic(),
             heartbeat_interval_secs: 0,
+            pgoutput_binary: true,
             slot_check_interval_secs: default_slot_check_interval_secs(),
             slot_wal_margin_bytes: default_slot_wal_margin_bytes(),
         }

@@ -29,6 +29,10 @@ fn query(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
     move |e| query_error(Code::PG_QUERY_FAILED)(e).context(context)
 }
 
+/// `server_version_num` of the first release whose pgoutput sends values in
+/// binary form on request (14).
+pub(crate) const BINARY_PGOUTPUT_VERSION_NUM: i32 = 140_000;
+
 /// `server_version_num` of the first release with failover slots (17).
 pub(crate) const FAILOVER_SLOTS_SINCE: i32 = 170_000;
 /// ... and of the first that publishes stored generated columns (18).

@@ -503,13 +503,15 @@ impl ReplicationConnection {
         start: Lsn,
         publication: &str,
         messages: bool,
+        binary: bool,
     ) -> Result<(), Error> {
         let command = format!(
-            "START_REPLICATION SLOT {} LOGICAL {} (\"proto_version\" '1', \"publication_names\" {}{})",
+            "START_REPLICATION SLOT {} LOGICAL {} (\"proto_version\" '1', \"publication_names\" {}{}{})",
             super::slot::ident(slot),
             start,
             super::slot::literal(&super::slot::ident(publication)),
-            if messages { ", \"messages\" 'true'" } else { "" }
+            if messages { ", \"messages\" 'true'" } else { "" },
+            if binary { ", \"binary\" 'true'" } else { "" }
         );
         let msg = encode(|b| frontend::query(&command, b))?;
         self.send(msg).await?;

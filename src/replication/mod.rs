@@ -60,6 +60,8 @@ pub struct SourceOptions {
     /// Ask pgoutput for logical decoding messages (the relay's heartbeats,
     /// counted and never published).
     pub messages: bool,
+    /// Values in binary form where the server offers it (14+).
+    pub binary: bool,
     pub tuning: Tuning,
 }
 
@@ -72,6 +74,7 @@ impl SourceOptions {
             connect: ConnectOptions::from_config(cfg, env)?,
             slot: cfg.postgres.slot.clone(),
             messages: cfg.relay.heartbeat_interval_secs > 0,
+            binary: cfg.relay.pgoutput_binary,
             publication: cfg.postgres.publication.clone(),
             schema: cfg.outbox.schema.clone(),
             table: cfg.outbox.table.clone(),
@@ -162,7 +165,8 @@ impl Stream {
             }
         };
         let start = confirmed.max(feedback.settled());
-        conn.start_replication(&opts.slot, start, &opts.publication, opts.messages)
+        let binary = opts.binary && server.version_num >= checks::BINARY_PGOUTPUT_VERSION_NUM;
+        conn.start_replication(&opts.slot, start, &opts.publication, opts.messages, binary)
             .await?;
 
         let (tx, events) = mpsc::channel(opts.tuning.channel_capacity);

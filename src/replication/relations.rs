@@ -16,8 +16,8 @@ enum Known {
     /// A published table other than the outbox (the heartbeat table).
     Other,
     /// The outbox: per column of the relation, its index in the definition
-    /// (`None` for a column the definition does not know).
-    Outbox(Vec<Option<usize>>),
+    /// and its type oid (`None` for a column the definition does not know).
+    Outbox(Vec<Option<(usize, u32)>>),
 }
 
 /// Relations seen in the stream, by oid; replaced when re-sent after DDL.
@@ -70,7 +70,12 @@ impl Relations {
         let map = rel
             .columns
             .iter()
-            .map(|c| outbox::COLUMNS.iter().position(|d| d.name == c.name))
+            .map(|c| {
+                outbox::COLUMNS
+                    .iter()
+                    .position(|d| d.name == c.name)
+                    .map(|i| (i, c.type_oid))
+            })
             .collect();
         self.by_oid.insert(rel.oid, Known::Outbox(map));
         Ok(())
@@ -95,11 +100,14 @@ impl Relations {
             );
         }
         for (value, index) in tuple.iter().zip(map) {
-            let Some(i) = *index else { continue };
+            let Some((i, type_oid)) = *index else {
+                continue;
+            };
             match value {
                 TupleValue::Null => row.null(i),
                 TupleValue::Text(bytes) => row.text(i, bytes),
-                TupleValue::Unchanged | TupleValue::Binary(_) => row.problem(
+                TupleValue::Binary(bytes) => row.binary(i, type_oid, bytes),
+                TupleValue::Unchanged => row.problem(
                     Code::ROW_UNDECODABLE,
                     format!("{}: unexpected tuple value kind", outbox::COLUMNS[i].name),
                 ),

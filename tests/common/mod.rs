@@ -627,6 +627,7 @@ pub mod replication {
             failover_slot: false,
             streamed_before: false,
             messages: false,
+            binary: true,
             tuning: Default::default(),
         }
     }

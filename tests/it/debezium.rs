@@ -516,7 +516,8 @@ async fn differential(label: &str, server: bool) {
     .unwrap();
     let relay = RelayProcess::spawn(&config);
     // Beside Kafka Connect, the corpus also goes through transactional
-    // delivery (its own slot and topics): its records must be the same bytes.
+    // delivery (its own slot and topics), with pgoutput's text forms where
+    // the other relay reads binary ones: its records must be the same bytes.
     let tx_prefix = common::unique_prefix(&format!("{label}t"));
     let tx_slot = format!("{}_relaytx", db.name);
     let tx_relay = (!server).then(|| {
@@ -525,7 +526,10 @@ async fn differential(label: &str, server: bool) {
             &db.name,
             &tx_prefix,
             &tx_slot,
-            crate::transactional::TRANSACTIONAL,
+            &format!(
+                "{}\npgoutput_binary = false\n",
+                crate::transactional::TRANSACTIONAL
+            ),
         );
         let text = std::fs::read_to_string(&config).unwrap();
         std::fs::write(

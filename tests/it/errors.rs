@@ -151,7 +151,7 @@ async fn failure_paths(s: &Services) -> BTreeMap<&'static str, Failure> {
         .await
         .unwrap();
     let err = conn
-        .start_replication(&slot, Lsn::ZERO, rep::PUBLICATION, false)
+        .start_replication(&slot, Lsn::ZERO, rep::PUBLICATION, false, false)
         .await
         .unwrap_err();
     seen.insert(

@@ -143,6 +143,7 @@ async fn run_refuses_beside_another_relay_and_leaves_the_slot_untouched() {
             outbox_cdc::pg::lsn::Lsn::ZERO,
             "outbox_cdc_publication",
             false,
+            false,
         )
         .await
         .unwrap();

@@ -891,7 +891,7 @@ async fn set_up_failures_have_their_own_codes() {
         .await
         .unwrap();
     let err = conn
-        .start_replication(&slot, Lsn::ZERO, PUBLICATION, false)
+        .start_replication(&slot, Lsn::ZERO, PUBLICATION, false, false)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "SLOT_IN_USE");
