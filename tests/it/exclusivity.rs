@@ -729,3 +729,107 @@ async fn check_reports_wal_level_and_topics_that_cannot_be_created() {
         .await
         .unwrap();
 }
+
+/// Rows the relay published are in its journal before the slot passes
+/// them; while the journal cannot be folded into the table they stay
+/// `PENDING` there. `cutover --to polling` folds them first, so the poller
+/// gets exactly the rows that never went out: none twice, none never.
+#[tokio::test]
+async fn cutover_to_polling_marks_journaled_rows_so_the_poller_gets_only_unpublished_ones() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("journal");
+    let db = common::migrated_db(&services, "journal", &prefix).await;
+    db.declare_cdc().await;
+    // A gate that refuses every PUBLISHED mark: the fold cannot run.
+    db.client
+        .batch_execute(
+            "CREATE FUNCTION public.refuse_marks() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               IF NEW.status = 'PUBLISHED' THEN RAISE EXCEPTION 'no marks in this test'; END IF;
+               RETURN NEW;
+             END $$;
+             CREATE TRIGGER refuse_marks BEFORE UPDATE ON public.messaging_outbox
+               FOR EACH ROW EXECUTE FUNCTION public.refuse_marks();",
+        )
+        .await
+        .unwrap();
+    let (slot, config) = relay::default_config(&services, &db.name, &prefix);
+    let mut relay = RelayProcess::spawn(&config);
+    rep::wait_streaming(&db.client, &slot).await;
+    insert_rows(&db.client, 300, "published").await;
+    let records = kafka::consume_ids(
+        &services.kafka_bootstrap,
+        &[&format!("{prefix}ex")],
+        300,
+        Duration::from_secs(60),
+    );
+    assert_eq!(kafka::by_id(&records).len(), 300);
+    // The slot passes the rows once the journal has them.
+    let end = rep::insert_lsn(&db.client).await;
+    for _ in 0..300 {
+        if rep::confirmed_flush(&db.client, &slot).await >= end {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(rep::confirmed_flush(&db.client, &slot).await >= end);
+    relay.signal("KILL");
+    relay.wait(Duration::from_secs(10)).expect("killed");
+    let journaled: i64 = db
+        .client
+        .query_one(
+            "SELECT count(DISTINCT id) FROM public.outbox_cdc_published, unnest(message_ids) AS id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(journaled, 300);
+    assert_eq!(common::rows_with_status(&db.client, "PENDING").await, 300);
+    // Written after the relay stopped: never published.
+    insert_rows(&db.client, 20, "unpublished").await;
+
+    db.client
+        .batch_execute("DROP TRIGGER refuse_marks ON public.messaging_outbox")
+        .await
+        .unwrap();
+    let out = outbox_cdc(&["cutover", "--to", "polling"], &config);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "20 rows not yet PUBLISHED or FAILED (after marking 300 journaled rows PUBLISHED)"
+        ),
+        "{stdout}"
+    );
+    let pending = common::texts(
+        &db.client,
+        "SELECT convert_from(payload, 'UTF8') FROM public.messaging_outbox WHERE status = 'PENDING'",
+    )
+    .await;
+    assert_eq!(pending.len(), 20);
+    assert!(
+        pending.iter().all(|p| p.starts_with("unpublished")),
+        "{pending:?}"
+    );
+    let published = common::texts(
+        &db.client,
+        "SELECT message_id::text FROM public.messaging_outbox WHERE status = 'PUBLISHED' AND published_at IS NOT NULL",
+    )
+    .await;
+    let in_kafka = kafka::by_id(&records);
+    assert_eq!(published.len(), 300);
+    assert!(published.iter().all(|id| in_kafka.contains_key(id)));
+    let left: i64 = db
+        .client
+        .query_one("SELECT count(*) FROM public.outbox_cdc_published", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "the journal is folded and emptied");
+    db.drop(&services).await;
+}
