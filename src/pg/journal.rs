@@ -175,26 +175,7 @@ mod tests {
     //! Against the test PostgreSQL that `scripts/services.sh` starts (the
     //! same variables as the integration tests; missing ones fail the test).
     use super::*;
-    use tokio_postgres::NoTls;
-
-    fn var(name: &str) -> String {
-        std::env::var(name)
-            .unwrap_or_else(|_| panic!("{name} from scripts/services.sh env (a real PostgreSQL)"))
-    }
-
-    async fn connect(db: &str) -> Client {
-        let (client, conn) = tokio_postgres::Config::new()
-            .host(var("OUTBOX_TEST_PG_HOST"))
-            .port(var("OUTBOX_TEST_PG_PORT").parse().unwrap())
-            .user(var("OUTBOX_TEST_PG_USER"))
-            .password(var("OUTBOX_TEST_PG_PASSWORD"))
-            .dbname(db)
-            .connect(NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client
-    }
+    use crate::pg::marks::tests::connect;
 
     fn id(n: u32) -> Uuid {
         crate::contract::value::parse_uuid(&format!("00000000-0000-4000-8000-{n:012}")).unwrap()

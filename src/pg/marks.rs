@@ -184,7 +184,7 @@ async fn update_visible(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! Against the test PostgreSQL that `scripts/services.sh` starts (the
     //! same variables as the integration tests; missing ones fail the test).
     use super::*;
@@ -196,7 +196,8 @@ mod tests {
             .unwrap_or_else(|_| panic!("{name} from scripts/services.sh env (a real PostgreSQL)"))
     }
 
-    async fn connect(db: &str) -> Client {
+    /// A client of the test PostgreSQL, also for `pg::journal`'s tests.
+    pub(crate) async fn connect(db: &str) -> Client {
         let (client, conn) = tokio_postgres::Config::new()
             .host(var("OUTBOX_TEST_PG_HOST"))
             .port(var("OUTBOX_TEST_PG_PORT").parse().unwrap())
