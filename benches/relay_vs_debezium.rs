@@ -1299,19 +1299,20 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
     let cpu1 = machine_cpu();
     let _ = stream.stop().await;
     let prefix = &b.config.outbox.topic_prefix;
-    let mut records = Vec::with_capacity(rows.len());
-    for (row, tx) in &rows {
+    let read = rows.len();
+    let mut records = Vec::with_capacity(read);
+    for (row, tx) in rows {
         let at = *commit_times
-            .get(*tx)
+            .get(tx)
             .ok_or_else(|| anyhow!("a row outside a transaction"))?;
         records.push(mapper::map(row, prefix, at).map_err(|e| anyhow!("{e:?}"))?);
     }
     drop_bench(s, b).await?;
-    let rate = rows.len() as f64 / secs;
+    let rate = read as f64 / secs;
     eprintln!("[bench]   {rate:.0} rows/s");
     Ok((
         json!({"first_to_last_s": round(secs, 3), "throughput_msg_s": round(rate, 0),
-               "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / rows.len() as f64, 1)}),
+               "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / read as f64, 1)}),
         records,
     ))
 }
@@ -1339,12 +1340,9 @@ async fn raw_produce(s: &Services, a: &Args, records: &[Record]) -> Result<Json>
     let start = Instant::now();
     let cpu0 = machine_cpu();
     for r in records {
-        let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
-        for (name, value) in &r.headers {
-            headers = headers.insert(Header {
-                key: name,
-                value: value.as_deref(),
-            });
+        let mut headers = OwnedHeaders::new_with_capacity(r.headers().len());
+        for (name, value) in r.headers() {
+            headers = headers.insert(Header { key: name, value });
         }
         let mut rec = BaseRecord::<[u8], [u8]>::to(&topic)
             .key(&r.key)

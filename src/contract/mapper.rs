@@ -17,22 +17,44 @@ pub struct Record {
     pub topic: String,
     pub key: Vec<u8>,
     pub value: Vec<u8>,
-    /// `id`, then the 15 canonical headers; `None` is a header with a null value.
-    pub headers: Vec<(&'static str, Option<Vec<u8>>)>,
+    headers: Headers,
     /// Milliseconds since the Unix epoch: the source transaction's commit time.
     pub timestamp_ms: Option<i64>,
 }
 
+/// How many headers a record carries: `id`, then the canonical ones.
+pub const HEADER_COUNT: usize = 1 + outbox::CANONICAL_HEADERS.len();
+
+/// The headers' values share one buffer: one allocation per record instead
+/// of one per header (librdkafka copies them on produce anyway).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Headers {
+    bytes: Vec<u8>,
+    /// Each header's name and its value's range in `bytes`; `None` is null.
+    spans: [(&'static str, Option<(u32, u32)>); HEADER_COUNT],
+}
+
 impl Record {
+    /// `id`, then the 15 canonical headers; `None` is a header with a null value.
+    pub fn headers(&self) -> impl ExactSizeIterator<Item = (&'static str, Option<&[u8]>)> + '_ {
+        let bytes = &self.headers.bytes;
+        self.headers.spans.iter().map(move |(name, span)| {
+            let value = span.and_then(|(start, end)| bytes.get(start as usize..end as usize));
+            (*name, value)
+        })
+    }
+
     /// Bytes this record holds, for in-flight accounting.
     pub fn size(&self) -> usize {
         self.topic.len()
             + self.key.len()
             + self.value.len()
+            + self.headers.bytes.len()
             + self
                 .headers
+                .spans
                 .iter()
-                .map(|(n, v)| n.len() + v.as_ref().map_or(0, Vec::len))
+                .map(|(n, _)| n.len())
                 .sum::<usize>()
     }
 }
@@ -41,18 +63,29 @@ fn refuse(code: Code, detail: impl Into<String>) -> Error {
     Error::new(code, detail)
 }
 
-/// A column's value as header bytes (`SimpleHeaderConverter`'s form).
-fn header_bytes(value: &Value, encoding: HeaderEncoding) -> Result<Option<Vec<u8>>, String> {
-    Ok(match (value, encoding) {
-        (Value::Null, _) => None,
-        (Value::Text(s), HeaderEncoding::Text) => Some(s.as_bytes().to_vec()),
-        (Value::Uuid(u), HeaderEncoding::Uuid) => Some(u.hyphenated().to_vec()),
-        (Value::Integer(i), HeaderEncoding::Integer) => Some(i.to_string().into_bytes()),
-        (Value::Bigint(i), HeaderEncoding::Integer) => Some(i.to_string().into_bytes()),
+/// Appends a column's value as header bytes (`SimpleHeaderConverter`'s
+/// form); `false` is a null header.
+fn write_header(
+    out: &mut Vec<u8>,
+    value: &Value,
+    encoding: HeaderEncoding,
+) -> Result<bool, String> {
+    use std::io::Write;
+    match (value, encoding) {
+        (Value::Null, _) => return Ok(false),
+        (Value::Text(s), HeaderEncoding::Text) => out.extend_from_slice(s.as_bytes()),
+        (Value::Uuid(u), HeaderEncoding::Uuid) => out.extend_from_slice(&u.hyphenated()),
+        (Value::Integer(i), HeaderEncoding::Integer) => {
+            write!(out, "{i}").map_err(|e| e.to_string())?
+        }
+        (Value::Bigint(i), HeaderEncoding::Integer) => {
+            write!(out, "{i}").map_err(|e| e.to_string())?
+        }
         // `infinity` and `-infinity` as Debezium 3.6.1 publishes them.
-        (Value::Timestamp(t), HeaderEncoding::Timestamp) => Some(t.to_utc_string().into_bytes()),
+        (Value::Timestamp(t), HeaderEncoding::Timestamp) => t.write_utc(out),
         (other, encoding) => return Err(format!("{other:?} cannot be written as {encoding:?}")),
-    })
+    }
+    Ok(true)
 }
 
 /// Application headers must be a flat object of strings outside the
@@ -91,7 +124,12 @@ fn check_application_headers(value: &Value) -> Result<(), Error> {
 }
 
 /// Maps a row; `commit_time` is the source transaction's commit time.
-pub fn map(row: &OutboxRow, topic_prefix: &str, commit_time: Timestamp) -> Result<Record, Error> {
+/// The row is consumed: its payload and key move into the record.
+pub fn map(
+    mut row: OutboxRow,
+    topic_prefix: &str,
+    commit_time: Timestamp,
+) -> Result<Record, Error> {
     if let Some(problem) = row.problem() {
         return Err(problem.clone());
     }
@@ -113,30 +151,47 @@ pub fn map(row: &OutboxRow, topic_prefix: &str, commit_time: Timestamp) -> Resul
             format!("{topic:?} is not a legal Kafka topic name"),
         ));
     }
-    let key = text(&outbox::ROUTING_KEY)?.as_bytes().to_vec();
-    let value = match row.get(&outbox::PAYLOAD) {
-        Value::Bytes(b) => b.clone(),
-        other => {
-            return Err(refuse(
-                Code::ROW_UNDECODABLE,
-                format!("payload is {other:?}"),
-            ))
-        }
-    };
+    text(&outbox::ROUTING_KEY)?;
+    if !matches!(row.get(&outbox::PAYLOAD), Value::Bytes(_)) {
+        return Err(refuse(
+            Code::ROW_UNDECODABLE,
+            format!("payload is {:?}", row.get(&outbox::PAYLOAD)),
+        ));
+    }
     check_application_headers(row.get(&outbox::HEADERS))?;
 
-    let mut headers = Vec::with_capacity(1 + outbox::CANONICAL_HEADERS.len());
-    for h in std::iter::once(&outbox::ID_HEADER).chain(outbox::CANONICAL_HEADERS.iter()) {
-        let bytes = header_bytes(row.get(&h.column), h.encoding())
+    let mut bytes = Vec::with_capacity(256);
+    let mut spans = [("", None); HEADER_COUNT];
+    let all = std::iter::once(&outbox::ID_HEADER).chain(outbox::CANONICAL_HEADERS.iter());
+    for (slot, h) in spans.iter_mut().zip(all) {
+        let start = bytes.len();
+        let present = write_header(&mut bytes, row.get(&h.column), h.encoding())
             .map_err(|e| refuse(Code::HEADER_UNENCODABLE, format!("{}: {e}", h.name)))?;
-        headers.push((h.name, bytes));
+        let span = present
+            .then(|| Some((u32::try_from(start).ok()?, u32::try_from(bytes.len()).ok()?)))
+            .flatten();
+        if present && span.is_none() {
+            return Err(refuse(
+                Code::HEADER_UNENCODABLE,
+                format!("{}: too large", h.name),
+            ));
+        }
+        *slot = (h.name, span);
     }
+    let key = match row.take(&outbox::ROUTING_KEY) {
+        Value::Text(key) => key.into_bytes(),
+        _ => Vec::new(),
+    };
+    let value = match row.take(&outbox::PAYLOAD) {
+        Value::Bytes(b) => b,
+        _ => Vec::new(),
+    };
     Ok(Record {
         message_id,
         topic,
         key,
         value,
-        headers,
+        headers: Headers { bytes, spans },
         timestamp_ms: commit_time.unix_millis(),
     })
 }

@@ -102,21 +102,25 @@ impl PgType {
 /// One column of the outbox table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Column {
+    /// Position in [`COLUMNS`], so a decoded row is read without a search.
+    pub index: usize,
     pub name: &'static str,
     pub ty: PgType,
     pub nullable: bool,
 }
 
-const fn required(name: &'static str, ty: PgType) -> Column {
+const fn required(index: usize, name: &'static str, ty: PgType) -> Column {
     Column {
+        index,
         name,
         ty,
         nullable: false,
     }
 }
 
-const fn optional(name: &'static str, ty: PgType) -> Column {
+const fn optional(index: usize, name: &'static str, ty: PgType) -> Column {
     Column {
+        index,
         name,
         ty,
         nullable: true,
@@ -124,41 +128,41 @@ const fn optional(name: &'static str, ty: PgType) -> Column {
 }
 
 /// The message identity: primary key, Kafka `id` header, deduplication key.
-pub const MESSAGE_ID: Column = required("message_id", PgType::Uuid);
+pub const MESSAGE_ID: Column = required(0, "message_id", PgType::Uuid);
 /// Topic suffix: the record goes to `topic_prefix + destination`.
-pub const DESTINATION: Column = required("destination", PgType::Text);
-pub const MESSAGE_TYPE: Column = required("message_type", PgType::Text);
-pub const MESSAGE_VERSION: Column = required("message_version", PgType::Integer);
-pub const CONTENT_TYPE: Column = required("content_type", PgType::Text);
+pub const DESTINATION: Column = required(1, "destination", PgType::Text);
+pub const MESSAGE_TYPE: Column = required(2, "message_type", PgType::Text);
+pub const MESSAGE_VERSION: Column = required(3, "message_version", PgType::Integer);
+pub const CONTENT_TYPE: Column = required(4, "content_type", PgType::Text);
 /// The record value, published verbatim.
-pub const PAYLOAD: Column = required("payload", PgType::Bytea);
+pub const PAYLOAD: Column = required(5, "payload", PgType::Bytea);
 /// Application headers (flat string pairs); not published in Debezium mode.
-pub const HEADERS: Column = required("headers", PgType::Jsonb);
-pub const STATUS: Column = required("status", PgType::Text);
-pub const ATTEMPTS: Column = required("attempts", PgType::Integer);
-pub const CREATED_AT: Column = required("created_at", PgType::Timestamptz);
-pub const PUBLISHED_AT: Column = optional("published_at", PgType::Timestamptz);
-pub const LEASE_EXPIRES_AT: Column = optional("lease_expires_at", PgType::Timestamptz);
-pub const LEASE_OWNER: Column = optional("lease_owner", PgType::Text);
-pub const LEASE_TOKEN: Column = required("lease_token", PgType::Bigint);
-pub const NEXT_ATTEMPT_AT: Column = optional("next_attempt_at", PgType::Timestamptz);
-pub const LAST_FAILURE_CODE: Column = optional("last_failure_code", PgType::Text);
-pub const PRODUCER: Column = optional("producer", PgType::Text);
-pub const OCCURRED_AT: Column = optional("occurred_at", PgType::Timestamptz);
-pub const CORRELATION_ID: Column = optional("correlation_id", PgType::Text);
-pub const CAUSATION_ID: Column = optional("causation_id", PgType::Text);
-pub const TENANT: Column = optional("tenant", PgType::Text);
-pub const PARTITION_KEY: Column = optional("partition_key", PgType::Text);
-pub const ORDERING_KEY: Column = optional("ordering_key", PgType::Text);
-pub const TRACEPARENT: Column = optional("traceparent", PgType::Text);
-pub const TRACESTATE: Column = optional("tracestate", PgType::Text);
-pub const BAGGAGE: Column = optional("baggage", PgType::Text);
-pub const SCHEMA_SUBJECT: Column = optional("schema_subject", PgType::Text);
-pub const SCHEMA_URI: Column = optional("schema_uri", PgType::Text);
+pub const HEADERS: Column = required(6, "headers", PgType::Jsonb);
+pub const STATUS: Column = required(7, "status", PgType::Text);
+pub const ATTEMPTS: Column = required(8, "attempts", PgType::Integer);
+pub const CREATED_AT: Column = required(9, "created_at", PgType::Timestamptz);
+pub const PUBLISHED_AT: Column = optional(10, "published_at", PgType::Timestamptz);
+pub const LEASE_EXPIRES_AT: Column = optional(11, "lease_expires_at", PgType::Timestamptz);
+pub const LEASE_OWNER: Column = optional(12, "lease_owner", PgType::Text);
+pub const LEASE_TOKEN: Column = required(13, "lease_token", PgType::Bigint);
+pub const NEXT_ATTEMPT_AT: Column = optional(14, "next_attempt_at", PgType::Timestamptz);
+pub const LAST_FAILURE_CODE: Column = optional(15, "last_failure_code", PgType::Text);
+pub const PRODUCER: Column = optional(16, "producer", PgType::Text);
+pub const OCCURRED_AT: Column = optional(17, "occurred_at", PgType::Timestamptz);
+pub const CORRELATION_ID: Column = optional(18, "correlation_id", PgType::Text);
+pub const CAUSATION_ID: Column = optional(19, "causation_id", PgType::Text);
+pub const TENANT: Column = optional(20, "tenant", PgType::Text);
+pub const PARTITION_KEY: Column = optional(21, "partition_key", PgType::Text);
+pub const ORDERING_KEY: Column = optional(22, "ordering_key", PgType::Text);
+pub const TRACEPARENT: Column = optional(23, "traceparent", PgType::Text);
+pub const TRACESTATE: Column = optional(24, "tracestate", PgType::Text);
+pub const BAGGAGE: Column = optional(25, "baggage", PgType::Text);
+pub const SCHEMA_SUBJECT: Column = optional(26, "schema_subject", PgType::Text);
+pub const SCHEMA_URI: Column = optional(27, "schema_uri", PgType::Text);
 /// The Kafka key: `COALESCE(partition_key, message_id::text)`, kept by a
 /// trigger as a plain column because pgoutput before PostgreSQL 18 does not
 /// replicate generated columns.
-pub const ROUTING_KEY: Column = required("routing_key", PgType::Text);
+pub const ROUTING_KEY: Column = required(28, "routing_key", PgType::Text);
 
 /// Every column, in table order.
 pub const COLUMNS: &[Column] = &[
@@ -192,6 +196,15 @@ pub const COLUMNS: &[Column] = &[
     SCHEMA_URI,
     ROUTING_KEY,
 ];
+
+// Each column's index is its position: checked when the crate compiles.
+const _: () = {
+    let mut i = 0;
+    while i < COLUMNS.len() {
+        assert!(COLUMNS[i].index == i);
+        i += 1;
+    }
+};
 
 /// Looks a column up by name.
 pub fn column(name: &str) -> Option<&'static Column> {

@@ -7,8 +7,9 @@ use super::value::{self, Timestamp, Uuid};
 use crate::error::{Code, Error};
 
 /// A typed column value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Value {
+    #[default]
     Null,
     Text(String),
     Integer(i32),
@@ -31,11 +32,15 @@ pub struct OutboxRow {
 
 impl OutboxRow {
     pub fn get(&self, column: &Column) -> &Value {
-        outbox::COLUMNS
-            .iter()
-            .position(|c| c.name == column.name)
-            .and_then(|i| self.values.get(i))
-            .unwrap_or(&Value::Null)
+        self.values.get(column.index).unwrap_or(&Value::Null)
+    }
+
+    /// Moves a column's value out, leaving NULL (the mapper's payload).
+    pub fn take(&mut self, column: &Column) -> Value {
+        self.values
+            .get_mut(column.index)
+            .map(std::mem::take)
+            .unwrap_or(Value::Null)
     }
 
     pub fn message_id(&self) -> Option<Uuid> {

@@ -88,35 +88,66 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// `value` (non-negative, below 10^width) in exactly `width` decimal digits.
+fn push_digits(out: &mut Vec<u8>, value: i64, width: u32) {
+    let mut div = 10i64.pow(width.saturating_sub(1));
+    let mut rest = value;
+    while div > 0 {
+        // Each digit is 0..=9, so the cast cannot truncate.
+        out.push(b'0' + (rest / div % 10) as u8);
+        rest %= div;
+        div /= 10;
+    }
+}
+
 impl Timestamp {
     /// UTC in `YYYY-MM-DDTHH:MM:SS.ffffffZ`, six fraction digits always, as
     /// Debezium writes a `timestamptz` of precision 6. Years outside 0..=9999
     /// carry a sign, as Java's `DateTimeFormatter.ISO_*` writes them.
     pub fn to_utc_string(self) -> String {
-        match self {
-            Timestamp::Infinity => "infinity".to_string(),
-            Timestamp::NegInfinity => "-infinity".to_string(),
-            Timestamp::Micros(us) => {
-                let days = us.div_euclid(MICROS_PER_DAY) + PG_EPOCH_DAYS;
-                let in_day = us.rem_euclid(MICROS_PER_DAY);
-                let (y, m, d) = civil_from_days(days);
-                let secs = in_day / MICROS_PER_SECOND;
-                let frac = in_day % MICROS_PER_SECOND;
-                let year = if (0..=9999).contains(&y) {
-                    format!("{y:04}")
-                } else if y > 9999 {
-                    format!("+{y}")
-                } else {
-                    format!("-{:04}", -y)
-                };
-                format!(
-                    "{year}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:06}Z",
-                    secs / 3600,
-                    secs / 60 % 60,
-                    secs % 60
-                )
-            }
+        let mut out = Vec::with_capacity(27);
+        self.write_utc(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// [`Timestamp::to_utc_string`] appended to `out`, digit by digit: it
+    /// runs twice per record, where `format!` cost a tenth of the relay's
+    /// instructions.
+    pub fn write_utc(self, out: &mut Vec<u8>) {
+        let us = match self {
+            Timestamp::Infinity => return out.extend_from_slice(b"infinity"),
+            Timestamp::NegInfinity => return out.extend_from_slice(b"-infinity"),
+            Timestamp::Micros(us) => us,
+        };
+        let days = us.div_euclid(MICROS_PER_DAY) + PG_EPOCH_DAYS;
+        let in_day = us.rem_euclid(MICROS_PER_DAY);
+        let (y, m, d) = civil_from_days(days);
+        let secs = in_day / MICROS_PER_SECOND;
+        let frac = in_day % MICROS_PER_SECOND;
+        if (0..=9999).contains(&y) {
+            push_digits(out, y, 4);
+        } else if y > 9999 {
+            out.push(b'+');
+            out.extend_from_slice(y.to_string().as_bytes());
+        } else {
+            out.push(b'-');
+            let neg = y.unsigned_abs().to_string();
+            out.extend(std::iter::repeat_n(b'0', 4usize.saturating_sub(neg.len())));
+            out.extend_from_slice(neg.as_bytes());
         }
+        out.push(b'-');
+        push_digits(out, i64::from(m), 2);
+        out.push(b'-');
+        push_digits(out, i64::from(d), 2);
+        out.push(b'T');
+        push_digits(out, secs / 3600, 2);
+        out.push(b':');
+        push_digits(out, secs / 60 % 60, 2);
+        out.push(b':');
+        push_digits(out, secs % 60, 2);
+        out.push(b'.');
+        push_digits(out, frac, 6);
+        out.push(b'Z');
     }
 
     /// From microseconds since 2000-01-01 (the wire's clock).

@@ -325,12 +325,9 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
 
     /// Enqueues a record; its report arrives on the receiver.
     pub(crate) fn send(&self, record: &Record, ticket: Ticket<T>) -> Result<(), SendError> {
-        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-        for (name, value) in &record.headers {
-            headers = headers.insert(Header {
-                key: name,
-                value: value.as_deref(),
-            });
+        let mut headers = OwnedHeaders::new_with_capacity(record.headers().len());
+        for (name, value) in record.headers() {
+            headers = headers.insert(Header { key: name, value });
         }
         let mut br = BaseRecord::with_opaque_to(&record.topic, Box::new(ticket))
             .key(&record.key)

@@ -42,7 +42,7 @@ pub(super) async fn publish(
             .metrics()
             .handover_backlog
             .set((listed - handed as i64).max(0));
-        if let Some(end) = session.produce_rows(tx, &rows).await {
+        if let Some(end) = session.produce_rows(tx, rows).await {
             return Ok(Some(end));
         }
         // Transactional delivery commits and marks chunk by chunk, so a

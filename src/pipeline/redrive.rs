@@ -46,7 +46,7 @@ pub(super) async fn publish(
         }
         done.selected += rows.len() as u64;
         session.metrics().handover_backlog.add(rows.len() as i64);
-        let end = match session.produce_rows(tx, &rows).await {
+        let end = match session.produce_rows(tx, rows).await {
             Some(end) => Some(end),
             None => session.settle_all(shutdown, Guard::Failed).await?,
         };

@@ -363,7 +363,7 @@ impl<'a> Session<'a> {
     pub(super) async fn produce_rows(
         &mut self,
         tx: TxSeq,
-        rows: &[OutboxRow],
+        rows: Vec<OutboxRow>,
     ) -> Option<SessionEnd> {
         for row in rows {
             self.watermark.add(tx);
@@ -521,7 +521,7 @@ impl<'a> Session<'a> {
                         Some(Error::new(Code::PG_PROTOCOL, "rows outside a transaction"));
                     return Ok(());
                 };
-                for row in &rows {
+                for row in rows {
                     self.watermark.add(tx);
                     self.map_and_produce(tx, row, commit_time).await;
                     if self.restart.is_some() {
@@ -671,16 +671,17 @@ impl<'a> Session<'a> {
 
     /// Maps a row and enqueues its record, or queues the refusal to be
     /// recorded as FAILED.
-    async fn map_and_produce(&mut self, tx: TxSeq, row: &OutboxRow, timestamp: Timestamp) {
-        if self.tx_mode.is_some() && self.is_poison(row) {
+    async fn map_and_produce(&mut self, tx: TxSeq, row: OutboxRow, timestamp: Timestamp) {
+        if self.tx_mode.is_some() && self.is_poison(&row) {
             self.watermark.settle_one(tx);
             return;
         }
+        let id = row.message_id();
         match mapper::map(row, &self.relay.cfg.outbox.topic_prefix, timestamp) {
             Ok(record) => self.produce(tx, &record).await,
             Err(error) => self.failures.push(Failure {
                 tx: Some(tx),
-                id: row.message_id().unwrap_or(Uuid([0; 16])),
+                id: id.unwrap_or(Uuid([0; 16])),
                 error,
             }),
         }

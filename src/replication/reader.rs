@@ -102,7 +102,8 @@ pub struct ReaderStats {
 /// How the reader paces itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tuning {
-    /// Rows per `Rows` event: bounds the memory one event holds.
+    /// Rows per `Rows` event: bounds the memory one event holds. At 100 a
+    /// transaction of any size buffers no more rows than 100-row ones do.
     pub chunk_rows: usize,
     /// A status update at least this often (well inside wal_sender_timeout).
     pub status_interval: Duration,
@@ -115,7 +116,7 @@ pub struct Tuning {
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
-            chunk_rows: 1000,
+            chunk_rows: 100,
             status_interval: Duration::from_secs(10),
             feedback_interval: Duration::from_millis(200),
             channel_capacity: 8,

@@ -58,7 +58,7 @@ fn row(overrides: &[(&str, Option<&str>)]) -> OutboxRow {
 
 fn map(overrides: &[(&str, Option<&str>)]) -> Result<Record, Error> {
     let commit = parse_timestamptz("2024-05-06 07:08:10.5+00").unwrap();
-    mapper::map(&row(overrides), "outbox.", commit)
+    mapper::map(row(overrides), "outbox.", commit)
 }
 
 fn render(result: &Result<Record, Error>) -> String {
@@ -72,7 +72,7 @@ fn render(result: &Result<Record, Error>) -> String {
                 String::from_utf8_lossy(&r.value),
                 r.timestamp_ms
             );
-            for (name, value) in &r.headers {
+            for (name, value) in r.headers() {
                 match value {
                     None => out.push_str(&format!("  {name}: null\n")),
                     Some(v) => {
@@ -161,7 +161,7 @@ fn the_full_row_has_the_contract_bytes() {
     assert_eq!(r.key, b"customer-42");
     assert_eq!(r.value, b"{\"a\":1}");
     assert_eq!(r.timestamp_ms, Some(1_714_979_290_500));
-    let names: Vec<&str> = r.headers.iter().map(|(n, _)| *n).collect();
+    let names: Vec<&str> = r.headers().map(|(n, _)| n).collect();
     assert_eq!(
         names,
         [
@@ -183,7 +183,13 @@ fn the_full_row_has_the_contract_bytes() {
             "baggage",
         ]
     );
-    let get = |n: &str| r.headers.iter().find(|(h, _)| *h == n).unwrap().1.clone();
+    let get = |n: &str| {
+        r.headers()
+            .find(|(h, _)| *h == n)
+            .unwrap()
+            .1
+            .map(<[u8]>::to_vec)
+    };
     assert_eq!(
         get("msg.created-at").as_deref(),
         Some(&b"2024-05-06T07:08:09.100000Z"[..])
@@ -199,7 +205,13 @@ fn the_full_row_has_the_contract_bytes() {
         ("occurred_at", Some("-infinity")),
     ])
     .unwrap();
-    let get_inf = |n: &str| inf.headers.iter().find(|(h, _)| *h == n).unwrap().1.clone();
+    let get_inf = |n: &str| {
+        inf.headers()
+            .find(|(h, _)| *h == n)
+            .unwrap()
+            .1
+            .map(<[u8]>::to_vec)
+    };
     assert_eq!(get_inf("msg.created-at").as_deref(), Some(&b"infinity"[..]));
     assert_eq!(
         get_inf("msg.occurred-at").as_deref(),
