@@ -54,6 +54,13 @@ pub const MIGRATIONS: &[Migration] = &[
         template: include_str!("../../migrations/V004__published_journal.sql"),
         earlier: &[],
     },
+    Migration {
+        version: 5,
+        name: "cheaper_header_checks",
+        cdc: true,
+        template: include_str!("../../migrations/V005__cheaper_header_checks.sql"),
+        earlier: &[],
+    },
 ];
 
 fn sql_literal(s: &str) -> String {
