@@ -93,9 +93,11 @@ pub struct ReaderStats {
     pub confirmed: AtomicU64,
     /// The relay's own heartbeat messages read from the slot.
     pub heartbeats: AtomicU64,
-    /// When the walsender last sent a keepalive (microseconds since the
-    /// epoch): it does when it has decoded all the WAL there is and waits,
-    /// never while it works through a backlog.
+    /// When the reader last read a walsender keepalive with nothing waiting
+    /// for its consumer (microseconds since the epoch). The walsender sends
+    /// one when it has decoded all the WAL there is, which during a drain is
+    /// long before the relay has published it: the socket still holds the
+    /// backlog, and the consumer's queue is full.
     pub keepalive_at: AtomicU64,
 }
 
@@ -262,7 +264,10 @@ impl Reader {
                                 // A keepalive may ask for a reply: report what is settled now.
                                 st.settled = st.settled.max(*settled_rx.borrow());
                             }
-                            handle_copy_data(&mut conn, &mut st, &tuning, data, &mut pending, &stats).await?;
+                            // Nothing waiting for the consumer: a keepalive read now
+                            // means the relay, not only the walsender, keeps up.
+                            let consumer_idle = events.capacity() == events.max_capacity();
+                            handle_copy_data(&mut conn, &mut st, &tuning, data, &mut pending, &stats, consumer_idle).await?;
                         }
                         Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
                             return Err(Error::new(Code::PG_CONNECTION_LOST, "the server ended the stream"))
@@ -314,6 +319,7 @@ async fn handle_copy_data(
     data: Bytes,
     pending: &mut VecDeque<Event>,
     stats: &ReaderStats,
+    consumer_idle: bool,
 ) -> Result<(), Error> {
     match data.first() {
         Some(b'w') => {
@@ -327,10 +333,12 @@ async fn handle_copy_data(
         Some(b'k') => {
             let wal_end = Lsn(be_u64(&data, 1)?);
             let reply = data.get(17).copied().unwrap_or(0) == 1;
-            stats.keepalive_at.store(
-                crate::metrics::unix_micros().max(0) as u64,
-                Ordering::Relaxed,
-            );
+            if consumer_idle {
+                stats.keepalive_at.store(
+                    crate::metrics::unix_micros().max(0) as u64,
+                    Ordering::Relaxed,
+                );
+            }
             st.received = st.received.max(wal_end);
             if st.in_transaction.is_none() {
                 st.idle_position = st.idle_position.max(wal_end);
