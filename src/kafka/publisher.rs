@@ -266,6 +266,52 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
         }
     }
 
+    /// Waits, up to `within`, until `topic` has a leader for every partition
+    /// (asking for its metadata also has the broker auto-create it). While a
+    /// topic is being created librdkafka can reset a partition's sequence,
+    /// and the broker then drops a record as a "duplicate" while appending
+    /// the ones after it: publishing it again would put it behind later
+    /// records of its key. `false` when the topic is not ready in time; the
+    /// produce then reports what is wrong with it.
+    pub(crate) async fn topic_ready(&self, topic: &str, within: std::time::Duration) -> bool {
+        let producer = self.producer.clone();
+        let topic = topic.to_string();
+        let ask = move || {
+            let deadline = std::time::Instant::now() + within;
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let metadata = producer
+                    .client()
+                    .fetch_metadata(Some(&topic), left.min(std::time::Duration::from_secs(2)));
+                let listed = metadata.ok().and_then(|m| {
+                    m.topics().iter().find(|t| t.name() == topic).map(|t| {
+                        let ready = t.error().is_none()
+                            && !t.partitions().is_empty()
+                            && t.partitions()
+                                .iter()
+                                .all(|p| p.error().is_none() && p.leader() >= 0);
+                        // Refused for good: waiting changes nothing.
+                        let refused = t.error().is_some_and(|e| {
+                            rdkafka::error::RDKafkaErrorCode::from(e)
+                                == rdkafka::error::RDKafkaErrorCode::TopicAuthorizationFailed
+                        });
+                        (ready, refused)
+                    })
+                });
+                match listed {
+                    Some((true, _)) => return true,
+                    Some((_, true)) => return false,
+                    _ => {}
+                }
+                if std::time::Instant::now() + std::time::Duration::from_millis(100) >= deadline {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        };
+        tokio::task::spawn_blocking(ask).await.unwrap_or(false)
+    }
+
     /// Registers the transactional id with its coordinator: any older
     /// producer with the same id is fenced and its open transaction aborted.
     pub(crate) async fn init_transactions(&self) -> Result<(), Error> {

@@ -51,6 +51,9 @@ struct InFlight {
 const MARK_BATCH: usize = 5000;
 const MARK_INTERVAL: Duration = Duration::from_millis(250);
 
+/// How long the first record for a topic waits for the topic to be ready.
+const TOPIC_READY_WAIT: Duration = Duration::from_secs(10);
+
 pub(super) struct Session<'a> {
     relay: &'a Relay,
     /// FAILED rows and the hand-over.
@@ -706,6 +709,16 @@ impl<'a> Session<'a> {
             }
             t.txn.records += 1;
             t.txn.bytes += bytes;
+        }
+        if !self.destinations.contains_key(&record.topic) {
+            // Once per topic and session, before its first record.
+            if !self
+                .publisher
+                .topic_ready(&record.topic, TOPIC_READY_WAIT)
+                .await
+            {
+                tracing::warn!(topic = %record.topic, "the topic has no leader for every partition yet; producing anyway");
+            }
         }
         let ticket = Ticket {
             tag: tx,
