@@ -710,21 +710,25 @@ impl<'a> Session<'a> {
             t.txn.records += 1;
             t.txn.bytes += bytes;
         }
-        if !self.destinations.contains_key(&record.topic) {
-            // Once per topic and session, before its first record.
-            if !self
-                .publisher
-                .topic_ready(&record.topic, TOPIC_READY_WAIT)
-                .await
-            {
-                tracing::warn!(topic = %record.topic, "the topic has no leader for every partition yet; producing anyway");
+        // One lookup per record; a new topic waits once per session.
+        let destination = match self.destinations.get(&record.topic) {
+            Some(i) => *i,
+            None => {
+                if !self
+                    .publisher
+                    .topic_ready(&record.topic, TOPIC_READY_WAIT)
+                    .await
+                {
+                    tracing::warn!(topic = %record.topic, "the topic has no leader for every partition yet; producing anyway");
+                }
+                self.destination(&record.topic)
             }
-        }
+        };
         let ticket = Ticket {
             tag: tx,
             message_id: record.message_id,
             bytes,
-            destination: self.destination(&record.topic),
+            destination,
         };
         loop {
             match self.publisher.send(record, ticket) {

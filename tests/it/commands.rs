@@ -5,8 +5,6 @@ use crate::common;
 use std::process::Command;
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
 
@@ -28,18 +26,13 @@ async fn tail_shows_the_record_time_in_rfc3339_utc_with_its_type() {
     // The record's time is in 2024: with the broker's default retention its
     // segment may be deleted at the next retention check, before `tail`
     // reads it. This topic keeps what it is given.
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &services.kafka_bootstrap)
-        .create()
-        .unwrap();
-    let created = admin
-        .create_topics(
-            &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1)).set("retention.ms", "-1")],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-        )
-        .await
-        .unwrap();
-    assert!(created.iter().all(|r| r.is_ok()), "{created:?}");
+    common::kafka::create_topic_with(
+        &services.kafka_bootstrap,
+        &topic,
+        1,
+        &[("retention.ms", "-1")],
+    )
+    .await;
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &services.kafka_bootstrap)
         .create()
