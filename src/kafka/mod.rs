@@ -1,9 +1,11 @@
 //! Kafka: the producer's settings, the publisher with its three-outcome
-//! classification, the start-up probe and the `tail` consumer.
+//! classification, the start-up probe, the new-topic readiness wait and the
+//! `tail` consumer.
 
 pub(crate) mod access;
 pub(crate) mod probe;
 pub(crate) mod progress;
 pub(crate) mod publisher;
+pub mod readiness;
 pub mod settings;
 pub(crate) mod tail;

@@ -97,12 +97,12 @@ pub(crate) fn classify(
 ) -> Outcome {
     let Some(error) = error else {
         // With acks=all every stored record has an offset. A success without
-        // one is librdkafka voiding DUPLICATE_SEQUENCE_NUMBER: the broker says
-        // it already holds that sequence. After librdkafka resets a
-        // partition's sequence (a topic reported missing, then back, as
-        // auto-creation can do) that "duplicate" is a new record the broker
-        // dropped. Republishing costs at most a duplicate; trusting it can
-        // lose the record.
+        // one is librdkafka voiding a refused sequence it takes for one the
+        // broker holds, as the broker acknowledged later ones. A broker with
+        // no state for a producer accepts any sequence, so when it refused
+        // the first batch and appended the next (a partition not yet served,
+        // `readiness`), that "duplicate" is a record the broker dropped.
+        // Republishing costs at most a duplicate; trusting it can lose it.
         if offset < 0 {
             return Outcome::Ambiguous(Error::new(
                 Code::KAFKA_DELIVERY_AMBIGUOUS,
@@ -266,50 +266,16 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
         }
     }
 
-    /// Waits, up to `within`, until `topic` has a leader for every partition
-    /// (asking for its metadata also has the broker auto-create it). While a
-    /// topic is being created librdkafka can reset a partition's sequence,
-    /// and the broker then drops a record as a "duplicate" while appending
-    /// the ones after it: publishing it again would put it behind later
-    /// records of its key. `false` when the topic is not ready in time; the
-    /// produce then reports what is wrong with it.
+    /// Waits, up to `within`, until every partition of `topic` is served by
+    /// its leader (see [`readiness`](super::readiness)).
     pub(crate) async fn topic_ready(&self, topic: &str, within: std::time::Duration) -> bool {
         let producer = self.producer.clone();
         let topic = topic.to_string();
-        let ask = move || {
-            let deadline = std::time::Instant::now() + within;
-            loop {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                let metadata = producer
-                    .client()
-                    .fetch_metadata(Some(&topic), left.min(std::time::Duration::from_secs(2)));
-                let listed = metadata.ok().and_then(|m| {
-                    m.topics().iter().find(|t| t.name() == topic).map(|t| {
-                        let ready = t.error().is_none()
-                            && !t.partitions().is_empty()
-                            && t.partitions()
-                                .iter()
-                                .all(|p| p.error().is_none() && p.leader() >= 0);
-                        // Refused for good: waiting changes nothing.
-                        let refused = t.error().is_some_and(|e| {
-                            rdkafka::error::RDKafkaErrorCode::from(e)
-                                == rdkafka::error::RDKafkaErrorCode::TopicAuthorizationFailed
-                        });
-                        (ready, refused)
-                    })
-                });
-                match listed {
-                    Some((true, _)) => return true,
-                    Some((_, true)) => return false,
-                    _ => {}
-                }
-                if std::time::Instant::now() + std::time::Duration::from_millis(100) >= deadline {
-                    return false;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-        };
-        tokio::task::spawn_blocking(ask).await.unwrap_or(false)
+        tokio::task::spawn_blocking(move || {
+            super::readiness::wait_until_served(producer.client(), &topic, within)
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// Registers the transactional id with its coordinator: any older

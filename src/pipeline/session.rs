@@ -719,7 +719,7 @@ impl<'a> Session<'a> {
                     .topic_ready(&record.topic, TOPIC_READY_WAIT)
                     .await
                 {
-                    tracing::warn!(topic = %record.topic, "the topic has no leader for every partition yet; producing anyway");
+                    tracing::warn!(topic = %record.topic, "the topic is not served on every partition yet; producing anyway");
                 }
                 self.destination(&record.topic)
             }

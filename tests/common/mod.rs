@@ -1211,9 +1211,8 @@ create_slot = true
         path
     }
 
-    /// The settled positions from which a relay's log says it replayed.
-    pub fn replays_in(log: &str) -> Vec<outbox_cdc::pg::lsn::Lsn> {
-        // Drop terminal colour codes, then read `settled=<lsn>` of each restart.
+    /// A relay's log without terminal colour codes.
+    pub fn plain(log: &str) -> String {
         let mut plain = String::with_capacity(log.len());
         let mut chars = log.chars();
         while let Some(c) = chars.next() {
@@ -1228,6 +1227,27 @@ create_slot = true
             }
         }
         plain
+    }
+
+    /// The WARN and ERROR lines of each log, for a failure message to carry.
+    pub fn warnings_in(logs: &[String]) -> String {
+        let mut out = String::new();
+        for (i, log) in logs.iter().enumerate() {
+            out.push_str(&format!("--- session {i}\n"));
+            for line in plain(log)
+                .lines()
+                .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// The settled positions from which a relay's log says it replayed.
+    pub fn replays_in(log: &str) -> Vec<outbox_cdc::pg::lsn::Lsn> {
+        plain(log)
             .lines()
             .filter(|l| l.contains("restarting the pipeline"))
             .filter_map(|l| l.split("settled=").nth(1))

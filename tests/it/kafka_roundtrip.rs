@@ -11,7 +11,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Header, Headers, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{BaseProducer, FutureProducer, FutureRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
 const PARTITIONS: i32 = 6;
@@ -171,4 +171,56 @@ async fn records_round_trip_with_java_placement_null_headers_and_empty_values() 
     }
     let used: std::collections::BTreeSet<i32> = seen.iter().map(|s| s.1).collect();
     assert!(used.len() > 1, "keys spread over partitions");
+}
+
+/// Metadata names a new topic's leaders before the broker serves them (a
+/// produce then may be refused for one batch and accepted for the next, out
+/// of order); the readiness wait returns only once every partition answers.
+#[tokio::test]
+async fn a_new_topic_is_ready_only_once_every_partition_is_served() {
+    let services = require_services!();
+    let bootstrap = services.kafka_bootstrap.clone();
+    let topics: Vec<String> = (0..5)
+        .map(|i| common::unique_prefix(&format!("ready{i}")) + "topic")
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        // Producers, as the relay's: their metadata requests auto-create.
+        let client = || -> BaseProducer {
+            ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .create()
+                .unwrap()
+        };
+        let waiter = client();
+        let other = client();
+        for topic in &topics {
+            assert!(outbox_cdc::kafka::readiness::wait_until_served(
+                waiter.client(),
+                topic,
+                Duration::from_secs(30)
+            ));
+            // Straight after, from another client: no partition is refused.
+            let metadata = other
+                .client()
+                .fetch_metadata(Some(topic), Duration::from_secs(10))
+                .unwrap();
+            let partitions = metadata.topics()[0].partitions();
+            assert_eq!(partitions.len(), PARTITIONS as usize, "{topic}");
+            for p in partitions {
+                let answer =
+                    other
+                        .client()
+                        .fetch_watermarks(topic, p.id(), Duration::from_secs(10));
+                assert_eq!(answer.ok(), Some((0, 0)), "{topic} partition {}", p.id());
+            }
+        }
+        // A name the broker refuses never becomes ready.
+        assert!(!outbox_cdc::kafka::readiness::wait_until_served(
+            waiter.client(),
+            "not a valid topic name",
+            Duration::from_secs(1)
+        ));
+    })
+    .await
+    .unwrap();
 }

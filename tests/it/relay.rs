@@ -307,11 +307,14 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
         "{kills} kills: {} records for {TOTAL} messages ({duplicates} duplicates)",
         records.len()
     );
+    logs.push(relay.log_text());
     for (key, ns) in kafka::first_delivery_order(&records) {
         let expected: Vec<u64> = (1..=ns.len() as u64).collect();
         assert_eq!(
-            ns, expected,
-            "first deliveries of {key} are in commit order"
+            ns,
+            expected,
+            "first deliveries of {key} are in commit order; the sessions warned:\n{}",
+            relay::warnings_in(&logs)
         );
     }
     // Duplicates carry the same bytes as the first delivery, and only rows
@@ -322,7 +325,6 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
     // the insert position alone too early a bound).
     // A relay that restarts its own pipeline (a delivery timed out on a
     // loaded machine) replays from the position it had settled, and logs it.
-    logs.push(relay.log_text());
     for log in &logs {
         windows.extend(
             relay::replays_in(log)
