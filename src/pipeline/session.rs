@@ -51,10 +51,6 @@ struct InFlight {
 const MARK_BATCH: usize = 5000;
 const MARK_INTERVAL: Duration = Duration::from_millis(250);
 
-/// At most this many reports, or events, are handled in one step of the
-/// pump; the bookkeeping after a step runs once for all of them.
-const BURST: usize = 256;
-
 /// How long the first record for a topic waits for the topic to be ready.
 const TOPIC_READY_WAIT: Duration = Duration::from_secs(10);
 
@@ -217,13 +213,6 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Whether the in-flight bounds let another record be enqueued.
-    fn has_room(&self) -> bool {
-        let cfg = &self.relay.cfg.relay;
-        self.in_flight.messages < cfg.max_in_flight_messages
-            && self.in_flight.bytes < cfg.max_in_flight_bytes
-    }
-
     /// In transactional delivery, between source transactions, a Kafka
     /// transaction is open: when it is due.
     fn commit_due(&self) -> Option<tokio::time::Instant> {
@@ -257,22 +246,15 @@ impl<'a> Session<'a> {
         let mut heartbeats_seen = 0u64;
         loop {
             let commit_due = self.commit_due();
-            let room = self.has_room();
+            let room = self.in_flight.messages < cfg.max_in_flight_messages
+                && self.in_flight.bytes < cfg.max_in_flight_bytes;
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled(), if draining.is_none() => {
                     tracing::info!(in_flight = self.in_flight.messages, "stopping: draining in-flight messages");
                     draining = Some(tokio::time::Instant::now() + drain_timeout);
                 }
-                Some(delivery) = self.reports.recv() => {
-                    self.on_delivery(delivery);
-                    // Reports come in bursts: take those already there in
-                    // this step, so the bookkeeping below runs once for them.
-                    for _ in 1..BURST {
-                        let Ok(delivery) = self.reports.try_recv() else { break };
-                        self.on_delivery(delivery);
-                    }
-                }
+                Some(delivery) = self.reports.recv() => self.on_delivery(delivery),
                 _ = self.relay.marks_stalled.notified() => {
                     self.restart.get_or_insert_with(|| Error::new(
                         Code::PG_CONNECTION_LOST,
@@ -281,19 +263,7 @@ impl<'a> Session<'a> {
                 }
                 event = stream.events.recv(), if room && self.restart.is_none()
                     && (draining.is_none() || self.mid_source_transaction()) => match event {
-                    Some(event) => {
-                        self.on_event(event).await?;
-                        // Likewise the events already read, while there is room.
-                        for _ in 1..BURST {
-                            if !(self.has_room() && self.restart.is_none()
-                                && (draining.is_none() || self.mid_source_transaction()))
-                            {
-                                break;
-                            }
-                            let Ok(event) = stream.events.try_recv() else { break };
-                            self.on_event(event).await?;
-                        }
-                    }
+                    Some(event) => self.on_event(event).await?,
                     // The reader ended: the session's closing says why.
                     None => return Ok(SessionEnd::Restart(Error::new(
                         Code::PG_CONNECTION_LOST,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use postgres_protocol::message::backend::Message;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -26,10 +26,6 @@ use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, PG_EPOCH_OFFSET_MICROS};
 use crate::error::{Code, Error};
 use crate::pg::lsn::Lsn;
-
-/// Frames handled in one step of the reader's loop before it looks at
-/// cancellation and the status timer again.
-const FRAMES_PER_STEP: usize = 64;
 
 /// What the reader delivers, in commit order. Every outbox transaction is
 /// `Begin`, one or more `Rows` chunks, `Commit`; transactions without outbox
@@ -253,33 +249,35 @@ impl Reader {
                     }
                 }
                 frame = conn.framed.next(), if pending.is_empty() => {
-                    // Frames already received and events the channel has
-                    // room for are handled in this step, without a turn of
-                    // the select each (a 1-row transaction is three of each).
-                    let mut frame = frame;
-                    for step in 1..=FRAMES_PER_STEP {
-                        on_frame(&mut conn, &mut st, &tuning, frame, &mut pending, &stats, &events, &slot, &settled_rx).await?;
-                        while let Some(event) = pending.pop_front() {
-                            match events.try_reserve() {
-                                Ok(permit) => permit.send(event),
-                                Err(mpsc::error::TrySendError::Full(())) => {
-                                    pending.push_front(event);
-                                    break;
-                                }
-                                Err(mpsc::error::TrySendError::Closed(())) => {
-                                    return finish(conn, &mut st, &settled_rx, &stats).await;
-                                }
+                    let message = match frame {
+                        Some(Ok(Backend::Message(m))) => m,
+                        Some(Ok(Backend::CopyBothResponse)) => {
+                            return Err(Error::new(Code::PG_PROTOCOL, "a second CopyBothResponse"))
+                        }
+                        Some(Err(e)) => return Err(lost(e)),
+                        None => return Err(Error::new(Code::PG_CONNECTION_LOST, "the server closed the stream")),
+                    };
+                    match message {
+                        Message::CopyData(body) => {
+                            let data = Bytes::copy_from_slice(body.data());
+                            if data.first() == Some(&b'k') {
+                                // A keepalive may ask for a reply: report what is settled now.
+                                st.settled = st.settled.max(*settled_rx.borrow());
                             }
+                            // Nothing waiting for the consumer: a keepalive read now
+                            // means the relay, not only the walsender, keeps up.
+                            let consumer_idle = events.capacity() == events.max_capacity();
+                            handle_copy_data(&mut conn, &mut st, &tuning, data, &mut pending, &stats, consumer_idle).await?;
                         }
-                        // A frame taken is a frame handled: look for one
-                        // only while this step may handle it.
-                        if !pending.is_empty() || step == FRAMES_PER_STEP {
-                            break;
+                        Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
+                            return Err(Error::new(Code::PG_CONNECTION_LOST, "the server ended the stream"))
                         }
-                        match conn.framed.next().now_or_never() {
-                            Some(next) => frame = next,
-                            None => break,
+                        Message::ErrorResponse(body) => {
+                            return Err(refusal(server_error(&body), Command::Streaming)
+                                .context(format!("streaming from slot {slot}")));
                         }
+                        Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+                        _ => return Err(Error::new(Code::PG_PROTOCOL, "unexpected message while streaming")),
                     }
                 }
                 // Settlement is read here rather than on every change: waking
@@ -297,57 +295,6 @@ impl Reader {
                 }
             }
         }
-    }
-}
-
-/// One frame of the stream: CopyData is handled, anything else ends it.
-#[allow(clippy::too_many_arguments)]
-async fn on_frame(
-    conn: &mut ReplicationConnection,
-    st: &mut State,
-    tuning: &Tuning,
-    frame: Option<Result<Backend, std::io::Error>>,
-    pending: &mut VecDeque<Event>,
-    stats: &ReaderStats,
-    events: &mpsc::Sender<Event>,
-    slot: &str,
-    settled_rx: &watch::Receiver<Lsn>,
-) -> Result<(), Error> {
-    let message = match frame {
-        Some(Ok(Backend::Message(m))) => m,
-        Some(Ok(Backend::CopyBothResponse)) => {
-            return Err(Error::new(Code::PG_PROTOCOL, "a second CopyBothResponse"))
-        }
-        Some(Err(e)) => return Err(lost(e)),
-        None => {
-            return Err(Error::new(
-                Code::PG_CONNECTION_LOST,
-                "the server closed the stream",
-            ))
-        }
-    };
-    match message {
-        Message::CopyData(body) => {
-            let data = Bytes::copy_from_slice(body.data());
-            if data.first() == Some(&b'k') {
-                // A keepalive may ask for a reply: report what is settled now.
-                st.settled = st.settled.max(*settled_rx.borrow());
-            }
-            // Nothing waiting for the consumer: a keepalive read now means
-            // the relay, not only the walsender, keeps up.
-            let consumer_idle = events.capacity() == events.max_capacity();
-            handle_copy_data(conn, st, tuning, data, pending, stats, consumer_idle).await
-        }
-        Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => Err(
-            Error::new(Code::PG_CONNECTION_LOST, "the server ended the stream"),
-        ),
-        Message::ErrorResponse(body) => Err(refusal(server_error(&body), Command::Streaming)
-            .context(format!("streaming from slot {slot}"))),
-        Message::NoticeResponse(_) | Message::ParameterStatus(_) => Ok(()),
-        _ => Err(Error::new(
-            Code::PG_PROTOCOL,
-            "unexpected message while streaming",
-        )),
     }
 }
 
