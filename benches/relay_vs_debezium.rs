@@ -40,11 +40,6 @@ use outbox_cdc::replication::{
     slot, ConnectOptions, Event, Feedback, ReplicationConnection, SourceOptions, Stream,
 };
 
-/// The relay's allocator, so the reader baseline costs what the reader
-/// costs inside the relay.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 const READ_BASELINE: &str = "reader only (no Kafka)";
 const PRODUCE_BASELINE: &str = "librdkafka only (no PostgreSQL)";
 const RELAY_BIN: &str = env!("CARGO_BIN_EXE_outbox-cdc");
