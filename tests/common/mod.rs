@@ -970,6 +970,30 @@ pub mod kafka {
         }
     }
 
+    /// Creates topics by the broker's defaults (a producer's metadata request
+    /// auto-creates them) and returns once every partition is served at its
+    /// leader. For Debezium's Java producer: Kafka before 4.5 (KAFKA-15591)
+    /// lets the second batch to a just created partition in ahead of a
+    /// refused first one, whose retries then fail OUT_OF_ORDER_SEQUENCE_NUMBER
+    /// until Debezium's engine gives up. The relay waits for this itself.
+    pub fn serve_topics(bootstrap: &str, topics: &[&str]) {
+        use rdkafka::producer::{BaseProducer, Producer};
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .unwrap();
+        for topic in topics {
+            assert!(
+                outbox_cdc::kafka::readiness::wait_until_served(
+                    producer.client(),
+                    topic,
+                    Duration::from_secs(60)
+                ),
+                "topic {topic} was not served within 60 s"
+            );
+        }
+    }
+
     /// Partition counts of topics (waiting for them to exist).
     pub fn partitions(bootstrap: &str, topic: &str) -> i32 {
         let consumer: BaseConsumer = ClientConfig::new()

@@ -374,6 +374,21 @@ enum Deployment {
 }
 
 impl Deployment {
+    /// What Debezium says went wrong: the server's WARN and ERROR lines, or
+    /// the connector's task status.
+    fn account(&self) -> String {
+        match self {
+            Deployment::Connect(cfg) => task_failure(cfg).0,
+            Deployment::Server(server) => server
+                .log()
+                .lines()
+                .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+                .take(40)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
     fn stop(self) {
         match self {
             Deployment::Connect(cfg) => stop_debezium(&cfg),
@@ -551,16 +566,22 @@ async fn differential(label: &str, server: bool) {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let total = write_corpus(&services, &db.name).await;
-    assert!(total >= 1000, "corpus of {total} rows");
     let destinations = ["orders", "payments", "audit.log", "edge_cases"];
-    let relay_topics: Vec<String> = destinations
-        .iter()
-        .map(|d| format!("{relay_prefix}{d}"))
-        .collect();
     let dbz_topics: Vec<String> = destinations
         .iter()
         .map(|d| format!("{dbz_prefix}{d}"))
+        .collect();
+    // Debezium's producer cannot survive a just created topic on this
+    // broker (see `serve_topics`); operators create them beforehand.
+    kafka::serve_topics(
+        &services.kafka_bootstrap,
+        &dbz_topics.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let total = write_corpus(&services, &db.name).await;
+    assert!(total >= 1000, "corpus of {total} rows");
+    let relay_topics: Vec<String> = destinations
+        .iter()
+        .map(|d| format!("{relay_prefix}{d}"))
         .collect();
     let relay_records = kafka::consume_ids(
         &services.kafka_bootstrap,
@@ -618,7 +639,12 @@ async fn differential(label: &str, server: bool) {
     let ours: BTreeMap<String, &Consumed> = relay_records.iter().map(|r| (r.id(), r)).collect();
     let theirs: BTreeMap<String, &Consumed> = dbz_records.iter().map(|r| (r.id(), r)).collect();
     assert_eq!(ours.len(), total, "the relay published every row");
-    assert_eq!(theirs.len(), total, "Debezium published every row");
+    assert_eq!(
+        theirs.len(),
+        total,
+        "Debezium published every row; it said:\n{}",
+        deployment.account()
+    );
     let mut differences = Vec::new();
     let mut null_headers_dropped = 0;
     for (id, r) in &ours {
@@ -757,6 +783,7 @@ async fn debezium_server_resumes_from_its_offsets_file() {
         )
     };
     let topic = format!("{prefix}orders");
+    kafka::serve_topics(&services.kafka_bootstrap, &[&topic]);
     let server = start_debezium_server(&cfg, &db.client).await;
     db.client.batch_execute(&insert(1, 20)).await.unwrap();
     let first = kafka::consume_ids(
