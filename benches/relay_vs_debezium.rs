@@ -486,6 +486,24 @@ async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(
     for r in admin.create_topics([&t], &AdminOptions::new()).await? {
         r.map_err(|(t, e)| anyhow!("creating topic {t}: {e}"))?;
     }
+    // Served before any engine's first record: Debezium's producer does not
+    // survive a partition the broker does not serve yet (KAFKA-15591).
+    let producer: rdkafka::producer::BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let name = topic.to_string();
+    let served = tokio::task::spawn_blocking(move || {
+        use rdkafka::producer::Producer;
+        outbox_cdc::kafka::readiness::wait_until_served(
+            producer.client(),
+            &name,
+            Duration::from_secs(60),
+        )
+    })
+    .await?;
+    if !served {
+        return Err(anyhow!("topic {topic} was not served within 60 s"));
+    }
     Ok(())
 }
 
