@@ -142,6 +142,28 @@ fn exit_status(e: &Error) -> u8 {
     }
 }
 
+/// Runs `work` as a task on the runtime's worker threads. The future given
+/// to `block_on` runs on the calling thread, apart from the tasks it
+/// spawns: the session would sit there and every event from the reader (a
+/// task) would wake a parked thread across cores. As a task beside the
+/// reader, a wake-up is mostly a turn on the same worker.
+fn run_on_workers<T, F>(work: F) -> Result<T, Error>
+where
+    F: std::future::Future<Output = Result<T, Error>> + Send + 'static,
+    T: Send + 'static,
+{
+    runtime()?.block_on(async move {
+        match tokio::spawn(work).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(Error::new(
+                Code::INTERNAL,
+                format!("the command's task was cancelled: {e}"),
+            )),
+        }
+    })
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

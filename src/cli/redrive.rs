@@ -48,7 +48,7 @@ pub(super) fn run(args: Args) -> Result<(), Error> {
         destination: args.destination,
         since,
     };
-    super::runtime()?.block_on(async {
+    super::run_on_workers(async move {
         let sql = connect::connect(&cfg, &super::env).await?;
         let counts = handover::failed_counts(&sql, &cfg, &filter)
             .await

@@ -19,7 +19,7 @@ pub(super) struct Args {
 
 pub(super) fn run(args: Args) -> Result<(), Error> {
     let cfg = args.config.load()?;
-    super::runtime()?.block_on(async {
+    super::run_on_workers(async move {
         let shutdown = shutdown_on_signals();
         let http = cfg.http.clone();
         let relay = Relay::prepare(cfg, Arc::new(super::env)).await?;
