@@ -570,7 +570,11 @@ impl Collector {
             )
             .set("group.id", format!("bench-{topic}"))
             .set("enable.auto.commit", "false")
-            .set("fetch.wait.max.ms", "10")
+            // Engines timed by append time are read in large fetches, so the
+            // bench's own consumer costs the broker little; those timed on
+            // receipt are read as soon as the broker can answer.
+            .set("fetch.wait.max.ms", if received { "10" } else { "500" })
+            .set("fetch.min.bytes", if received { "1" } else { "1048576" })
             .create()?;
         let mut tpl = TopicPartitionList::new();
         for p in 0..partitions {
@@ -681,6 +685,133 @@ fn machine_cpu() -> (u64, u64) {
     // idle and iowait
     let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
     (total.saturating_sub(idle), total)
+}
+
+/// CPU ticks of every live process, named by what it is (a walsender, a
+/// PostgreSQL backend, the broker, ...), so the machine's time in a window
+/// can be split among them.
+fn processes() -> HashMap<u32, (String, u64)> {
+    let mut out = HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let (head, rest) = stat.rsplit_once(") ").unwrap_or(("", ""));
+        let comm = head.split_once(" (").map_or("", |(_, c)| c);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        out.insert(pid, (process_group(comm, &cmdline), ticks(11) + ticks(12)));
+    }
+    out
+}
+
+fn process_group(comm: &str, cmdline: &str) -> String {
+    if let Some(rest) = cmdline.strip_prefix("postgres: ") {
+        for role in [
+            "walsender",
+            "autovacuum",
+            "checkpointer",
+            "walwriter",
+            "background writer",
+        ] {
+            if rest.contains(role) {
+                return format!("postgres {role}");
+            }
+        }
+        return "postgres backend".into();
+    }
+    if comm == "postgres" {
+        // A backend that has exited but is not yet reaped has no cmdline.
+        return if cmdline.contains(" -D ") {
+            "postgres postmaster".into()
+        } else {
+            "postgres backend".into()
+        };
+    }
+    if cmdline.contains("relay_vs_debezium") {
+        return "bench".into();
+    }
+    if cmdline.contains("ConnectDistributed") {
+        return "kafka connect".into();
+    }
+    if cmdline.contains("kafka.Kafka") {
+        return "kafka broker".into();
+    }
+    if cmdline.contains("debezium-server") || cmdline.contains("io.debezium.server") {
+        return "debezium server".into();
+    }
+    if comm.starts_with("kworker") {
+        return "kernel workers".into();
+    }
+    comm.to_string()
+}
+
+/// Where the machine's busy time went between two readings, in µs per
+/// message: each group of live processes, the kernel's interrupt handling
+/// (loopback TCP is received there) and time the hypervisor took (steal);
+/// what is left (processes that came and went) is "other".
+fn machine_shares(
+    p0: &HashMap<u32, (String, u64)>,
+    p1: &HashMap<u32, (String, u64)>,
+    m0: &[u64],
+    m1: &[u64],
+    messages: usize,
+) -> Json {
+    let jiffy = |i: usize| {
+        m1.get(i)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(m0.get(i).copied().unwrap_or(0)) as f64
+            * 10_000.0
+    };
+    // /proc/stat: user nice system idle iowait irq softirq steal
+    let busy = jiffy(0) + jiffy(1) + jiffy(2) + jiffy(5) + jiffy(6) + jiffy(7);
+    let mut by: HashMap<String, f64> = HashMap::new();
+    for (pid, (group, t1)) in p1 {
+        let t0 = p0.get(pid).map_or(0, |(_, t)| *t);
+        *by.entry(group.clone()).or_default() += t1.saturating_sub(t0) as f64 * 10_000.0;
+    }
+    let irq = jiffy(5) + jiffy(6);
+    let steal = jiffy(7);
+    let attributed: f64 = by.values().sum::<f64>() + irq + steal;
+    by.insert("kernel interrupts".into(), irq);
+    by.insert("steal".into(), steal);
+    by.insert("other".into(), (busy - attributed).max(0.0));
+    let mut v: Vec<(String, f64)> = by.into_iter().filter(|(_, us)| *us > 0.0).collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let per = messages.max(1) as f64;
+    Json::Object(
+        v.into_iter()
+            .take(10)
+            .map(|(g, us)| (g, json!(round(us / per, 1))))
+            .collect(),
+    )
+}
+
+/// The cpu line of /proc/stat, in jiffies.
+fn machine_fields() -> Vec<u64> {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect()
 }
 
 /// Busy CPU time of the whole machine between two readings, in µs.
@@ -918,6 +1049,8 @@ async fn backlog_once(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Re
     let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
     let started = now_ms();
     let (mut run, before) = Running::start(s, engine, &b).await?;
+    let procs0 = processes();
+    let fields0 = machine_fields();
     let cpu0 = machine_cpu();
     wait_until_seen(
         &collector,
@@ -928,10 +1061,13 @@ async fn backlog_once(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Re
     )
     .await?;
     let cpu1 = machine_cpu();
+    let procs1 = processes();
+    let fields1 = machine_fields();
     let after = usage(run.pid())?;
     run.stop(s)?;
     let seen = collector.finish()?;
     drop_bench(s, b).await?;
+    let shares = machine_shares(&procs0, &procs1, &fields0, &fields1, seen.first.len());
     let first = seen.first.values().min().copied().unwrap_or(0);
     let last = seen.first.values().max().copied().unwrap_or(0);
     let span_s = (last - first).max(1) as f64 / 1000.0;
@@ -949,6 +1085,7 @@ async fn backlog_once(s: &Services, a: &Args, engine: Engine, per_tx: i64) -> Re
         "duplicates": seen.records - seen.first.len(),
         "cpu_s": round(after.cpu_s - before.cpu_s, 2),
         "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / seen.first.len() as f64, 1),
+        "machine_cpu_us_per_msg_by_process": shares,
         "peak_rss_mib": round(after.peak_rss_mib, 1),
     }))
 }
@@ -1169,9 +1306,20 @@ async fn steady(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = usage(run.pid())?;
     let t = Instant::now();
+    let procs0 = processes();
+    let fields0 = machine_fields();
     let cpu0 = machine_cpu();
-    let commits = generate(s, &b.db, a.rate, a.seconds, a.payload).await?;
+    // The writers' connections stay open until their backends are counted.
+    let (commits, writers) = generate(s, &b.db, a.rate, a.seconds, a.payload).await?;
     let cpu1 = machine_cpu();
+    let shares = machine_shares(
+        &procs0,
+        &processes(),
+        &fields0,
+        &machine_fields(),
+        commits.len(),
+    );
+    drop(writers);
     let offered_s = t.elapsed().as_secs_f64();
     let busy = (cpu1.0 - cpu0.0) as f64 / (cpu1.1 - cpu0.1).max(1) as f64;
     wait_until_seen(
@@ -1211,6 +1359,7 @@ async fn steady(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
         "offered_msg_s": round(commits.len() as f64 / offered_s, 0),
         "latency_ms": {"p50": round(p50, 1), "p99": round(p99, 1), "max": round(max, 1)},
         "machine_cpu_busy_pct": round(busy * 100.0, 0),
+        "machine_cpu_us_per_msg_by_process": shares,
         "cpu_s": round(after.cpu_s - before.cpu_s, 2),
         "peak_rss_mib": round(after.peak_rss_mib, 1),
     }))
@@ -1222,7 +1371,7 @@ async fn generate(
     rate: u32,
     seconds: u32,
     payload: i32,
-) -> Result<Vec<(String, f64)>> {
+) -> Result<(Vec<(String, f64)>, Vec<Client>)> {
     let workers = 8u32;
     let total = i64::from(rate) * i64::from(seconds);
     let period = Duration::from_secs_f64(f64::from(workers) / f64::from(rate));
@@ -1245,14 +1394,17 @@ async fn generate(
                 out.push((row.get::<_, String>(0), now_ms()));
                 g += i64::from(workers);
             }
-            Ok::<_, tokio_postgres::Error>(out)
+            Ok::<_, tokio_postgres::Error>((out, client))
         }));
     }
     let mut all = Vec::new();
+    let mut clients = Vec::new();
     for t in tasks {
-        all.extend(t.await??);
+        let (out, client) = t.await??;
+        all.extend(out);
+        clients.push(client);
     }
-    Ok(all)
+    Ok((all, clients))
 }
 
 /// The raw slot read rate (our reader, no Kafka) over a backlog in
@@ -1301,6 +1453,8 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
     write_backlog(&b.client, a.rows, a.payload, 100).await?;
 
     let (feedback, _) = Feedback::new(Lsn::ZERO);
+    let procs0 = processes();
+    let fields0 = machine_fields();
     let start = Instant::now();
     let cpu0 = machine_cpu();
     let mut stream = Stream::open(&b.client, &source, &feedback).await?;
@@ -1315,7 +1469,10 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu1 = machine_cpu();
+    let procs1 = processes();
+    let fields1 = machine_fields();
     let _ = stream.stop().await;
+    let shares = machine_shares(&procs0, &procs1, &fields0, &fields1, read);
 
     let source = SourceOptions {
         slot: records_slot,
@@ -1347,7 +1504,8 @@ async fn slot_read(s: &Services, a: &Args) -> Result<(Json, Vec<Record>)> {
     eprintln!("[bench]   {rate:.0} rows/s");
     Ok((
         json!({"first_to_last_s": round(secs, 3), "throughput_msg_s": round(rate, 0),
-               "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / read as f64, 1)}),
+               "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / read as f64, 1),
+               "machine_cpu_us_per_msg_by_process": shares}),
         records,
     ))
 }
@@ -1372,6 +1530,8 @@ async fn raw_produce(s: &Services, a: &Args, records: &[Record]) -> Result<Json>
     let cc = settings::producer_config(&cfg, &|_| None).map_err(|e| anyhow!("{e}"))?;
     let producer: BaseProducer = cc.create()?;
     let n = records.len();
+    let procs0 = processes();
+    let fields0 = machine_fields();
     let start = Instant::now();
     let cpu0 = machine_cpu();
     for r in records {
@@ -1401,6 +1561,7 @@ async fn raw_produce(s: &Services, a: &Args, records: &[Record]) -> Result<Json>
     let wall = start.elapsed().as_secs_f64();
     collector.wait_for(n, Duration::from_secs(300)).await?;
     let cpu1 = machine_cpu();
+    let shares = machine_shares(&procs0, &processes(), &fields0, &machine_fields(), n);
     let seen = collector.finish()?;
     let first = seen.first.values().min().copied().unwrap_or(0);
     let last = seen.first.values().max().copied().unwrap_or(0);
@@ -1409,7 +1570,8 @@ async fn raw_produce(s: &Services, a: &Args, records: &[Record]) -> Result<Json>
     eprintln!("[bench]   {rate:.0} msg/s");
     Ok(
         json!({"first_to_last_s": round(span_s, 3), "producer_wall_s": round(wall, 3), "throughput_msg_s": round(rate, 0),
-               "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / n as f64, 1)}),
+               "machine_cpu_us_per_msg": round(jiffies_us(cpu0, cpu1) / n as f64, 1),
+               "machine_cpu_us_per_msg_by_process": shares}),
     )
 }
 
@@ -1811,6 +1973,43 @@ fn markdown(report: &Json) -> String {
         `exactly.once.support = required`) are read by a `read_committed` consumer, and their times are when that \
         consumer received a record: a record is not visible before its transaction commits, so its append time \
         would flatter them.\n");
+    let _ = writeln!(md, "## Where the machine's time went\n");
+    let _ = writeln!(md, "Busy time of the whole machine per message, split by process from `/proc` over the same \
+        window as the machine CPU above (for drains, the run whose throughput is the median). `bench` is the bench's own \
+        process: the reader in the slot-read baseline, the producer in the produce baseline, and in every scenario its \
+        consumer (and, for the steady stream, its writers' client side); `other` is time of processes that exited \
+        within the window. The split shows why the shared-CPU bound is not additive: the walsender spends less per row when \
+        its reader applies back-pressure, and the broker spends less per message on larger produce requests.\n");
+    let _ = writeln!(md, "| scenario | relay | machine µs/msg by process |");
+    let _ = writeln!(md, "|---|---|---|");
+    for r in results.iter().filter(|r| {
+        r["scenario"]
+            .as_str()
+            .is_some_and(|x| x.starts_with("backlog") || x.starts_with("baseline") || x == "steady")
+    }) {
+        let runs = r["runs"].as_array().cloned().unwrap_or_default();
+        let typical = runs
+            .iter()
+            .find(|x| x["throughput_msg_s"] == r["throughput_msg_s"])
+            .unwrap_or(r);
+        let Some(split) = typical["machine_cpu_us_per_msg_by_process"].as_object() else {
+            continue;
+        };
+        let mut parts: Vec<(&String, f64)> = split
+            .iter()
+            .filter_map(|(k, v)| v.as_f64().map(|v| (k, v)))
+            .collect();
+        parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let cells: Vec<String> = parts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} |",
+            r["scenario"].as_str().unwrap_or(""),
+            r["engine"].as_str().unwrap_or(""),
+            cells.join(" · ")
+        );
+    }
+    let _ = writeln!(md);
     let counted: Vec<&Json> = results
         .iter()
         .filter(|r| r["scenario"] == "instructions")
