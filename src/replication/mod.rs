@@ -23,7 +23,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 pub use connection::{ConnectOptions, ReplicationConnection};
-pub use reader::{Event, Feedback, ReaderStats, Tuning};
+pub use reader::{Event, Events, Feedback, ReaderStats, Tuning};
 
 use crate::config::{Config, Env};
 use crate::error::{Code, Error};
@@ -89,7 +89,7 @@ impl SourceOptions {
 /// A running reader: committed transactions arrive on `events`; the
 /// consumer settles them through the [`Feedback`] it opened the stream with.
 pub struct Stream {
-    pub events: mpsc::Receiver<Event>,
+    pub events: Events,
     pub stats: Arc<ReaderStats>,
     /// Where streaming started: the slot's confirmed position or the
     /// feedback's settled one, whichever is later.
@@ -185,7 +185,7 @@ impl Stream {
             stats: stats.clone(),
         };
         Ok(Stream {
-            events,
+            events: Events::new(events),
             stats,
             start,
             created,

@@ -7,7 +7,6 @@
 //! idle outbox beside busy tables does not retain WAL. Status updates keep
 //! flowing while the consumer applies backpressure.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -46,6 +45,74 @@ pub enum Event {
         end_lsn: Lsn,
         commit_time: Timestamp,
     },
+}
+
+/// The consumer's end of the reader's channel. The reader sends the events
+/// of everything it could read at once as one batch (at most `chunk_rows`
+/// rows), so a stream of small transactions costs one channel hand-off, and
+/// one wake-up of the consumer, per batch rather than three per transaction.
+#[derive(Debug)]
+pub struct Events {
+    rx: mpsc::Receiver<Vec<Event>>,
+    buffered: std::vec::IntoIter<Event>,
+}
+
+impl Events {
+    pub(crate) fn new(rx: mpsc::Receiver<Vec<Event>>) -> Events {
+        Events {
+            rx,
+            buffered: Vec::new().into_iter(),
+        }
+    }
+
+    /// The next event, or `None` once the reader has ended and every event
+    /// it sent was received. Cancel-safe: nothing is lost if the future is
+    /// dropped, so it can sit in `select!`.
+    pub async fn recv(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.buffered.next() {
+                return Some(event);
+            }
+            self.buffered = self.rx.recv().await?.into_iter();
+        }
+    }
+
+    /// The next event if one is ready now.
+    pub fn try_recv(&mut self) -> Result<Event, mpsc::error::TryRecvError> {
+        loop {
+            if let Some(event) = self.buffered.next() {
+                return Ok(event);
+            }
+            self.buffered = self.rx.try_recv()?.into_iter();
+        }
+    }
+}
+
+/// Events read but not yet handed to the consumer, with their row count.
+#[derive(Default)]
+struct Batch {
+    events: Vec<Event>,
+    rows: usize,
+}
+
+impl Batch {
+    fn push(&mut self, event: Event) {
+        if let Event::Rows(rows) = &event {
+            self.rows += rows.len();
+        }
+        self.events.push(event);
+    }
+
+    /// No more reading until the consumer takes it: bounds the memory a
+    /// batch holds like one chunk does, and a run of empty transactions.
+    fn full(&self, tuning: &Tuning) -> bool {
+        self.rows >= tuning.chunk_rows || self.events.len() >= 3 * tuning.chunk_rows
+    }
+
+    fn take(&mut self) -> Vec<Event> {
+        self.rows = 0;
+        std::mem::take(&mut self.events)
+    }
 }
 
 /// The consumer's side of acknowledgement.
@@ -111,7 +178,7 @@ pub struct Tuning {
     pub status_interval: Duration,
     /// How often settlement is checked and, when it moved, reported.
     pub feedback_interval: Duration,
-    /// Events buffered between the reader and its consumer.
+    /// Batches of events buffered between the reader and its consumer.
     pub channel_capacity: usize,
 }
 
@@ -134,7 +201,7 @@ pub(crate) struct Reader {
     pub(crate) table: String,
     pub(crate) tuning: Tuning,
     pub(crate) start: Lsn,
-    pub(crate) events: mpsc::Sender<Event>,
+    pub(crate) events: mpsc::Sender<Vec<Event>>,
     pub(crate) settled: watch::Receiver<Lsn>,
     pub(crate) cancel: CancellationToken,
     pub(crate) stats: Arc<ReaderStats>,
@@ -229,7 +296,7 @@ impl Reader {
             last_sent_flush: Lsn::ZERO,
             last_status: Instant::now(),
         };
-        let mut pending: VecDeque<Event> = VecDeque::new();
+        let mut pending = Batch::default();
         let mut ticker = tokio::time::interval(tuning.feedback_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         send_status(&mut conn, &mut st, &stats, false).await?;
@@ -240,15 +307,9 @@ impl Reader {
                 _ = cancel.cancelled() => {
                     return finish(conn, &mut st, &settled_rx, &stats).await;
                 }
-                permit = events.reserve(), if !pending.is_empty() => {
-                    let Ok(permit) = permit else {
-                        return finish(conn, &mut st, &settled_rx, &stats).await;
-                    };
-                    if let Some(event) = pending.pop_front() {
-                        permit.send(event);
-                    }
-                }
-                frame = conn.framed.next(), if pending.is_empty() => {
+                // Read on while frames are at hand and the batch has room;
+                // hand the batch over when the stream pauses or it is full.
+                frame = conn.framed.next(), if !pending.full(&tuning) => {
                     let message = match frame {
                         Some(Ok(Backend::Message(m))) => m,
                         Some(Ok(Backend::CopyBothResponse)) => {
@@ -266,7 +327,8 @@ impl Reader {
                             }
                             // Nothing waiting for the consumer: a keepalive read now
                             // means the relay, not only the walsender, keeps up.
-                            let consumer_idle = events.capacity() == events.max_capacity();
+                            let consumer_idle = pending.events.is_empty()
+                                && events.capacity() == events.max_capacity();
                             handle_copy_data(&mut conn, &mut st, &tuning, data, &mut pending, &stats, consumer_idle).await?;
                         }
                         Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
@@ -280,6 +342,17 @@ impl Reader {
                         _ => return Err(Error::new(Code::PG_PROTOCOL, "unexpected message while streaming")),
                     }
                 }
+                permit = events.reserve(), if !pending.events.is_empty() => {
+                    let Ok(permit) = permit else {
+                        return finish(conn, &mut st, &settled_rx, &stats).await;
+                    };
+                    permit.send(pending.take());
+                    // Under a steady backlog the two branches above are always
+                    // ready and the ticker below never polled: report here.
+                    if st.last_status.elapsed() >= tuning.feedback_interval {
+                        report(&mut conn, &mut st, &tuning, &settled_rx, &stats).await?;
+                    }
+                }
                 // Settlement is read here rather than on every change: waking
                 // the reader per settled transaction costs more than it gains.
                 _ = ticker.tick() => {
@@ -287,15 +360,27 @@ impl Reader {
                         // The consumer dropped its Feedback: report and stop.
                         return finish(conn, &mut st, &settled_rx, &stats).await;
                     }
-                    st.settled = st.settled.max(*settled_rx.borrow());
-                    let due = st.last_status.elapsed() >= tuning.status_interval;
-                    if due || st.flush() != st.last_sent_flush {
-                        send_status(&mut conn, &mut st, &stats, false).await?;
-                    }
+                    report(&mut conn, &mut st, &tuning, &settled_rx, &stats).await?;
                 }
             }
         }
     }
+}
+
+/// Sends a status update when settlement moved or one is due.
+async fn report(
+    conn: &mut ReplicationConnection,
+    st: &mut State,
+    tuning: &Tuning,
+    settled_rx: &watch::Receiver<Lsn>,
+    stats: &ReaderStats,
+) -> Result<(), Error> {
+    st.settled = st.settled.max(*settled_rx.borrow());
+    let due = st.last_status.elapsed() >= tuning.status_interval;
+    if due || st.flush() != st.last_sent_flush {
+        send_status(conn, st, stats, false).await?;
+    }
+    Ok(())
 }
 
 /// Reports the last settled position and closes the session.
@@ -317,7 +402,7 @@ async fn handle_copy_data(
     st: &mut State,
     tuning: &Tuning,
     data: Bytes,
-    pending: &mut VecDeque<Event>,
+    pending: &mut Batch,
     stats: &ReaderStats,
     consumer_idle: bool,
 ) -> Result<(), Error> {
@@ -359,7 +444,7 @@ fn on_pgoutput(
     st: &mut State,
     tuning: &Tuning,
     message: PgOutput,
-    pending: &mut VecDeque<Event>,
+    pending: &mut Batch,
     stats: &ReaderStats,
 ) -> Result<(), Error> {
     match message {
@@ -402,7 +487,7 @@ fn on_pgoutput(
                         .ok_or_else(|| malformed("outbox relation vanished"))?;
                     if !tx.delivered_begin {
                         tx.delivered_begin = true;
-                        pending.push_back(Event::Begin {
+                        pending.push(Event::Begin {
                             xid: tx.xid,
                             final_lsn: tx.final_lsn,
                             commit_time: tx.commit_time,
@@ -411,7 +496,7 @@ fn on_pgoutput(
                     tx.chunk.push(row);
                     stats.rows.fetch_add(1, Ordering::Relaxed);
                     if tx.chunk.len() >= tuning.chunk_rows {
-                        pending.push_back(Event::Rows(std::mem::take(&mut tx.chunk)));
+                        pending.push(Event::Rows(std::mem::take(&mut tx.chunk)));
                     }
                 }
             }
@@ -428,9 +513,9 @@ fn on_pgoutput(
             st.received = st.received.max(end_lsn);
             if tx.delivered_begin {
                 if !tx.chunk.is_empty() {
-                    pending.push_back(Event::Rows(tx.chunk));
+                    pending.push(Event::Rows(tx.chunk));
                 }
-                pending.push_back(Event::Commit {
+                pending.push(Event::Commit {
                     xid: tx.xid,
                     commit_lsn,
                     end_lsn,
@@ -479,4 +564,58 @@ async fn send_status(
     stats.status_updates.fetch_add(1, Ordering::Relaxed);
     stats.confirmed.store(flush.0, Ordering::Relaxed);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(n: u64) -> Event {
+        Event::Commit {
+            xid: n as u32,
+            commit_lsn: Lsn(n),
+            end_lsn: Lsn(n + 1),
+            commit_time: Timestamp::from_pg_micros(0),
+        }
+    }
+
+    #[tokio::test]
+    async fn events_come_out_one_at_a_time_in_the_order_of_their_batches() {
+        let (tx, rx) = mpsc::channel(4);
+        let mut events = Events::new(rx);
+        tx.send(vec![commit(1), commit(2)]).await.unwrap();
+        tx.send(Vec::new()).await.unwrap();
+        tx.send(vec![commit(3)]).await.unwrap();
+        assert_eq!(events.try_recv(), Ok(commit(1)));
+        assert_eq!(events.recv().await, Some(commit(2)));
+        assert_eq!(events.recv().await, Some(commit(3)));
+        assert_eq!(events.try_recv(), Err(mpsc::error::TryRecvError::Empty));
+        drop(tx);
+        assert_eq!(events.recv().await, None);
+    }
+
+    #[test]
+    fn a_batch_is_full_at_a_chunk_of_rows() {
+        let tuning = Tuning {
+            chunk_rows: 2,
+            ..Tuning::default()
+        };
+        let mut batch = Batch::default();
+        batch.push(commit(1));
+        batch.push(Event::Rows(Vec::new()));
+        assert!(!batch.full(&tuning), "no rows yet, two events");
+        for n in 2..6 {
+            batch.push(commit(n));
+        }
+        assert!(batch.full(&tuning), "six events: three per chunk row");
+        assert_eq!(batch.take().len(), 6);
+        assert!(!batch.full(&tuning));
+        assert!(batch.events.is_empty());
+
+        let row = || OutboxRow::from_text([]);
+        batch.push(Event::Rows(vec![row()]));
+        assert!(!batch.full(&tuning), "one row of two");
+        batch.push(Event::Rows(vec![row()]));
+        assert!(batch.full(&tuning), "two rows of two, in two events");
+    }
 }

@@ -588,8 +588,7 @@ pub mod replication {
     use outbox_cdc::contract::value::Timestamp;
     use outbox_cdc::error::Error;
     use outbox_cdc::pg::lsn::Lsn;
-    use outbox_cdc::replication::{ConnectOptions, Event, Feedback, SourceOptions, Stream};
-    use tokio::sync::mpsc;
+    use outbox_cdc::replication::{ConnectOptions, Event, Events, Feedback, SourceOptions, Stream};
 
     use super::Services;
 
@@ -640,7 +639,7 @@ pub mod replication {
     }
 
     impl Reader {
-        pub fn events(&mut self) -> &mut mpsc::Receiver<Event> {
+        pub fn events(&mut self) -> &mut Events {
             &mut self.stream.events
         }
 
@@ -678,11 +677,7 @@ pub mod replication {
 
     /// Assembles events into transactions until `rows` rows arrived (or the
     /// timeout passed), checking the Begin/Rows/Commit grammar as it goes.
-    pub async fn collect(
-        events: &mut mpsc::Receiver<Event>,
-        rows: usize,
-        timeout: Duration,
-    ) -> Vec<Tx> {
+    pub async fn collect(events: &mut Events, rows: usize, timeout: Duration) -> Vec<Tx> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut done: Vec<Tx> = Vec::new();
         let mut open: Option<Tx> = None;
