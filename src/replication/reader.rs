@@ -320,7 +320,9 @@ impl Reader {
                     };
                     match message {
                         Message::CopyData(body) => {
-                            let data = Bytes::copy_from_slice(body.data());
+                            // The frame's own bytes: decoding copies the values out, so the
+                            // read buffer is free again once this returns.
+                            let data = body.into_bytes();
                             if data.first() == Some(&b'k') {
                                 // A keepalive may ask for a reply: report what is settled now.
                                 st.settled = st.settled.max(*settled_rx.borrow());
