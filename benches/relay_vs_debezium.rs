@@ -672,15 +672,7 @@ fn usage(pid: u32) -> Result<Usage> {
 
 /// Busy and total jiffies of the whole machine, from /proc/stat.
 fn machine_cpu() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let v: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
+    let v = machine_fields();
     let total: u64 = v.iter().sum();
     // idle and iowait
     let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
