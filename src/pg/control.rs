@@ -124,7 +124,10 @@ pub(crate) async fn slot_activity(
 ) -> Result<Option<SlotActivity>, Error> {
     let row = client
         .query_opt(
-            "SELECT active, active_pid FROM pg_replication_slots WHERE slot_name = $1",
+            // Slot names are the cluster's: a slot of another database,
+            // however named, does not stream this outbox.
+            "SELECT active, active_pid FROM pg_replication_slots
+              WHERE slot_name = $1 AND database = current_database()",
             &[&slot],
         )
         .await

@@ -149,6 +149,27 @@ async fn run_refuses_beside_another_relay_and_leaves_the_slot_untouched() {
         .unwrap();
     let stderr = refuse(&["DUPLICATE_OUTBOX_RELAY"]).await;
     assert!(stderr.contains("Debezium"), "{stderr}");
+    // The same slot name is the cluster's, but that slot streams another
+    // database: an outbox elsewhere with the same Debezium slot name is
+    // not refused for it.
+    let other_prefix = common::unique_prefix("refuse_other");
+    let other = common::migrated_db(&services, "refuse_other", &other_prefix).await;
+    let (_, other_config) = relay::default_config(&services, &other.name, &other_prefix);
+    let other_cfg = Config::load(&other_config, &common::env).unwrap();
+    assert_eq!(other_cfg.debezium.slot, dbz_slot);
+    let out = outbox_cdc(&["cutover", "--to", "cdc"], &other_config);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = outbox_cdc(&["cutover", "--to", "polling"], &other_config);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success() && !stderr.contains("Debezium"),
+        "another database's active slot refused this one: {stderr}"
+    );
+    other.drop(&services).await;
     drop(holder);
     rep::drop_slot(&db.client, &dbz_slot).await;
     rep::drop_slot(&db.client, &slot).await;
