@@ -61,6 +61,13 @@ pub const MIGRATIONS: &[Migration] = &[
         template: include_str!("../../migrations/V005__cheaper_header_checks.sql"),
         earlier: &[],
     },
+    Migration {
+        version: 6,
+        name: "plpgsql_traceparent_check",
+        cdc: true,
+        template: include_str!("../../migrations/V006__plpgsql_traceparent_check.sql"),
+        earlier: &[],
+    },
 ];
 
 fn sql_literal(s: &str) -> String {

@@ -186,7 +186,14 @@ async fn a_fresh_database_matches_the_definition_and_migrating_again_changes_not
             .iter()
             .map(|a| (a.version, a.newly))
             .collect::<Vec<_>>(),
-        vec![(1, false), (2, false), (3, false), (4, false), (5, false)]
+        vec![
+            (1, false),
+            (2, false),
+            (3, false),
+            (4, false),
+            (5, false),
+            (6, false)
+        ]
     );
     let history: i64 = db
         .client
@@ -194,7 +201,37 @@ async fn a_fresh_database_matches_the_definition_and_migrating_again_changes_not
         .await
         .unwrap()
         .get(0);
-    assert_eq!(history, 5);
+    assert_eq!(history, 6);
+
+    // The row checks' functions are PL/pgSQL: PostgreSQL would inline a SQL
+    // function into its constraint and parse its body for every INSERT.
+    let languages: Vec<(String, String)> = db
+        .client
+        .query(
+            "SELECT p.proname::text, l.lanname::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang \
+              WHERE p.proname IN ('outbox_cdc_headers_flat', 'outbox_cdc_headers_unreserved', 'outbox_cdc_traceparent_ok') \
+              ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        languages,
+        vec![
+            ("outbox_cdc_headers_flat".to_string(), "plpgsql".to_string()),
+            (
+                "outbox_cdc_headers_unreserved".to_string(),
+                "plpgsql".to_string()
+            ),
+            (
+                "outbox_cdc_traceparent_ok".to_string(),
+                "plpgsql".to_string()
+            ),
+        ]
+    );
 
     // The publication publishes inserts only, over the outbox (and heartbeats).
     let row = db
@@ -447,7 +484,7 @@ async fn a_generated_routing_key_is_not_replicated_until_the_migration_converts_
             .iter()
             .map(|a| (a.version, a.newly))
             .collect::<Vec<_>>(),
-        vec![(2, true), (3, true), (4, true), (5, true)]
+        vec![(2, true), (3, true), (4, true), (5, true), (6, true)]
     );
     let drift = catalog::compare(&db.client, "public", "messaging_outbox")
         .await
