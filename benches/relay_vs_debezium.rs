@@ -409,7 +409,8 @@ topic_prefix = "{run}"
     std::fs::write(&config_path, &text)?;
     let env = |k: &str| std::env::var(k).ok();
     let config = Config::parse(&text, &config_path, &env).map_err(|e| anyhow!("{e}"))?;
-    relay_command(&config_path, &["migrate"])?;
+    // A build's migrations are part of it: the baseline migrates with its own.
+    relay_command(&engine.relay_bin(), &config_path, &["migrate"])?;
     // The documented deployment: cutover declares the relay and creates its
     // slot before any row is written.
     let target = match engine {
@@ -420,7 +421,11 @@ topic_prefix = "{run}"
         | Engine::RelayTransactional => "cdc",
         Engine::Debezium | Engine::DebeziumExactlyOnce => "debezium",
     };
-    relay_command(&config_path, &["cutover", "--to", target])?;
+    relay_command(
+        &engine.relay_bin(),
+        &config_path,
+        &["cutover", "--to", target],
+    )?;
     create_topic(&s.kafka, &topic, a.partitions).await?;
     let client = s.connect(name).await?;
     Ok(Bench {
@@ -432,8 +437,8 @@ topic_prefix = "{run}"
     })
 }
 
-fn relay_command(config: &Path, args: &[&str]) -> Result<()> {
-    let out = Command::new(RELAY_BIN)
+fn relay_command(bin: &Path, config: &Path, args: &[&str]) -> Result<()> {
+    let out = Command::new(bin)
         .args(args)
         .arg("--config")
         .arg(config)
