@@ -356,30 +356,27 @@ async fn cutover_under_load_hands_the_backlog_over_without_loss_or_double_public
     for (key, ns) in kafka::first_delivery_order(&records) {
         assert!(ns.windows(2).all(|w| w[0] < w[1]), "{key}: {ns:?}");
     }
-    // Every row is accounted for: PUBLISHED by one relay or the other.
-    let mut pending = -1i64;
+    // Every row is accounted for: PUBLISHED by one relay or the other, and
+    // the hand-over is DONE. The relay marks the list's rows before it sets
+    // the state, so the two are read together until both hold.
+    let (mut pending, mut state) = (-1i64, String::new());
     for _ in 0..100 {
-        pending = db
+        let row = db
             .client
             .query_one(
-                "SELECT count(*) FROM public.messaging_outbox WHERE status <> 'PUBLISHED'",
+                "SELECT (SELECT count(*) FROM public.messaging_outbox WHERE status <> 'PUBLISHED'), \
+                        (SELECT state FROM public.outbox_cdc_handover_state)",
                 &[],
             )
             .await
-            .unwrap()
-            .get(0);
-        if pending == 0 {
+            .unwrap();
+        (pending, state) = (row.get(0), row.get(1));
+        if pending == 0 && state == "DONE" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(pending, 0);
-    let state: String = db
-        .client
-        .query_one("SELECT state FROM public.outbox_cdc_handover_state", &[])
-        .await
-        .unwrap()
-        .get(0);
     assert_eq!(state, "DONE");
 
     relay.signal("TERM");
