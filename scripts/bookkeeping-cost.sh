@@ -13,25 +13,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/services.sh env)"
+. scripts/sql-only-config.sh
 export PGPASSWORD="$OUTBOX_TEST_PG_PASSWORD"
 db=bookkeeping_cost
 psql_() { psql -X -q -A -F, -h "$OUTBOX_TEST_PG_HOST" -p "$OUTBOX_TEST_PG_PORT" -U "$OUTBOX_TEST_PG_USER" -v ON_ERROR_STOP=1 "$@"; }
 cargo build --release --quiet
 config=$(mktemp)
 trap 'rm -f "$config"' EXIT
-cat > "$config" <<TOML
-[postgres]
-host = "$OUTBOX_TEST_PG_HOST"
-port = $OUTBOX_TEST_PG_PORT
-dbname = "$db"
-user = "$OUTBOX_TEST_PG_USER"
-password = { env = "PGPASSWORD" }
-sslmode = "disable"
-[outbox]
-topic_prefix = "outbox."
-[kafka]
-bootstrap_servers = "127.0.0.1:1"
-TOML
+write_sql_only_config "$config" "$db"
 
 echo "variant,server_us_per_row,wal_bytes_per_row,decode_us_per_row,hot_updates"
 for variant in mark hot side journal; do

@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/services.sh env)"
+. scripts/sql-only-config.sh
 export PGPASSWORD="$OUTBOX_TEST_PG_PASSWORD"
 db=check_cost
 rounds=${1:-5}
@@ -28,19 +29,7 @@ fi
 config=$(mktemp)
 results=$(mktemp)
 trap 'rm -f "$config" "$results"' EXIT
-cat > "$config" <<TOML
-[postgres]
-host = "$OUTBOX_TEST_PG_HOST"
-port = $OUTBOX_TEST_PG_PORT
-dbname = "$db"
-user = "$OUTBOX_TEST_PG_USER"
-password = { env = "PGPASSWORD" }
-sslmode = "disable"
-[outbox]
-topic_prefix = "outbox."
-[kafka]
-bootstrap_servers = "127.0.0.1:1"
-TOML
+write_sql_only_config "$config" "$db"
 
 psql_ -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
 "$bin" migrate --config "$config" > "$results" 2>&1 || { cat "$results" >&2; exit 1; }
