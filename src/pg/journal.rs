@@ -17,6 +17,7 @@ use bytes::BytesMut;
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::Client;
 
+use super::lsn::Lsn;
 use super::marks::Marker;
 use super::sqlstate::query_error;
 use crate::config::Config;
@@ -85,6 +86,18 @@ pub(crate) struct Journal {
     take: String,
     count: String,
     marker: Marker,
+}
+
+/// How far the server has flushed WAL: the fold's pacing compares it with
+/// how far the walsender has sent.
+pub(crate) async fn wal_flushed(c: &Client) -> Result<Lsn, Error> {
+    let row = c
+        .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
+        .await
+        .map_err(query_error(Code::PG_QUERY_FAILED))?;
+    let text: String = row.get(0);
+    text.parse()
+        .map_err(|_| Error::new(Code::PG_PROTOCOL, format!("unreadable LSN {text}")))
 }
 
 impl Journal {

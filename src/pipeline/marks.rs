@@ -12,9 +12,9 @@
 //! confirmation, and the transactions come again and are recorded then.
 //!
 //! The journal is folded into the rows' status (PUBLISHED) by the same task
-//! whenever nothing is queued and the relay keeps up with the slot (the
-//! walsender waited for WAL in the last second, or no row came for a
-//! second), and at a clean stop: a backlog drains at the speed of the
+//! whenever nothing is queued and the relay keeps up with the slot (in the
+//! last second the walsender said it had sent past the WAL flushed at the
+//! previous look, or no row came for a second), and at a clean stop: a backlog drains at the speed of the
 //! stream, and the table catches up once it is drained.
 
 use std::sync::atomic::Ordering;
@@ -30,7 +30,7 @@ use crate::config::{Config, Env};
 use crate::contract::value::Uuid;
 use crate::error::Code;
 use crate::pg::connect;
-use crate::pg::journal::Journal;
+use crate::pg::journal::{self, Journal};
 use crate::pg::lsn::Lsn;
 use crate::replication::Feedback;
 
@@ -78,6 +78,8 @@ struct Writer {
     rows_seen: (u64, tokio::time::Instant),
     /// No fold before this (set after a failed one).
     fold_after: tokio::time::Instant,
+    /// The server's flushed WAL position at the last look.
+    flush_seen: Option<Lsn>,
 }
 
 impl Writer {
@@ -132,18 +134,36 @@ impl Writer {
     }
 
     /// Whether the relay keeps up with the slot, so a fold costs the stream
-    /// nothing.
-    fn keeping_up(&mut self) -> bool {
+    /// nothing: no row came for a second, or, in the last second, the
+    /// walsender said (with nothing waiting for the relay) that it had sent
+    /// past the WAL flushed at the last look. A keepalive alone is no proof:
+    /// one comes at a stream's start, with the whole backlog still to decode.
+    async fn keeping_up(&mut self) -> bool {
         let now = tokio::time::Instant::now();
+        if now < self.fold_after {
+            return false;
+        }
         let rows = self.stats.rows_read.load(Ordering::Relaxed);
         if rows != self.rows_seen.0 {
             self.rows_seen = (rows, now);
         }
+        if now.duration_since(self.rows_seen.1) >= KEEPING_UP {
+            return true;
+        }
         let keepalive = self.stats.keepalive_at.load(Ordering::Relaxed) as i64;
-        let since_keepalive = crate::metrics::unix_micros() - keepalive;
-        now >= self.fold_after
-            && (since_keepalive < KEEPING_UP.as_micros() as i64
-                || now.duration_since(self.rows_seen.1) >= KEEPING_UP)
+        if crate::metrics::unix_micros() - keepalive >= KEEPING_UP.as_micros() as i64 {
+            return false;
+        }
+        let Some(client) = self.client.as_ref().filter(|c| !c.is_closed()) else {
+            return false;
+        };
+        let Ok(flushed) = journal::wal_flushed(client).await else {
+            return false;
+        };
+        let sent = Lsn(self.stats.keepalive_sent.load(Ordering::Relaxed));
+        let caught_up = self.flush_seen.is_some_and(|seen| sent >= seen);
+        self.flush_seen = Some(flushed);
+        caught_up
     }
 
     /// Folds one journal entry; `false` once none is left (or on failure,
@@ -201,13 +221,14 @@ impl PublishedMarks {
             folded,
             rows_seen: (0, now),
             fold_after: now,
+            flush_seen: None,
         };
         let task = tokio::spawn(async move {
             let mut unwritten = 0usize;
             // An earlier run may have left entries.
             let mut unfolded = true;
             loop {
-                let item = if unfolded && writer.keeping_up() {
+                let item = if unfolded && writer.keeping_up().await {
                     match rx.try_recv() {
                         Ok(item) => Some(item),
                         Err(mpsc::error::TryRecvError::Empty) => {

@@ -51,6 +51,9 @@ struct InFlight {
 const MARK_BATCH: usize = 5000;
 const MARK_INTERVAL: Duration = Duration::from_millis(250);
 
+/// Delivery reports taken from their channel per step.
+const REPORT_BATCH: usize = 512;
+
 /// How long the first record for a topic waits for the topic to be ready.
 const TOPIC_READY_WAIT: Duration = Duration::from_secs(10);
 
@@ -244,6 +247,7 @@ impl<'a> Session<'a> {
         let mut last_report = Instant::now();
         let mut last_mark = Instant::now();
         let mut heartbeats_seen = 0u64;
+        let mut reports = Vec::with_capacity(REPORT_BATCH);
         loop {
             let commit_due = self.commit_due();
             let room = self.in_flight.messages < cfg.max_in_flight_messages
@@ -254,7 +258,13 @@ impl<'a> Session<'a> {
                     tracing::info!(in_flight = self.in_flight.messages, "stopping: draining in-flight messages");
                     draining = Some(tokio::time::Instant::now() + drain_timeout);
                 }
-                Some(delivery) = self.reports.recv() => self.on_delivery(delivery),
+                // Reports arrive one per message: taking them in batches
+                // makes the step below once per batch, not per message.
+                1.. = self.reports.recv_many(&mut reports, REPORT_BATCH) => {
+                    for delivery in reports.drain(..) {
+                        self.on_delivery(delivery);
+                    }
+                }
                 _ = self.relay.marks_stalled.notified() => {
                     self.restart.get_or_insert_with(|| Error::new(
                         Code::PG_CONNECTION_LOST,
@@ -285,10 +295,11 @@ impl<'a> Session<'a> {
             self.record_failures(Guard::Pending).await?;
             if self.tx_mode.is_none() {
                 let latency = &self.relay.metrics.commit_to_ack;
-                let now = unix_micros();
-                let settled = self
-                    .watermark
-                    .advance_with(|at| latency.observe((now - at).max(0) as f64 / 1e6));
+                let mut now = None;
+                let settled = self.watermark.advance_with(|at| {
+                    let now = *now.get_or_insert_with(unix_micros);
+                    latency.observe((now - at).max(0) as f64 / 1e6)
+                });
                 if let Some(lsn) = settled {
                     self.relay.stats.settled.store(lsn.0, Ordering::Relaxed);
                     // Every row of the transactions up to `lsn` is in
@@ -297,10 +308,12 @@ impl<'a> Session<'a> {
                 }
             }
             // Without marks the position goes on at once.
-            let due = self.published.len() >= MARK_BATCH
-                || last_mark.elapsed() >= MARK_INTERVAL
-                || !self.relay.cfg.relay.mark_published;
-            if due && (!self.published.is_empty() || self.settles.is_some()) {
+            let waiting = !self.published.is_empty() || self.settles.is_some();
+            if waiting
+                && (!self.relay.cfg.relay.mark_published
+                    || self.published.len() >= MARK_BATCH
+                    || last_mark.elapsed() >= MARK_INTERVAL)
+            {
                 last_mark = Instant::now();
                 let batch = std::mem::take(&mut self.published);
                 self.relay.queue_marks(batch, self.settles.take()).await;
@@ -323,6 +336,10 @@ impl<'a> Session<'a> {
             stats
                 .keepalive_at
                 .store(read.keepalive_at.load(Ordering::Relaxed), Ordering::Relaxed);
+            stats.keepalive_sent.store(
+                read.keepalive_sent.load(Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
             stats
                 .rows_read
                 .store(read.rows.load(Ordering::Relaxed), Ordering::Relaxed);

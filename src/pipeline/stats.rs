@@ -16,9 +16,10 @@ pub struct RelayStats {
     pub marks_written: AtomicU64,
     /// Rows the journal's fold marked PUBLISHED.
     pub marks_folded: AtomicU64,
-    /// The current reader's last keepalive (microseconds since the epoch)
-    /// and rows read: the journal is folded only while the relay keeps up.
+    /// The current reader's last keepalive (microseconds since the epoch),
+    /// the LSN it said was sent, and rows read: the journal is folded only while the relay keeps up.
     pub keepalive_at: AtomicU64,
+    pub keepalive_sent: AtomicU64,
     pub rows_read: AtomicU64,
     /// Journal writes that failed (and were retried).
     pub mark_failures: AtomicU64,

@@ -166,6 +166,10 @@ pub struct ReaderStats {
     /// long before the relay has published it: the socket still holds the
     /// backlog, and the consumer's queue is full.
     pub keepalive_at: AtomicU64,
+    /// What that keepalive said the walsender had sent (an LSN): a keepalive
+    /// comes at a stream's start and whenever the walsender passes the
+    /// flush position it knew, so only this says whether it caught up.
+    pub keepalive_sent: AtomicU64,
 }
 
 /// How the reader paces itself.
@@ -425,6 +429,7 @@ async fn handle_copy_data(
                     crate::metrics::unix_micros().max(0) as u64,
                     Ordering::Relaxed,
                 );
+                stats.keepalive_sent.store(wal_end.0, Ordering::Relaxed);
             }
             st.received = st.received.max(wal_end);
             if st.in_transaction.is_none() {
