@@ -95,9 +95,7 @@ pub(crate) async fn wal_flushed(c: &Client) -> Result<Lsn, Error> {
         .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
         .await
         .map_err(query_error(Code::PG_QUERY_FAILED))?;
-    let text: String = row.get(0);
-    text.parse()
-        .map_err(|_| Error::new(Code::PG_PROTOCOL, format!("unreadable LSN {text}")))
+    Lsn::from_server(row.get(0))
 }
 
 impl Journal {

@@ -8,6 +8,16 @@ pub struct Lsn(pub u64);
 
 impl Lsn {
     pub const ZERO: Lsn = Lsn(0);
+
+    /// An LSN the server returned as text (`pg_current_wal_lsn()::text`).
+    pub(crate) fn from_server(text: &str) -> Result<Lsn, crate::error::Error> {
+        text.parse().map_err(|_| {
+            crate::error::Error::new(
+                crate::error::Code::PG_PROTOCOL,
+                format!("unreadable LSN {text}"),
+            )
+        })
+    }
 }
 
 impl fmt::Display for Lsn {

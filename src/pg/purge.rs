@@ -60,10 +60,7 @@ async fn horizon(c: &Client) -> Result<(String, Lsn), Error> {
         )
         .await
         .map_err(query("reading the transaction horizon"))?;
-    let lsn: String = row.get(1);
-    let w = lsn
-        .parse()
-        .map_err(|_| Error::new(Code::PG_PROTOCOL, format!("unreadable LSN {lsn}")))?;
+    let w = Lsn::from_server(row.get(1))?;
     Ok((row.get(0), w))
 }
 

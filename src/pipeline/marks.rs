@@ -14,8 +14,9 @@
 //! The journal is folded into the rows' status (PUBLISHED) by the same task
 //! whenever nothing is queued and the relay keeps up with the slot (in the
 //! last second the walsender said it had sent past the WAL flushed at the
-//! previous look, or no row came for a second), and at a clean stop: a backlog drains at the speed of the
-//! stream, and the table catches up once it is drained.
+//! previous look, or no row came for a second), and at a clean stop: a
+//! backlog drains at the speed of the stream, and the table catches up once
+//! it is drained.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

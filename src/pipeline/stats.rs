@@ -17,7 +17,8 @@ pub struct RelayStats {
     /// Rows the journal's fold marked PUBLISHED.
     pub marks_folded: AtomicU64,
     /// The current reader's last keepalive (microseconds since the epoch),
-    /// the LSN it said was sent, and rows read: the journal is folded only while the relay keeps up.
+    /// the LSN it said was sent, and rows read: the journal is folded only
+    /// while the relay keeps up.
     pub keepalive_at: AtomicU64,
     pub keepalive_sent: AtomicU64,
     pub rows_read: AtomicU64,
