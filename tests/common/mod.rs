@@ -1204,8 +1204,19 @@ pub mod relay {
 
     /// Writes a relay configuration for `db` and returns its path.
     pub fn config(s: &Services, db: &str, topic_prefix: &str, slot: &str, extra: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("outbox-cdc-relay-{}-{db}", std::process::id()));
+        // Per process, so a failed run's logs stay for a look; the first call
+        // removes those of processes that have ended, so no more pile up.
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        let root = std::env::temp_dir().join("outbox-cdc-relay");
+        SWEPT.call_once(|| {
+            for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+                let pid = entry.file_name().to_string_lossy().parse::<u32>().ok();
+                if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        });
+        let dir = root.join(std::process::id().to_string()).join(db);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{slot}.toml"));
         let head = super::config_head(
