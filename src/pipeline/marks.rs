@@ -14,7 +14,10 @@
 //! The journal is folded into the rows' status (PUBLISHED) by the same task
 //! whenever nothing is queued and the relay keeps up with the slot (in the
 //! last second the walsender said it had sent past the WAL flushed at the
-//! previous look, or no row came for a second), and at a clean stop: a
+//! previous look, or no row came for a second) and has had no full batch for
+//! a second (the walsender is done with a backlog long before Kafka has all
+//! of it; a relay kept busy above a batch every second folds when the load
+//! drops), and at a clean stop: a
 //! backlog drains at the speed of the stream, and the table catches up once
 //! it is drained.
 
@@ -34,6 +37,8 @@ use crate::pg::connect;
 use crate::pg::journal::{self, Journal};
 use crate::pg::lsn::Lsn;
 use crate::replication::Feedback;
+
+use super::session::MARK_BATCH;
 
 /// Ids per journal entry (and so per fold's UPDATE).
 const CHUNK: usize = 5000;
@@ -81,6 +86,9 @@ struct Writer {
     fold_after: tokio::time::Instant,
     /// The server's flushed WAL position at the last look.
     flush_seen: Option<Lsn>,
+    /// When the pipeline last queued a full batch: it had more confirmed
+    /// rows than one batch takes, so it is still working off a backlog.
+    full_batch_at: Option<tokio::time::Instant>,
 }
 
 impl Writer {
@@ -142,6 +150,15 @@ impl Writer {
     async fn keeping_up(&mut self) -> bool {
         let now = tokio::time::Instant::now();
         if now < self.fold_after {
+            return false;
+        }
+        // The walsender can be done with a backlog while thousands of its
+        // rows are still on their way to Kafka: a fold then competes with
+        // publishing them, in the relay and in PostgreSQL.
+        if self
+            .full_batch_at
+            .is_some_and(|at| now.duration_since(at) < KEEPING_UP)
+        {
             return false;
         }
         let rows = self.stats.rows_read.load(Ordering::Relaxed);
@@ -223,6 +240,7 @@ impl PublishedMarks {
             rows_seen: (0, now),
             fold_after: now,
             flush_seen: None,
+            full_batch_at: None,
         };
         let task = tokio::spawn(async move {
             let mut unwritten = 0usize;
@@ -249,7 +267,12 @@ impl PublishedMarks {
                 };
                 let Some(item) = item else { break };
                 let (ids, settles) = match item {
-                    Item::Batch { ids, settles } => (ids, settles),
+                    Item::Batch { ids, settles } => {
+                        if ids.len() >= MARK_BATCH {
+                            writer.full_batch_at = Some(tokio::time::Instant::now());
+                        }
+                        (ids, settles)
+                    }
                     Item::Flush(done) => {
                         let _ = done.send(());
                         continue;

@@ -48,7 +48,7 @@ struct InFlight {
 }
 
 /// PUBLISHED marks go to their task at least this often, or per this many.
-const MARK_BATCH: usize = 5000;
+pub(super) const MARK_BATCH: usize = 5000;
 const MARK_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Delivery reports taken from their channel per step.
