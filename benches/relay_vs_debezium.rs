@@ -1027,20 +1027,15 @@ fn summary(head: Json, runs: Vec<Json>) -> Json {
             out.insert(key.into(), json!(v));
         }
     }
+    let extreme = |key: &str, pick: fn(f64, f64) -> f64| {
+        runs.iter().filter_map(|r| r[key].as_f64()).reduce(pick)
+    };
     // Background work only ever adds to a window's CPU time, so the
     // cheapest repetition is the nearest to what the work itself costs.
-    let cheapest = runs
-        .iter()
-        .filter_map(|r| r["machine_cpu_us_per_msg"].as_f64())
-        .reduce(f64::min);
-    if let Some(c) = cheapest {
+    if let Some(c) = extreme("machine_cpu_us_per_msg", f64::min) {
         out.insert("machine_cpu_us_per_msg_min".into(), json!(c));
     }
-    let peak = runs
-        .iter()
-        .filter_map(|r| r["peak_rss_mib"].as_f64())
-        .reduce(f64::max);
-    if let Some(p) = peak {
+    if let Some(p) = extreme("peak_rss_mib", f64::max) {
         out.insert("peak_rss_mib".into(), json!(p));
     }
     let dups: u64 = runs.iter().filter_map(|r| r["duplicates"].as_u64()).sum();
