@@ -7,22 +7,26 @@
 //! freed pages go back to the system after a second. `MALLOC_CONF` in the
 //! environment still overrides the compiled-in options.
 
+#[cfg(target_os = "linux")]
 #[doc(hidden)]
 pub use tikv_jemallocator::Jemalloc;
 
 /// jemalloc's compiled-in options, read before `main`.
+#[cfg(target_os = "linux")]
 pub const CONF: ConfPtr = ConfPtr(c"narenas:1,dirty_decay_ms:1000".as_ptr());
 
 /// A pointer to a static C string, the type jemalloc's `malloc_conf` has.
+#[cfg(target_os = "linux")]
 #[repr(transparent)]
 pub struct ConfPtr(*const std::ffi::c_char);
 
 // SAFETY: the pointer is to an immutable static string.
+#[cfg(target_os = "linux")]
 unsafe impl Sync for ConfPtr {}
 
-/// Installs jemalloc with [`CONF`] in the crate that invokes it (a binary:
-/// the global allocator and `malloc_conf` must be defined where they are
-/// linked for certain).
+/// Installs jemalloc with its options in the crate that invokes it (a
+/// binary: the global allocator and `malloc_conf` must be defined where they
+/// are linked for certain); elsewhere than Linux, the system's allocator.
 #[macro_export]
 macro_rules! use_jemalloc {
     () => {

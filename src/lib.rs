@@ -8,7 +8,6 @@
 //! and `run` obeys; [`cutover`] hands an outbox between relays; [`cli`] is
 //! the command line. Every failure is an [`error::Error`] with a stable code.
 
-#[cfg(target_os = "linux")]
 pub mod allocator;
 pub mod cli;
 pub mod config;
