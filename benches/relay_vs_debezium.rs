@@ -1476,7 +1476,7 @@ async fn slot_read(
         slot: paced_slot,
         ..source
     };
-    let paced = timed_read(&b.client, &source, a.rows, Some(pace)).await?;
+    let paced = timed_read(&b.client, &source, a.rows, Some(pace).filter(|p| *p > 0.0)).await?;
     let cost = |r: &Json| r["machine_cpu_us_per_msg"].as_f64().unwrap_or(f64::MAX);
     let cheaper = if cost(&paced) < cost(&free) {
         &paced
