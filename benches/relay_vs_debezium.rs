@@ -2038,8 +2038,9 @@ fn markdown(report: &Json) -> String {
             the cheaper of the two: a reader that keeps up takes every message as the walsender sends it, one segment \
             and one wake-up each, while a busy relay lets the socket fill. The produce baseline sends the same records \
             with the relay's producer settings and allocator. The shared-CPU bound is cores × 10⁶ / (read + produce \
-            µs/msg), each at its cheapest repetition (background work only adds to a window): {}. A run in which a relay \
-            drain passes it is marked invalid.", bounds.join(", "));
+            µs/msg), each at its cheapest repetition (background work only adds to a window; the baselines run before \
+            every repetition of the drains and once after the last): {}. A run in which a relay drain passes it is marked \
+            invalid.", bounds.join(", "));
     }
     let _ = writeln!(
         md,
@@ -2226,9 +2227,12 @@ async fn main() -> Result<()> {
     let (mut reads, mut produces, mut records) =
         (vec![Vec::new(); a.tx_sizes.len()], Vec::new(), Vec::new());
     let mut drains: Vec<Vec<Vec<Json>>> = vec![vec![Vec::new(); a.engines.len()]; a.tx_sizes.len()];
-    for i in 0..a.repeat {
-        if runs("baselines") {
-            eprintln!("[bench] baselines ({}/{})", i + 1, a.repeat);
+    // The baselines run before every repetition of the drains and once
+    // after the last, so every drain has a baseline window on either side.
+    let baseline_passes = a.repeat + usize::from(runs("backlog"));
+    for i in 0..baseline_passes.max(a.repeat) {
+        if runs("baselines") && i < baseline_passes {
+            eprintln!("[bench] baselines ({}/{baseline_passes})", i + 1);
             for (tx, reads) in a.tx_sizes.iter().zip(reads.iter_mut()) {
                 let (read, r) = slot_read(&s, &a, *tx, records.is_empty()).await?;
                 reads.push(read);
@@ -2238,7 +2242,7 @@ async fn main() -> Result<()> {
             }
             produces.push(raw_produce(&s, &a, &records).await?);
         }
-        if runs("backlog") {
+        if runs("backlog") && i < a.repeat {
             for (tx, per_engine) in a.tx_sizes.iter().zip(drains.iter_mut()) {
                 for (engine, runs) in a.engines.iter().zip(per_engine.iter_mut()) {
                     eprintln!(

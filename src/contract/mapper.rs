@@ -5,6 +5,8 @@
 //! constraints (an old table whose constraints are not validated) are
 //! refused with a code, so the relay records them as FAILED.
 
+use bytes::Bytes;
+
 use super::outbox::{self, HeaderEncoding};
 use super::row::{OutboxRow, Value};
 use super::value::{Timestamp, Uuid};
@@ -15,8 +17,9 @@ use crate::error::{Code, Error};
 pub struct Record {
     pub message_id: Uuid,
     pub topic: String,
-    pub key: Vec<u8>,
-    pub value: Vec<u8>,
+    /// Shares the replication message's buffer, as the row's values do.
+    pub key: Bytes,
+    pub value: Bytes,
     headers: Headers,
     /// Milliseconds since the Unix epoch: the source transaction's commit time.
     pub timestamp_ms: Option<i64>,
@@ -93,7 +96,7 @@ fn write_header(
 fn check_application_headers(value: &Value) -> Result<(), Error> {
     let text = match value {
         // The common case, without building a JSON tree for every record.
-        Value::Json(text) if text == "{}" => return Ok(()),
+        Value::Json(text) if text.as_bytes() == b"{}" => return Ok(()),
         Value::Json(text) => text,
         Value::Null => return Ok(()),
         other => {
@@ -103,7 +106,7 @@ fn check_application_headers(value: &Value) -> Result<(), Error> {
             ))
         }
     };
-    let parsed: serde_json::Value = serde_json::from_str(text)
+    let parsed: serde_json::Value = serde_json::from_slice(text.as_bytes())
         .map_err(|e| refuse(Code::HEADERS_NOT_FLAT, format!("headers are not JSON: {e}")))?;
     let object = parsed
         .as_object()
@@ -182,11 +185,11 @@ pub fn map(
     }
     let key = match row.take(&outbox::ROUTING_KEY) {
         Value::Text(key) => key.into_bytes(),
-        _ => Vec::new(),
+        _ => Bytes::new(),
     };
     let value = match row.take(&outbox::PAYLOAD) {
         Value::Bytes(b) => b,
-        _ => Vec::new(),
+        _ => Bytes::new(),
     };
     Ok(Record {
         message_id,

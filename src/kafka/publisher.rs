@@ -342,8 +342,8 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
             headers = headers.insert(Header { key: name, value });
         }
         let mut br = BaseRecord::with_opaque_to(&record.topic, Box::new(ticket))
-            .key(&record.key)
-            .payload(&record.value)
+            .key(&record.key[..])
+            .payload(&record.value[..])
             .headers(headers);
         if let Some(ts) = record.timestamp_ms {
             br = br.timestamp(ts);

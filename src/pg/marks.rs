@@ -65,10 +65,10 @@ impl Marker {
         // key, or at worst one scan with a hashed lookup.
         let counted = |update: String| {
             format!(
-                "WITH changed AS ({update} AND {id} = ANY($1::text[]::uuid[]) RETURNING 1)
+                "WITH changed AS ({update} AND {id} = ANY($1::uuid[]) RETURNING 1)
                  SELECT (SELECT count(*) FROM changed),
-                        (SELECT count(DISTINCT w) FROM unnest($1::text[]::uuid[]) w),
-                        (SELECT count(*) FROM {table} t WHERE t.{id} = ANY($1::text[]::uuid[]))"
+                        (SELECT count(DISTINCT w) FROM unnest($1::uuid[]) w),
+                        (SELECT count(*) FROM {table} t WHERE t.{id} = ANY($1::uuid[]))"
             )
         };
         let failed = |guard: &str, extra: &str| {
@@ -115,7 +115,6 @@ impl Marker {
         code: &str,
         guard: Guard,
     ) -> Result<u64, Error> {
-        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
         update_visible(client, &self.failed[index(guard)], &[&ids, &code]).await
     }
 
@@ -126,7 +125,6 @@ impl Marker {
         ids: &[Uuid],
         guard: Guard,
     ) -> Result<u64, Error> {
-        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
         update_visible(client, &self.published[index(guard)], &[&ids]).await
     }
 }
@@ -140,7 +138,6 @@ impl Marker {
         ids: &[Uuid],
         at: std::time::SystemTime,
     ) -> Result<u64, Error> {
-        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
         update_visible(client, &self.folded, &[&ids, &at]).await
     }
 }

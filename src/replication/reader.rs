@@ -490,7 +490,7 @@ fn on_pgoutput(
                 Some(true) => {
                     let row = st
                         .relations
-                        .decode(relation, &tuple)
+                        .decode(relation, tuple)
                         .ok_or_else(|| malformed("outbox relation vanished"))?;
                     if !tx.delivered_begin {
                         tx.delivered_begin = true;

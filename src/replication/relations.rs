@@ -88,7 +88,7 @@ impl Relations {
     }
 
     /// Decodes an inserted tuple of the outbox relation.
-    pub(crate) fn decode(&self, oid: u32, tuple: &[TupleValue]) -> Option<OutboxRow> {
+    pub(crate) fn decode(&self, oid: u32, tuple: Vec<TupleValue>) -> Option<OutboxRow> {
         let Known::Outbox(map) = self.by_oid.get(&oid)? else {
             return None;
         };
@@ -99,7 +99,7 @@ impl Relations {
                 format!("{} values for {} columns", tuple.len(), map.len()),
             );
         }
-        for (value, index) in tuple.iter().zip(map) {
+        for (value, index) in tuple.into_iter().zip(map) {
             let Some((i, type_oid)) = *index else {
                 continue;
             };
