@@ -1349,6 +1349,17 @@ async fn steady(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
             commits.len()
         );
     }
+    // The worst latency of each 5-second window: whether a p99 comes from
+    // one stall or from the whole stream.
+    let start_ms = commits.iter().map(|(_, at)| *at).fold(f64::MAX, f64::min);
+    let mut windows: Vec<f64> = Vec::new();
+    for ((_, at), l) in commits.iter().zip(&lat) {
+        let w = ((at - start_ms) / 5000.0) as usize;
+        if windows.len() <= w {
+            windows.resize(w + 1, 0.0);
+        }
+        windows[w] = windows[w].max(round(*l, 1));
+    }
     lat.sort_by(f64::total_cmp);
     let pct = |p: f64| lat[((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1];
     let (p50, p99, max) = (pct(0.50), pct(0.99), pct(1.0));
@@ -1362,6 +1373,7 @@ async fn steady(s: &Services, a: &Args, engine: Engine) -> Result<Json> {
         "messages": commits.len(),
         "offered_msg_s": round(commits.len() as f64 / offered_s, 0),
         "latency_ms": {"p50": round(p50, 1), "p99": round(p99, 1), "max": round(max, 1)},
+        "max_latency_ms_by_5s": windows,
         "machine_cpu_busy_pct": round(busy * 100.0, 0),
         "machine_cpu_us_per_msg_by_process": shares,
         "cpu_s": round(after.cpu_s - before.cpu_s, 2),
