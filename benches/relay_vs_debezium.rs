@@ -482,6 +482,18 @@ async fn drop_bench(s: &Services, b: Bench) -> Result<()> {
     admin
         .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", b.db))
         .await?;
+    delete_topic(&s.kafka, &b.topic).await
+}
+
+/// Deletes a scenario's topic once its records are counted: a full run
+/// writes gigabytes to Kafka, and kept topics filled the disk over a day.
+async fn delete_topic(bootstrap: &str, topic: &str) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    for r in admin.delete_topics(&[topic], &AdminOptions::new()).await? {
+        r.map_err(|(t, e)| anyhow!("deleting topic {t}: {e}"))?;
+    }
     Ok(())
 }
 
@@ -1660,6 +1672,7 @@ async fn raw_produce(s: &Services, a: &Args, records: &[Record]) -> Result<Json>
     let cpu1 = machine_cpu();
     let shares = machine_shares(&procs0, &processes(), &fields0, &machine_fields(), n);
     let seen = collector.finish()?;
+    delete_topic(&s.kafka, &topic).await?;
     let first = seen.first.values().min().copied().unwrap_or(0);
     let last = seen.first.values().max().copied().unwrap_or(0);
     let span_s = (last - first).max(1) as f64 / 1000.0;
