@@ -2271,8 +2271,8 @@ async fn main() -> Result<()> {
     // The baselines run before every repetition of the drains and once
     // after the last, so every drain has a baseline window on either side.
     let baseline_passes = a.repeat + usize::from(runs("backlog"));
-    for i in 0..baseline_passes.max(a.repeat) {
-        if runs("baselines") && i < baseline_passes {
+    for i in 0..baseline_passes {
+        if runs("baselines") {
             eprintln!("[bench] baselines ({}/{baseline_passes})", i + 1);
             for (tx, reads) in a.tx_sizes.iter().zip(reads.iter_mut()) {
                 let (read, r) = slot_read(&s, &a, *tx, records.is_empty()).await?;
