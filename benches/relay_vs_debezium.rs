@@ -35,7 +35,7 @@ use outbox_cdc::contract::debezium as connector_config;
 use outbox_cdc::contract::mapper::{self, Record};
 use outbox_cdc::contract::outbox;
 use outbox_cdc::kafka::settings;
-use outbox_cdc::pg::lsn::Lsn;
+use outbox_cdc::lsn::Lsn;
 use outbox_cdc::replication::{
     slot, ConnectOptions, Event, Feedback, ReplicationConnection, SourceOptions, Stream,
 };
@@ -520,10 +520,7 @@ async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(
         )
     })
     .await?;
-    if !served {
-        return Err(anyhow!("topic {topic} was not served within 60 s"));
-    }
-    Ok(())
+    served.map_err(|e| anyhow!("topic {topic} was not served within 60 s: {e}"))
 }
 
 /// The rows every scenario writes: one destination, 1 000 routing keys,

@@ -435,8 +435,8 @@ async fn backlog_as_of(
         .await
         .map_err(&listing)?;
     tx.batch_execute(&format!(
-        "SET TRANSACTION SNAPSHOT '{}'",
-        snapshot.replace('\'', "''")
+        "SET TRANSACTION SNAPSHOT {}",
+        crate::quote::literal(snapshot)
     ))
     .await
     .map_err(&listing)?;

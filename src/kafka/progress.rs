@@ -24,7 +24,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::config::{Config, Env};
 use crate::error::{Code, Error};
 use crate::kafka::settings;
-use crate::pg::lsn::Lsn;
+use crate::lsn::Lsn;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 

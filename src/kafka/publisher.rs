@@ -268,14 +268,23 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
 
     /// Waits, up to `within`, until every partition of `topic` is served by
     /// its leader (see [`readiness`](super::readiness)).
-    pub(crate) async fn topic_ready(&self, topic: &str, within: std::time::Duration) -> bool {
+    pub(crate) async fn topic_ready(
+        &self,
+        topic: &str,
+        within: std::time::Duration,
+    ) -> Result<(), Error> {
         let producer = self.producer.clone();
-        let topic = topic.to_string();
+        let name = topic.to_string();
         tokio::task::spawn_blocking(move || {
-            super::readiness::wait_until_served(producer.client(), &topic, within)
+            super::readiness::wait_until_served(producer.client(), &name, within)
         })
         .await
-        .unwrap_or(false)
+        .unwrap_or_else(|e| {
+            Err(Error::new(
+                Code::INTERNAL,
+                format!("waiting until topic {topic} is served: the task failed: {e}"),
+            ))
+        })
     }
 
     /// Registers the transactional id with its coordinator: any older

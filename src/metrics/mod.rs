@@ -21,7 +21,7 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::config::Config;
+use crate::config::RelayConfig;
 use crate::error::Code;
 use names::Def;
 
@@ -99,7 +99,7 @@ fn unreachable_def(def: &Def, e: prometheus::Error) -> ! {
 }
 
 impl Metrics {
-    pub fn new(cfg: &Config) -> Metrics {
+    pub fn new(relay: &RelayConfig) -> Metrics {
         use names::*;
         let registry = Registry::new();
         let deliveries = counter_vec(&DELIVERIES);
@@ -139,12 +139,9 @@ impl Metrics {
             registry,
         };
         let limits = [
-            (&IN_FLIGHT_MESSAGES_LIMIT, cfg.relay.max_in_flight_messages),
-            (&IN_FLIGHT_BYTES_LIMIT, cfg.relay.max_in_flight_bytes),
-            (
-                &SLOT_SAFE_WAL_MARGIN,
-                cfg.relay.slot_wal_margin_bytes as usize,
-            ),
+            (&IN_FLIGHT_MESSAGES_LIMIT, relay.max_in_flight_messages),
+            (&IN_FLIGHT_BYTES_LIMIT, relay.max_in_flight_bytes),
+            (&SLOT_SAFE_WAL_MARGIN, relay.slot_wal_margin_bytes as usize),
         ];
         for (def, value) in limits {
             let g = int_gauge(def);
@@ -161,7 +158,7 @@ impl Metrics {
         for outcome in [CONFIRMED, REJECTED, AMBIGUOUS, RETRY] {
             m.deliveries.with_label_values(&[outcome]);
         }
-        if cfg.relay.transactional() {
+        if relay.transactional() {
             for outcome in [COMMITTED, ABORTED] {
                 m.kafka_transactions.with_label_values(&[outcome]);
             }
@@ -366,14 +363,14 @@ pub(crate) fn unix_micros() -> i64 {
 mod tests {
     use super::*;
 
-    fn config() -> Config {
+    fn config() -> crate::config::Config {
         let text = "[postgres]\ndbname = \"d\"\nuser = \"u\"\npassword = { env = \"X\" }\n[outbox]\ntopic_prefix = \"outbox.\"\n[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\n";
-        Config::parse(text, std::path::Path::new("t.toml"), &|_| None).unwrap()
+        crate::config::Config::parse(text, std::path::Path::new("t.toml"), &|_| None).unwrap()
     }
 
     #[test]
     fn every_definition_is_exposed_with_help_and_units_in_its_name() {
-        let m = Metrics::new(&config());
+        let m = Metrics::new(&config().relay);
         m.published_counter("outbox.orders").inc_by(3);
         m.row_failed(Code::MESSAGE_TOO_LARGE);
         m.restarted(Code::PG_CONNECTION_LOST);
@@ -412,7 +409,7 @@ mod tests {
 
     #[test]
     fn seconds_behind_is_the_age_of_the_oldest_unsettled_commit_and_zero_when_caught_up() {
-        let m = Metrics::new(&config());
+        let m = Metrics::new(&config().relay);
         m.set_oldest_unsettled(Some(unix_micros() - 5_000_000));
         let behind = |t: &str| -> f64 {
             t.lines()
@@ -429,7 +426,7 @@ mod tests {
 
     #[test]
     fn a_standby_is_alive_but_not_ready_and_says_so() {
-        let m = Metrics::new(&config());
+        let m = Metrics::new(&config().relay);
         m.set_kafka_reachable(true);
         m.set_standby(true);
         assert!(m.is_alive() && !m.is_ready());

@@ -8,11 +8,11 @@ use tokio_postgres::Client;
 
 use super::catalog::{self, Drift};
 use super::control::{self, Declared, SlotActivity};
-use super::lsn::Lsn;
 use super::sqlstate::query_error;
 use crate::config::Config;
 use crate::contract::outbox::{self, objects, RelayMode, Status};
 use crate::error::{Code, Error};
+use crate::lsn::Lsn;
 use crate::preflight::Finding;
 
 /// Why the rules are asked: some conditions are fine for a health report

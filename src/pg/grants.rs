@@ -162,8 +162,8 @@ pub(crate) fn grant_sql(cfg: &Config, role: &str) -> String {
         "-- Amazon RDS and Aurora instead: GRANT rds_replication TO the role).".to_string(),
         format!("ALTER ROLE {role} WITH LOGIN REPLICATION;"),
         format!(
-            "GRANT CONNECT ON DATABASE \"{}\" TO {role};",
-            cfg.postgres.dbname.replace('"', "\"\"")
+            "GRANT CONNECT ON DATABASE {} TO {role};",
+            crate::quote::ident(&cfg.postgres.dbname)
         ),
         format!("GRANT USAGE ON SCHEMA {} TO {role};", cfg.outbox.schema),
     ];

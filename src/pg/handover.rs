@@ -4,12 +4,12 @@
 
 use tokio_postgres::Client;
 
-use super::lsn::Lsn;
 use super::sqlstate::query_error;
 use crate::config::Config;
 use crate::contract::outbox::{self, objects, Status};
 use crate::contract::row::OutboxRow;
 use crate::error::{Code, Error};
+use crate::lsn::Lsn;
 
 /// Where a hand-over stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

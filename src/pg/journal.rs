@@ -17,13 +17,13 @@ use bytes::BytesMut;
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::Client;
 
-use super::lsn::Lsn;
-use super::marks::Marker;
+use super::row_status::Marker;
 use super::sqlstate::query_error;
 use crate::config::Config;
 use crate::contract::outbox::objects;
 use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
+use crate::lsn::Lsn;
 
 /// The journal's columns (`migrations/V004__published_journal.sql`).
 const OUTBOX_TABLE: &str = "outbox_table";
@@ -186,7 +186,7 @@ mod tests {
     //! Against the test PostgreSQL that `scripts/services.sh` starts (the
     //! same variables as the integration tests; missing ones fail the test).
     use super::*;
-    use crate::pg::marks::tests::connect;
+    use crate::pg::row_status::tests::connect;
 
     fn id(n: u32) -> Uuid {
         crate::contract::value::parse_uuid(&format!("00000000-0000-4000-8000-{n:012}")).unwrap()

@@ -70,23 +70,22 @@ pub const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-fn sql_literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
 /// Placeholder values. Identifiers are validated by the configuration as
 /// plain lowercase names, so they are safe to splice unquoted.
 fn placeholders(cfg: &Config) -> Vec<(&'static str, String)> {
     let reserved = outbox::reserved_exact_header_names()
         .iter()
-        .map(|n| sql_literal(n))
+        .map(|n| crate::quote::literal(n))
         .collect::<Vec<_>>()
         .join(", ");
     vec![
         ("schema", cfg.outbox.schema.clone()),
         ("table", cfg.outbox.table.clone()),
         ("publication", cfg.postgres.publication.clone()),
-        ("topic_prefix", sql_literal(&cfg.outbox.topic_prefix)),
+        (
+            "topic_prefix",
+            crate::quote::literal(&cfg.outbox.topic_prefix),
+        ),
         ("relay_mode_table", objects::RELAY_MODE_TABLE.to_string()),
         ("heartbeat_table", objects::HEARTBEAT_TABLE.to_string()),
         ("handover_table", objects::HANDOVER_TABLE.to_string()),
@@ -101,7 +100,7 @@ fn placeholders(cfg: &Config) -> Vec<(&'static str, String)> {
         ("reserved_header_names", reserved),
         (
             "reserved_header_prefix",
-            sql_literal(outbox::RESERVED_HEADER_PREFIX),
+            crate::quote::literal(outbox::RESERVED_HEADER_PREFIX),
         ),
     ]
 }

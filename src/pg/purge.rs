@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
-use super::lsn::Lsn;
 use super::sqlstate::query_error;
 use crate::config::Config;
 use crate::contract::outbox::{self, Status};
 use crate::error::{Code, Error};
+use crate::lsn::Lsn;
 
 #[derive(Debug, Clone)]
 pub(crate) struct PurgeOptions {

@@ -1,21 +1,32 @@
-//! `outbox-cdc run`: slot → mapper → Kafka → watermark → slot.
+//! `outbox-cdc run`: slot → mapper → Kafka → settlement → recorder → slot.
 //!
 //! [`Relay::prepare`] checks both sides before anything touches the slot.
 //! [`Relay::run`] runs sessions under the [`Supervisor`]: one session is one
 //! replication stream and one producer. A rejected message is recorded as
-//! FAILED and the stream goes on; an ambiguous or transient failure ends the
-//! session, and the next one starts from the last settled LSN with a new
-//! producer, publishing the unsettled messages again under the same ids
-//! (never one message alone: that could reorder its key).
+//! FAILED and the stream goes on; any other failure ends the session, and
+//! the retry policy ([`crate::error::policy`]) decides what follows: a new
+//! session from the last settled position, publishing the unsettled
+//! messages again under the same ids (never one message alone: that could
+//! reorder its key), a standby, or a stop.
+//!
+//! Seams: a session speaks to Kafka through [`sink::Sink`] and records rows
+//! through [`ledger::Ledger`] and [`ledger::Journal`]; the unit tests in
+//! `testing` put in-memory fakes behind them.
 
-mod handover;
-mod marks;
+mod backlog;
+mod ledger;
 mod monitor;
+mod parts;
+mod recorder;
 mod redrive;
 mod session;
+mod settlement;
+mod shared;
+mod sink;
 mod stats;
 mod supervisor;
-mod transaction;
+#[cfg(test)]
+mod testing;
 mod watermark;
 
 use std::collections::HashSet;
@@ -29,47 +40,43 @@ use tokio_util::sync::CancellationToken;
 
 pub use redrive::Redriven;
 pub use stats::RelayStats;
-pub use supervisor::{Attempt, Backoff, SessionEnd, Supervisor};
+pub use supervisor::{Attempt, Backoff, Supervisor};
 
 use crate::config::{Config, Env};
-use crate::contract::value::Uuid;
-use crate::error::{Code, Error};
+use crate::error::{policy, Code, Error};
 use crate::kafka::progress::Progress;
 use crate::kafka::{probe, settings};
+use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::pg::checks::{self, Purpose};
-use crate::pg::lsn::Lsn;
-use crate::pg::marks::Marker;
+use crate::pg::row_status::Marker;
 use crate::pg::{connect, grants};
 use crate::preflight;
 use crate::replication::{self, Feedback, SourceOptions, Stream};
-use marks::PublishedMarks;
-use session::Session;
+use ledger::{PgJournal, PgLedger};
+use recorder::{Links, Recorder};
+use session::{Flow, Session};
+use settlement::{Idempotent, Mode, Settlement, Transactional};
+use shared::{Bounds, Marks, Options, Shared};
+use sink::KafkaSink;
 
 pub struct Relay {
     cfg: Config,
     env: Arc<Env>,
-    kafka: ClientConfig,
+    producer: ClientConfig,
     source: SourceOptions,
-    marker: Arc<Marker>,
+    marker: Marker,
     /// FAILED rows, the hand-over and the preflight; reconnected by the
     /// next session when a restart finds it closed.
     sql: tokio::sync::Mutex<Client>,
-    /// Settled position, across sessions: a new session starts after it.
-    feedback: Feedback,
-    marks: Option<PublishedMarks>,
-    /// PUBLISHED marks cannot reach PostgreSQL: the session must end.
-    marks_stalled: Arc<tokio::sync::Notify>,
     /// A session has streamed from the slot: a later session that finds it
     /// missing must not create it again.
     streamed: AtomicBool,
     /// Transactional delivery's progress in Kafka; `None` when idempotent.
     progress: Option<Arc<Progress>>,
-    /// Rows Kafka refused inside an aborted transaction, recorded FAILED:
-    /// left out when their transaction is published again.
-    poison: std::sync::Mutex<HashSet<Uuid>>,
+    mode: Mode,
+    shared: Shared,
     pub stats: Arc<RelayStats>,
-    metrics: Arc<Metrics>,
 }
 
 impl Relay {
@@ -77,7 +84,7 @@ impl Relay {
     /// the SQL and replication log-ins work, this relay may own the outbox,
     /// and no cutover is half done.
     pub async fn prepare(cfg: Config, env: Arc<Env>) -> Result<Relay, Error> {
-        let kafka = settings::producer_config(&cfg, &*env)?;
+        let producer = settings::producer_config(&cfg, &*env)?;
         probe::reachable(&cfg, &*env).await?;
         let sql = connect::connect(&cfg, &*env).await?;
         preflight::first_error(grants::findings(&sql, &cfg).await?)?;
@@ -89,75 +96,60 @@ impl Relay {
                 create_slot: cfg.relay.create_slot,
             },
         ))?;
-        handover::require_not_preparing(&sql, &cfg).await?;
+        backlog::require_not_preparing(&sql, &cfg).await?;
         let source = SourceOptions::from_config(&cfg, &*env)?;
         replication::check_log_in(&source.connect).await?;
-        let progress = match cfg.relay.transactional() {
-            true => Some(Arc::new(Progress::open(&cfg, &*env).await?)),
-            false => None,
+        let (mode, progress) = match cfg.relay.transactional() {
+            true => (
+                Mode::Transactional,
+                Some(Arc::new(Progress::open(&cfg, &*env).await?)),
+            ),
+            false => (Mode::Idempotent, None),
         };
-        let marker = Arc::new(Marker::new(&cfg));
         let stats = Arc::new(RelayStats::default());
-        let metrics = Arc::new(Metrics::new(&cfg));
-        let (feedback, _) = Feedback::new(Lsn::ZERO);
-        let marks_stalled = Arc::new(tokio::sync::Notify::new());
-        let marks = cfg.relay.mark_published.then(|| {
-            PublishedMarks::start(
-                cfg.clone(),
-                env.clone(),
-                stats.clone(),
-                metrics.journaled.clone(),
-                metrics.marks_written.clone(),
-                feedback.clone(),
-                marks_stalled.clone(),
-            )
-        });
+        let shared = shared(&cfg, env.clone(), stats.clone());
         Ok(Relay {
+            marker: Marker::new(&cfg),
             cfg,
             env,
-            kafka,
+            producer,
             source,
-            marker,
             sql: tokio::sync::Mutex::new(sql),
-            feedback,
-            marks,
-            marks_stalled,
             streamed: AtomicBool::new(false),
             progress,
-            poison: std::sync::Mutex::new(HashSet::new()),
+            mode,
+            shared,
             stats,
-            metrics,
         })
     }
 
     /// The relay's metrics and health, for the HTTP endpoint.
     pub fn metrics(&self) -> Arc<Metrics> {
-        self.metrics.clone()
+        self.shared.metrics.clone()
     }
 
-    /// Streams until `shutdown`, restarting sessions after transient
-    /// failures. Queued PUBLISHED marks are flushed at any stop.
+    /// Streams until `shutdown`, starting sessions again as the retry
+    /// policy says. Queued marks are recorded at any stop.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
+        let metrics = self.shared.metrics.clone();
         let mut supervisor =
-            Supervisor::new(self.feedback.clone()).with_metrics(self.metrics.clone());
+            Supervisor::new(self.shared.feedback.clone()).with_metrics(metrics.clone());
         let this = &self;
         let result = {
-            let _guard =
-                monitor::start(&self.cfg, self.env.clone(), self.metrics.clone(), &shutdown);
+            let _guard = monitor::start(&self.cfg, self.env.clone(), metrics.clone(), &shutdown);
             supervisor
                 .run(&shutdown, |attempt| this.session(attempt, &shutdown))
                 .await
         };
-        self.metrics.set_ended();
+        metrics.set_ended();
         self.stats
             .restarts
-            .store(supervisor.restarts(), std::sync::atomic::Ordering::Relaxed);
+            .store(supervisor.restarts(), Ordering::Relaxed);
         self.finish_marks().await;
+        let settled = self.shared.feedback.settled();
         match &result {
-            Ok(()) => tracing::info!(settled = %self.feedback.settled(), "relay stopped"),
-            Err(e) => {
-                tracing::error!(code = %e.code(), error = %e, settled = %self.feedback.settled(), "relay stopped")
-            }
+            Ok(()) => tracing::info!(%settled, "relay stopped"),
+            Err(e) => crate::log_error!(error, e, %settled, "relay stopped"),
         }
         result
     }
@@ -165,23 +157,22 @@ impl Relay {
     /// Publishes a READY hand-over list and returns without streaming: the
     /// backlog of a cutover to Debezium, which streams from its own slot.
     pub async fn handover_only(mut self, shutdown: CancellationToken) -> Result<(), Error> {
-        let result = async {
-            let sql = self.sql.lock().await;
-            let mut session = Session::new(&self, &sql).await?;
-            let end =
-                handover::publish(&mut session, &sql, &self.cfg, &self.marker, &shutdown).await;
-            let clean = matches!(end, Ok(None | Some(SessionEnd::Stopped)));
-            if let Some(fatal) = session.close(clean).await.fatal {
-                return Err(fatal);
-            }
-            match end? {
-                None | Some(SessionEnd::Stopped) => Ok(()),
-                Some(SessionEnd::Restart(reason)) => Err(handover::interrupted(reason)),
-            }
-        }
-        .await;
+        let result = match self.mode {
+            Mode::Idempotent => self.handover::<Idempotent>(&shutdown).await,
+            Mode::Transactional => self.handover::<Transactional>(&shutdown).await,
+        };
         self.finish_marks().await;
         result
+    }
+
+    async fn handover<S: Settlement>(&self, shutdown: &CancellationToken) -> Result<(), Error> {
+        let sql = self.sql.lock().await;
+        let sink = KafkaSink::new(&self.producer, self.progress.clone())?;
+        let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
+        let end = backlog::publish(&mut session, &sql, &self.cfg, shutdown)
+            .await
+            .map_err(backlog::interrupted);
+        session.finish(end.map(|_| ())).await
     }
 
     /// Publishes FAILED rows matching `filter` again and returns what it
@@ -191,33 +182,48 @@ impl Relay {
         filter: &crate::pg::handover::FailedFilter,
         shutdown: CancellationToken,
     ) -> Result<Redriven, Error> {
-        let result = async {
-            let sql = self.sql.lock().await;
-            let mut session = Session::new(&self, &sql).await?;
-            let done = redrive::publish(
-                &mut session,
-                &sql,
-                &self.cfg,
-                &self.marker,
-                filter,
-                &shutdown,
-            )
-            .await;
-            if let Some(fatal) = session.close(done.is_ok()).await.fatal {
-                return Err(fatal);
-            }
-            done
-        }
-        .await;
+        let result = match self.mode {
+            Mode::Idempotent => self.redrive_with::<Idempotent>(filter, &shutdown).await,
+            Mode::Transactional => self.redrive_with::<Transactional>(filter, &shutdown).await,
+        };
         self.finish_marks().await;
         result
     }
 
-    async fn session(
+    async fn redrive_with<S: Settlement>(
+        &self,
+        filter: &crate::pg::handover::FailedFilter,
+        shutdown: &CancellationToken,
+    ) -> Result<Redriven, Error> {
+        let sql = self.sql.lock().await;
+        let sink = KafkaSink::new(&self.producer, self.progress.clone())?;
+        let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
+        let done = redrive::publish(&mut session, &sql, &self.cfg, filter, shutdown).await;
+        let end = done.as_ref().map(|_| ()).map_err(Clone::clone);
+        session.finish(end).await.and(done)
+    }
+
+    fn ledger<'s>(&'s self, sql: &'s Client) -> PgLedger<'s> {
+        PgLedger {
+            sql,
+            marker: &self.marker,
+        }
+    }
+
+    async fn session(&self, attempt: Attempt, shutdown: &CancellationToken) -> Result<(), Error> {
+        match self.mode {
+            Mode::Idempotent => self.stream::<Idempotent>(attempt, shutdown).await,
+            Mode::Transactional => self.stream::<Transactional>(attempt, shutdown).await,
+        }
+    }
+
+    /// One session: the stream, the backlog if a cutover left one, then
+    /// streaming until shutdown or a failure.
+    async fn stream<S: Settlement>(
         &self,
         attempt: Attempt,
         shutdown: &CancellationToken,
-    ) -> Result<SessionEnd, Error> {
+    ) -> Result<(), Error> {
         let mut sql = self.sql.lock().await;
         if sql.is_closed() {
             *sql = connect::connect(&self.cfg, &*self.env).await?;
@@ -227,53 +233,51 @@ impl Relay {
             streamed_before: self.streamed.load(Ordering::Relaxed),
             ..self.source.clone()
         };
-        let mut stream = match Stream::open(&sql, &source, &self.feedback).await {
+        let mut stream = match Stream::open(&sql, &source, &self.shared.feedback).await {
             Ok(s) => s,
             Err(e) => return Err(self.diagnose(&sql, e).await),
         };
         self.streamed.store(true, Ordering::Relaxed);
-        self.metrics.set_standby(false);
+        let metrics = &self.shared.metrics;
+        metrics.set_standby(false);
         if attempt.after_standby {
             tracing::info!(slot = %self.source.slot, "the slot is free: taking over");
         }
-        let mut session = match Session::new(self, &sql).await {
+        let opened = match KafkaSink::new(&self.producer, self.progress.clone()) {
+            Ok(sink) => Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await,
+            Err(e) => Err(e),
+        };
+        let mut session = match opened {
             Ok(s) => s,
             Err(e) => {
                 let _ = stream.stop().await;
                 return Err(e);
             }
         };
-        // The backlog of a cutover goes first, while this session holds the slot.
-        self.metrics.set_streaming(true);
-        let end =
-            match handover::publish(&mut session, &sql, &self.cfg, &self.marker, shutdown).await {
-                Ok(None) => session.pump(&mut stream, shutdown).await,
-                Ok(Some(end)) => Ok(end),
-                Err(e) => Err(e),
-            };
-        self.metrics.set_streaming(false);
-        let closed = session.close(matches!(end, Ok(SessionEnd::Stopped))).await;
-        self.queue_marks(closed.published, closed.settles).await;
-        // A fenced producer outranks whatever ended the session: this relay
-        // must not start another.
-        let end = match closed.fatal {
-            Some(fatal) => Err(fatal),
-            None => end,
+        metrics.set_streaming(true);
+        let end = match backlog::publish(&mut session, &sql, &self.cfg, shutdown).await {
+            Ok(Flow::Continue) => {
+                session
+                    .pump(&mut stream.events, &stream.stats, shutdown)
+                    .await
+            }
+            Ok(Flow::Stopped) => Ok(()),
+            Err(e) => Err(e),
         };
-        if matches!(end, Ok(SessionEnd::Stopped)) {
-            // The reader's last status update confirms what the marks allow.
-            self.flush_marks().await;
-        }
+        metrics.set_streaming(false);
+        let end = session.finish(end).await;
         let reader = stream.stop().await;
         match (end, reader) {
-            (Err(e), _) => Err(e),
-            (Ok(end), Ok(_)) => Ok(end),
-            (Ok(SessionEnd::Stopped), Err(e)) => {
-                tracing::warn!(code = %e.code(), error = %e, "the reader ended with an error while stopping");
-                Ok(SessionEnd::Stopped)
+            (Ok(()), Ok(_)) => Ok(()),
+            (Ok(()), Err(e)) => {
+                crate::log_error!(warn, e, "the reader ended with an error while stopping");
+                Ok(())
             }
             // The stream ended under the session: the reader says why.
-            (Ok(SessionEnd::Restart(_)), Err(e)) => Err(self.diagnose(&sql, e).await),
+            (Err(e), Err(r)) if policy::directive(&e) == policy::Directive::Retry => {
+                Err(self.diagnose(&sql, r).await)
+            }
+            (Err(e), _) => Err(e),
         }
     }
 
@@ -284,23 +288,19 @@ impl Relay {
         if e.code() != Code::PG_SERVER_ERROR {
             return e;
         }
+        let src = &self.source;
         let found = async {
             let server = checks::server(sql).await?;
-            let publication = checks::publication(
-                sql,
-                &self.source.publication,
-                &self.source.schema,
-                &self.source.table,
-            )
-            .await?;
-            let slot = checks::slot(sql, &self.source.slot).await?;
+            let publication =
+                checks::publication(sql, &src.publication, &src.schema, &src.table).await?;
+            let slot = checks::slot(sql, &src.slot).await?;
             preflight::first_error([
                 checks::publication_finding(
                     publication.as_ref(),
-                    &self.source.publication,
+                    &src.publication,
                     &self.cfg.qualified_table(),
                 ),
-                checks::slot_finding(slot.as_ref(), &self.source.slot, &server, Purpose::Report),
+                checks::slot_finding(slot.as_ref(), &src.slot, &server, Purpose::Report),
             ])
         }
         .await;
@@ -312,33 +312,55 @@ impl Relay {
         }
     }
 
-    /// Queues rows to be marked PUBLISHED and the position their
-    /// transactions end at (waits only when the marking task is far behind);
-    /// without marks the position is settled at once.
-    async fn queue_marks(&self, ids: Vec<Uuid>, settles: Option<Lsn>) {
-        match &self.marks {
-            Some(marks) => marks.queue(ids, settles).await,
-            None => {
-                if let Some(lsn) = settles {
-                    self.feedback.settle(lsn);
-                }
-            }
-        }
-    }
-
-    async fn flush_marks(&self) {
-        if let Some(marks) = &self.marks {
-            marks
-                .flush(Duration::from_secs(self.cfg.relay.drain_timeout_secs))
-                .await;
-        }
-    }
-
     async fn finish_marks(&mut self) {
-        // A stop may take the drain's time again to write its marks.
-        let within = Duration::from_secs(self.cfg.relay.drain_timeout_secs);
-        if let Some(marks) = self.marks.take() {
-            marks.finish(within).await;
+        // A stop may take the drain's time again to record its marks.
+        let within = self.shared.options.drain_timeout;
+        if let Some(recorder) = self.shared.recorder.take() {
+            recorder.finish(within).await;
         }
+    }
+}
+
+/// The sessions' shared state, with the recorder started when rows are
+/// marked.
+fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
+    let relay = &cfg.relay;
+    let metrics = Arc::new(Metrics::new(&cfg.relay));
+    let (feedback, _) = Feedback::new(Lsn::ZERO);
+    let stalled = Arc::new(tokio::sync::Notify::new());
+    let marks = match relay.mark_published {
+        true => Marks::Journaled,
+        false => Marks::Off,
+    };
+    let recorder = marks.on().then(|| {
+        let links = Links {
+            stats: stats.clone(),
+            journaled: metrics.journaled.clone(),
+            folded: metrics.marks_written.clone(),
+            feedback: feedback.clone(),
+            stalled: stalled.clone(),
+        };
+        Recorder::start(PgJournal::new(cfg.clone(), env), links)
+    });
+    Shared {
+        options: Options {
+            topic_prefix: cfg.outbox.topic_prefix.clone(),
+            marks,
+            operator_error_threshold: relay.operator_error_threshold,
+            drain_timeout: Duration::from_secs(relay.drain_timeout_secs),
+            max_in_flight_messages: relay.max_in_flight_messages,
+            max_in_flight_bytes: relay.max_in_flight_bytes,
+            bounds: Bounds {
+                records: relay.transaction_max_records,
+                bytes: relay.transaction_max_bytes,
+                age: Duration::from_millis(relay.transaction_max_ms),
+            },
+        },
+        metrics,
+        stats,
+        feedback,
+        recorder,
+        stalled,
+        poison: std::sync::Mutex::new(HashSet::new()),
     }
 }

@@ -1,8 +1,9 @@
-//! The one reconnect loop. It runs sessions until shutdown: a session that
-//! ends for a transient reason is started again after a capped exponential
-//! backoff whose jitter differs per instance (replicas never retry in
-//! lock-step); `SLOT_IN_USE` makes the relay a standby that polls until the
-//! slot is free; any other error ends the loop with its code.
+//! The one reconnect loop. It runs sessions until shutdown and does after
+//! each failure what the retry policy ([`policy::directive`]) says: a new
+//! session after a capped exponential backoff whose jitter differs per
+//! instance (replicas never retry in lock-step), a standby that polls until
+//! the slot is free, or a stop with the error's code. It decides nothing
+//! itself.
 //!
 //! The relay runs its sessions here; the replication tests run a bare
 //! reader here, so the loop they exercise is the production one.
@@ -15,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Class, Code, Error};
+use crate::error::policy::{self, Directive};
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::replication::Feedback;
 
@@ -65,15 +67,6 @@ impl Backoff {
     pub fn reset(&mut self) {
         self.attempt = 0;
     }
-}
-
-/// How a session ended, when it did not fail.
-#[derive(Debug)]
-pub enum SessionEnd {
-    /// Shutdown was asked for and the session drained.
-    Stopped,
-    /// A transient failure (its error says which): start another session.
-    Restart(Error),
 }
 
 /// What a session is told when it starts.
@@ -131,8 +124,8 @@ impl Supervisor {
         self.restarts
     }
 
-    /// Runs `session` until it stops, shutdown is asked for (both `Ok`), or
-    /// it fails with an error that is not transient.
+    /// Runs `session` until it stops (`Ok`: shutdown, drained), shutdown is
+    /// asked for between sessions (`Ok`), or the policy says stop (`Err`).
     pub async fn run<F, Fut>(
         &mut self,
         shutdown: &CancellationToken,
@@ -140,7 +133,7 @@ impl Supervisor {
     ) -> Result<(), Error>
     where
         F: FnMut(Attempt) -> Fut,
-        Fut: Future<Output = Result<SessionEnd, Error>>,
+        Fut: Future<Output = Result<(), Error>>,
     {
         let mut attempt = Attempt {
             number: 0,
@@ -149,53 +142,60 @@ impl Supervisor {
         let mut announced_standby = false;
         loop {
             let began = Instant::now();
-            let end = session(attempt).await;
+            let reason = match session(attempt).await {
+                Ok(()) => return Ok(()),
+                Err(reason) => reason,
+            };
             attempt.number += 1;
             attempt.after_standby = false;
-            let reason = match end {
-                Ok(SessionEnd::Stopped) => return Ok(()),
-                Ok(SessionEnd::Restart(reason)) => reason,
-                Err(e) if e.code() == Code::SLOT_IN_USE => {
+            let directive = policy::directive(&reason);
+            let delay = match directive {
+                Directive::Stop | Directive::Fatal => return Err(reason),
+                Directive::Standby => {
                     if !announced_standby {
-                        tracing::info!(error = %e, "standby: another relay streams from the slot; waiting to take over");
+                        tracing::info!(error = %reason, "standby: another relay streams from the slot; waiting to take over");
                         announced_standby = true;
                     }
                     if let Some(m) = &self.metrics {
                         m.set_standby(true);
                     }
                     attempt.after_standby = true;
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return Ok(()),
-                        _ = tokio::time::sleep(self.standby_poll) => continue,
-                    }
+                    self.standby_poll
                 }
-                Err(e) if e.class() == Class::Transient => e,
-                Err(e) => return Err(e),
+                Directive::Retry | Directive::AwaitOperator => {
+                    announced_standby = false;
+                    if shutdown.is_cancelled() {
+                        return Ok(());
+                    }
+                    self.restarting(&reason, directive, began)
+                }
             };
-            announced_standby = false;
-            if shutdown.is_cancelled() {
-                return Ok(());
-            }
-            self.restarts += 1;
-            if let Some(m) = &self.metrics {
-                m.restarted(reason.code());
-                m.set_not_ready_because(format!("{}: {}", reason.code(), reason.detail()));
-            }
-            if began.elapsed() > self.healthy_after {
-                self.backoff.reset();
-            }
-            let delay = self.backoff.next_delay();
-            if reason.class() == Class::Operator {
-                // Not ready until someone acts: say so loudly, every time.
-                tracing::error!(code = %reason.code(), error = %reason, ?delay, settled = %self.feedback.settled(), "not ready: an operator must act; restarting the pipeline from the last settled position after the delay");
-            } else {
-                tracing::warn!(code = %reason.code(), error = %reason, ?delay, settled = %self.feedback.settled(), "restarting the pipeline from the last settled position");
-            }
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(delay) => {}
             }
         }
+    }
+
+    /// Counts and logs a restart; the delay before it.
+    fn restarting(&mut self, reason: &Error, directive: Directive, began: Instant) -> Duration {
+        self.restarts += 1;
+        if let Some(m) = &self.metrics {
+            m.restarted(reason.code());
+            m.set_not_ready_because(format!("{}: {}", reason.code(), reason.detail()));
+        }
+        if began.elapsed() > self.healthy_after {
+            self.backoff.reset();
+        }
+        let delay = self.backoff.next_delay();
+        let settled = self.feedback.settled();
+        if directive == Directive::AwaitOperator {
+            // Not ready until someone acts: say so loudly, every time.
+            crate::log_error!(error, reason, ?delay, %settled, "not ready: an operator must act; restarting the pipeline from the last settled position after the delay");
+        } else {
+            crate::log_error!(warn, reason, ?delay, %settled, "restarting the pipeline from the last settled position");
+        }
+        delay
     }
 }
 
@@ -223,9 +223,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn transient_failures_restart_standby_waits_and_anything_else_stops() {
+    async fn the_policy_decides_restart_standby_and_stop() {
+        use crate::error::Code;
         let shutdown = CancellationToken::new();
-        let (feedback, _) = Feedback::new(crate::pg::lsn::Lsn::ZERO);
+        let (feedback, _) = Feedback::new(crate::lsn::Lsn::ZERO);
         let mut sup =
             Supervisor::with_backoff(feedback, Duration::from_millis(1), Duration::from_millis(2));
         sup.standby_poll = Duration::from_millis(1);
@@ -235,26 +236,33 @@ mod tests {
                 seen.push(attempt);
                 let n = attempt.number;
                 async move {
-                    match n {
-                        0 => Err(Error::new(Code::PG_CONNECTION_LOST, "gone")),
-                        1 => Ok(SessionEnd::Restart(Error::new(
-                            Code::KAFKA_DELIVERY_AMBIGUOUS,
-                            "maybe",
-                        ))),
-                        2 => Err(Error::new(Code::SLOT_IN_USE, "held")),
-                        _ => Err(Error::new(Code::SLOT_MISSING, "gone for good")),
-                    }
+                    Err(match n {
+                        0 => Error::new(Code::PG_CONNECTION_LOST, "gone"),
+                        1 => Error::new(Code::KAFKA_DELIVERY_AMBIGUOUS, "maybe"),
+                        2 => Error::new(Code::SLOT_IN_USE, "held"),
+                        3 => Error::new(Code::TOPIC_AUTHORIZATION_FAILED, "no ACL yet"),
+                        _ => Error::new(Code::SLOT_MISSING, "gone for good"),
+                    })
                 }
             })
             .await;
         assert_eq!(result.unwrap_err().code(), Code::SLOT_MISSING);
-        assert_eq!(sup.restarts(), 2, "standby waits are not restarts");
-        assert_eq!(seen.len(), 4);
+        assert_eq!(
+            sup.restarts(),
+            3,
+            "two transient failures and one awaiting an operator; standby waits are not restarts"
+        );
+        assert_eq!(seen.len(), 5);
         assert!(seen[3].after_standby && !seen[2].after_standby);
 
-        let stopped = sup
-            .run(&shutdown, |_| async { Ok(SessionEnd::Stopped) })
-            .await;
+        let stopped = sup.run(&shutdown, |_| async { Ok(()) }).await;
         assert!(stopped.is_ok());
+
+        let fenced = sup
+            .run(&shutdown, |_| async {
+                Err(Error::new(Code::KAFKA_PRODUCER_FENCED, "another relay"))
+            })
+            .await;
+        assert_eq!(fenced.unwrap_err().code(), Code::KAFKA_PRODUCER_FENCED);
     }
 }

@@ -4,12 +4,12 @@
 
 use std::collections::VecDeque;
 
-use crate::pg::lsn::Lsn;
+use crate::lsn::Lsn;
 
 /// The relay's sequence number of a source transaction within a session:
 /// what a delivery report names to settle its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) struct TxSeq(u64);
+pub(crate) struct TxSeq(u64);
 
 #[derive(Debug)]
 struct Tx {

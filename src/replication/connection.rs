@@ -20,7 +20,7 @@ use tokio_util::codec::Framed;
 use super::codec::{Backend, PgCodec};
 use crate::config::{Config, Env, Secret, SslMode};
 use crate::error::{Code, Error};
-use crate::pg::lsn::Lsn;
+use crate::lsn::Lsn;
 use crate::pg::sqlstate::{self, Phase, ServerError};
 use crate::pg::tls;
 
@@ -507,9 +507,9 @@ impl ReplicationConnection {
     ) -> Result<(), Error> {
         let command = format!(
             "START_REPLICATION SLOT {} LOGICAL {} (\"proto_version\" '1', \"publication_names\" {}{}{})",
-            super::slot::ident(slot),
+            crate::quote::ident(slot),
             start,
-            super::slot::literal(&super::slot::ident(publication)),
+            crate::quote::literal(&crate::quote::ident(publication)),
             if messages { ", \"messages\" 'true'" } else { "" },
             if binary { ", \"binary\" 'true'" } else { "" }
         );

@@ -27,8 +27,8 @@ pub use reader::{Event, Events, Feedback, ReaderStats, Tuning};
 
 use crate::config::{Config, Env};
 use crate::error::{Code, Error};
+use crate::lsn::Lsn;
 use crate::pg::checks::{self, Purpose};
-use crate::pg::lsn::Lsn;
 use crate::preflight;
 
 /// Logs in for replication and asks IDENTIFY_SYSTEM: a role without

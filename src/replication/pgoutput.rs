@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::pg::lsn::Lsn;
+use crate::lsn::Lsn;
 
 /// One column of a tuple.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use super::relations::Relations;
 use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, PG_EPOCH_OFFSET_MICROS};
 use crate::error::{Code, Error};
-use crate::pg::lsn::Lsn;
+use crate::lsn::Lsn;
 
 /// What the reader delivers, in commit order. Every outbox transaction is
 /// `Begin`, one or more `Rows` chunks, `Commit`; transactions without outbox

@@ -4,7 +4,8 @@
 
 use super::connection::{Command, ReplicationConnection};
 use crate::error::{Code, Error};
-use crate::pg::lsn::Lsn;
+use crate::lsn::Lsn;
+use crate::quote::ident;
 
 /// A slot just created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,14 +15,6 @@ pub struct CreatedSlot {
     /// The exported snapshot's name, valid while the creating session stays
     /// idle: the database as of the consistent point.
     pub snapshot: Option<String>,
-}
-
-pub(crate) fn literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
-pub(crate) fn ident(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
 }
 
 /// `CREATE_REPLICATION_SLOT ... LOGICAL pgoutput`, exporting a snapshot when

@@ -68,7 +68,7 @@ pub const KEYED_INSERT: &str = "WITH s AS (UPDATE public.key_seq SET n = n + 1 W
 #[derive(Debug, Clone, Copy)]
 pub struct Written {
     /// At or after the end of its commit record.
-    pub committed_by: outbox_cdc::pg::lsn::Lsn,
+    pub committed_by: outbox_cdc::lsn::Lsn,
     /// Its source transaction: (writer, transaction number).
     pub tx: (usize, usize),
 }
@@ -587,7 +587,7 @@ pub mod replication {
     use outbox_cdc::contract::row::OutboxRow;
     use outbox_cdc::contract::value::Timestamp;
     use outbox_cdc::error::Error;
-    use outbox_cdc::pg::lsn::Lsn;
+    use outbox_cdc::lsn::Lsn;
     use outbox_cdc::replication::{ConnectOptions, Event, Events, Feedback, SourceOptions, Stream};
 
     use super::Services;
@@ -978,14 +978,13 @@ pub mod kafka {
             .create()
             .unwrap();
         for topic in topics {
-            assert!(
-                outbox_cdc::kafka::readiness::wait_until_served(
-                    producer.client(),
-                    topic,
-                    Duration::from_secs(60)
-                ),
-                "topic {topic} was not served within 60 s"
-            );
+            if let Err(e) = outbox_cdc::kafka::readiness::wait_until_served(
+                producer.client(),
+                topic,
+                Duration::from_secs(60),
+            ) {
+                panic!("topic {topic} was not served within 60 s: {e}");
+            }
         }
     }
 
@@ -1276,7 +1275,7 @@ create_slot = true
     }
 
     /// The settled positions from which a relay's log says it replayed.
-    pub fn replays_in(log: &str) -> Vec<outbox_cdc::pg::lsn::Lsn> {
+    pub fn replays_in(log: &str) -> Vec<outbox_cdc::lsn::Lsn> {
         plain(log)
             .lines()
             .filter(|l| l.contains("restarting the pipeline"))

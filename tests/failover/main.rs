@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::kafka;
 use common::relay::{self as relay, RelayProcess};
-use outbox_cdc::pg::lsn::Lsn;
+use outbox_cdc::lsn::Lsn;
 use tokio_postgres::config::TargetSessionAttrs;
 use tokio_postgres::{Client, NoTls};
 

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use common::replication::{self as rep, PUBLICATION};
 use outbox_cdc::error::{Code, Error};
+use outbox_cdc::lsn::Lsn;
 use outbox_cdc::pg::connect;
-use outbox_cdc::pg::lsn::Lsn;
 use outbox_cdc::pg::migrate::{self, Scope};
-use outbox_cdc::pipeline::{SessionEnd, Supervisor};
+use outbox_cdc::pipeline::Supervisor;
 use outbox_cdc::replication::{Event, Feedback, Stream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -90,22 +90,22 @@ async fn the_reader_recovers_from_a_postgres_restart_without_loss_or_settled_dup
                             tokio::select! {
                                 _ = cancel.cancelled() => {
                                     stream.stop().await?;
-                                    return Ok(SessionEnd::Stopped);
+                                    return Ok(());
                                 }
                                 event = stream.events.recv() => match event {
                                     Some(e) => {
                                         if tx.send(SupervisedEvent::Event(e)).await.is_err() {
                                             stream.stop().await?;
-                                            return Ok(SessionEnd::Stopped);
+                                            return Ok(());
                                         }
                                     }
                                     // The reader ended: its result says why.
                                     None => {
                                         stream.stop().await?;
-                                        return Ok(SessionEnd::Restart(Error::new(
+                                        return Err(Error::new(
                                             Code::PG_CONNECTION_LOST,
                                             "the stream ended",
-                                        )));
+                                        ));
                                     }
                                 },
                             }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::replication as rep;
 use common::{relay, Services};
-use outbox_cdc::pg::lsn::Lsn;
+use outbox_cdc::lsn::Lsn;
 use outbox_cdc::replication::ReplicationConnection;
 
 fn outbox_cdc(args: &[&str], config: &Path, envs: &[(&str, &str)]) -> Output {

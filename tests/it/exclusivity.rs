@@ -140,7 +140,7 @@ async fn run_refuses_beside_another_relay_and_leaves_the_slot_untouched() {
     holder
         .start_replication(
             &dbz_slot,
-            outbox_cdc::pg::lsn::Lsn::ZERO,
+            outbox_cdc::lsn::Lsn::ZERO,
             "outbox_cdc_publication",
             false,
             false,

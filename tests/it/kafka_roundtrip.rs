@@ -194,11 +194,12 @@ async fn a_new_topic_is_ready_only_once_every_partition_is_served() {
         let waiter = client();
         let other = client();
         for topic in &topics {
-            assert!(outbox_cdc::kafka::readiness::wait_until_served(
+            outbox_cdc::kafka::readiness::wait_until_served(
                 waiter.client(),
                 topic,
-                Duration::from_secs(30)
-            ));
+                Duration::from_secs(30),
+            )
+            .unwrap();
             // Straight after, from another client: no partition is refused.
             let metadata = other
                 .client()
@@ -214,12 +215,23 @@ async fn a_new_topic_is_ready_only_once_every_partition_is_served() {
                 assert_eq!(answer.ok(), Some((0, 0)), "{topic} partition {}", p.id());
             }
         }
-        // A name the broker refuses never becomes ready.
-        assert!(!outbox_cdc::kafka::readiness::wait_until_served(
+        // A name the broker refuses never becomes ready, and the error
+        // says what the broker answered.
+        let refused = outbox_cdc::kafka::readiness::wait_until_served(
             waiter.client(),
             "not a valid topic name",
-            Duration::from_secs(1)
-        ));
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert_eq!(refused.code(), "TOPIC_NOT_SERVED");
+        assert!(
+            refused.to_string().contains("not a valid topic name"),
+            "{refused}"
+        );
+        assert!(
+            matches!(refused.cause(), Some(outbox_cdc::error::Cause::Kafka(_))),
+            "the broker's answer is the cause: {refused:?}"
+        );
     })
     .await
     .unwrap();

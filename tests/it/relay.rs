@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::kafka::{self, java_partition, Consumed};
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
-use outbox_cdc::pg::lsn::Lsn;
+use outbox_cdc::lsn::Lsn;
 
 async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
     let db = common::migrated_db(services, label, prefix).await;

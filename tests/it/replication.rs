@@ -11,7 +11,7 @@ use common::replication::{self as rep, Tx, PUBLICATION};
 use outbox_cdc::contract::outbox;
 use outbox_cdc::contract::row::Value;
 use outbox_cdc::contract::value::Timestamp;
-use outbox_cdc::pg::lsn::Lsn;
+use outbox_cdc::lsn::Lsn;
 use outbox_cdc::pg::migrate::{self, Scope};
 use outbox_cdc::replication::ReplicationConnection;
 use tokio_postgres::Client;
@@ -903,7 +903,7 @@ async fn set_up_failures_have_their_own_codes() {
 
 #[tokio::test]
 async fn the_supervisor_stops_on_a_definite_failure_instead_of_looping() {
-    use outbox_cdc::pipeline::{SessionEnd, Supervisor};
+    use outbox_cdc::pipeline::Supervisor;
     use outbox_cdc::replication::{Feedback, Stream};
     let services = require_services!();
     let db = migrated(&services, "definite").await;
@@ -918,7 +918,7 @@ async fn the_supervisor_stops_on_a_definite_failure_instead_of_looping() {
         supervisor.run(&shutdown, |_| async {
             let stream = Stream::open(&db.client, &source, &feedback).await?;
             stream.stop().await?;
-            Ok(SessionEnd::Stopped)
+            Ok(())
         }),
     )
     .await

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::kafka::{self, Consumed, READ_COMMITTED, READ_UNCOMMITTED};
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
-use outbox_cdc::pg::lsn::Lsn;
+use outbox_cdc::lsn::Lsn;
 
 /// Transactional delivery with small transactions, so a run has many.
 pub(crate) const TRANSACTIONAL: &str = "delivery = \"transactional\"\ntransaction_max_ms = 50\n";

@@ -6,6 +6,11 @@
 //! line lands where it is raised. Errors are classified where they are made,
 //! from SQLSTATEs and typed client errors, never from message text: a server
 //! with `lc_messages` in another language must give the same codes.
+//!
+//! What happens after a failure is decided in one place, [`policy`], from
+//! the code alone.
+
+pub mod policy;
 
 use std::fmt;
 
@@ -152,7 +157,11 @@ codes! {
     // Kafka.
     KAFKA_CONFIG_INVALID => Operator,
     KAFKA_UNREACHABLE => Transient,
+    /// SASL authentication failed: the credentials are wrong.
     KAFKA_AUTH_FAILED => Operator,
+    /// The principal may not use its transactional id, its progress group
+    /// or the cluster (an ACL): the relay waits until it is granted.
+    KAFKA_NOT_AUTHORIZED => Operator,
     /// The TLS handshake with the cluster failed (e.g. a CA that does not
     /// match the brokers' certificates).
     KAFKA_TLS_FAILED => Operator,
@@ -172,6 +181,9 @@ codes! {
     /// out); the next session learns it from the progress in Kafka.
     KAFKA_TRANSACTION_OUTCOME_UNKNOWN => Transient,
     TOPIC_MISSING => Operator,
+    /// Warning: a new topic's partitions were not all served by their
+    /// leaders in time (the cause says why); the relay produced anyway.
+    TOPIC_NOT_SERVED => Transient,
 
     // The broker refused a record for a reason of the operator's (an ACL, a
     // missing topic, a policy): no row is marked FAILED for it; the session
@@ -190,6 +202,9 @@ codes! {
     HEADER_UNENCODABLE => Row,
     ROW_UNDECODABLE => Row,
     ROW_SHAPE_MISMATCH => Row,
+    /// A row came without a decodable message id: it cannot be recorded
+    /// FAILED, so the relay stops before the slot passes it.
+    ROW_UNIDENTIFIABLE => Operator,
 
     // The process.
     /// `http.listen` cannot be bound.
@@ -227,12 +242,15 @@ impl PartialEq<str> for Code {
 }
 
 /// A failure: one code, then what happened with its cause beneath it (the
-/// server's message and SQLSTATE, or the OS error), said once.
+/// server's message and SQLSTATE, or the OS error), said once, and the typed
+/// evidence the code was decided from, for logs and for the retry policy's
+/// tests (never for deciding again from text).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {detail}")]
 pub struct Error {
     code: Code,
     detail: String,
+    cause: Option<Cause>,
 }
 
 impl Error {
@@ -240,7 +258,14 @@ impl Error {
         Error {
             code,
             detail: detail.into(),
+            cause: None,
         }
+    }
+
+    /// The same error with its typed cause.
+    pub fn caused_by(mut self, cause: Cause) -> Error {
+        self.cause = Some(cause);
+        self
     }
 
     pub fn code(&self) -> Code {
@@ -255,6 +280,11 @@ impl Error {
         self.class() == Class::Transient
     }
 
+    /// The typed evidence beneath the code, when there is one.
+    pub fn cause(&self) -> Option<&Cause> {
+        self.cause.as_ref()
+    }
+
     /// The message without its code (for reports that show the code apart).
     pub fn detail(&self) -> &str {
         &self.detail
@@ -265,6 +295,79 @@ impl Error {
         self.detail = format!("{what}: {}", self.detail);
         self
     }
+
+    /// The same failure under another code, keeping its detail and cause
+    /// (a failure whose meaning depends on where it happened).
+    pub fn recoded(mut self, code: Code) -> Error {
+        self.code = code;
+        self
+    }
+
+    /// The SQLSTATE beneath, for a log field.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match &self.cause {
+            Some(Cause::Sqlstate(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// librdkafka's code beneath, for a log field.
+    pub fn kafka_error(&self) -> Option<String> {
+        match &self.cause {
+            Some(Cause::Kafka(c)) => Some(format!("{c:?}")),
+            _ => None,
+        }
+    }
+
+    /// The I/O error kind beneath, for a log field.
+    pub fn io_error(&self) -> Option<String> {
+        match &self.cause {
+            Some(Cause::Io(kind)) => Some(format!("{kind:?}")),
+            _ => None,
+        }
+    }
+
+    /// rustls's refusal beneath, for a log field.
+    pub fn tls_error(&self) -> Option<String> {
+        match &self.cause {
+            Some(Cause::Tls(e)) => Some(e.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// The typed evidence an error's code was decided from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// The server's SQLSTATE.
+    Sqlstate(String),
+    /// librdkafka's error code.
+    Kafka(rdkafka::types::RDKafkaErrorCode),
+    /// The operating system's kind of an I/O failure (a reset, a refusal,
+    /// an end of file).
+    Io(std::io::ErrorKind),
+    /// rustls refused the peer (a certificate, a protocol, an alert), as
+    /// rustls names it: `InvalidCertificate(UnknownIssuer)`.
+    Tls(String),
+}
+
+/// Logs an [`Error`] at a level with its code and typed cause as fields
+/// (`sqlstate`, `kafka_error`, `io_error`, `tls_error`; absent ones are left
+/// out), then the caller's fields and message.
+#[macro_export]
+macro_rules! log_error {
+    ($level:ident, $e:expr, $($rest:tt)+) => {{
+        let e: &$crate::error::Error = &$e;
+        tracing::$level!(
+            code = %e.code(),
+            sqlstate = e.sqlstate(),
+            kafka_error = e.kafka_error(),
+            io_error = e.io_error(),
+            tls_error = e.tls_error(),
+            error = %e,
+            $($rest)+
+        )
+    }};
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,119 @@
+//! The bookkeeping side, behind traits: what the relay writes into
+//! PostgreSQL about the rows it published or could not. Production wraps
+//! tokio-postgres ([`PgLedger`], [`PgJournal`]); the unit tests use an
+//! in-memory table and journal that can fail, stall and crash
+//! (`testing::FakeLedger`).
+//!
+//! Two writers, two connections: the session records FAILED rows on its own
+//! connection before they settle ([`Ledger`]); the recorder task journals
+//! confirmed ids on another and confirms the slot after them ([`Journal`]).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio_postgres::Client;
+
+use crate::config::{Config, Env};
+use crate::contract::value::Uuid;
+use crate::error::{Code, Error};
+use crate::lsn::Lsn;
+use crate::pg::row_status::{Guard, Marker};
+use crate::pg::{connect, journal};
+
+/// Row status written on the session's connection.
+pub(crate) trait Ledger: Send + Sync {
+    /// Records rows as FAILED with `code`; returns how many changed.
+    fn failed(
+        &self,
+        ids: &[Uuid],
+        code: Code,
+        guard: Guard,
+    ) -> impl Future<Output = Result<u64, Error>> + Send;
+
+    /// Marks rows PUBLISHED at once (a hand-over, a redrive); returns how
+    /// many changed.
+    fn published(
+        &self,
+        ids: &[Uuid],
+        guard: Guard,
+    ) -> impl Future<Output = Result<u64, Error>> + Send;
+}
+
+/// The journal of published ids, written by the recorder task.
+pub(crate) trait Journal: Send + 'static {
+    /// Records one batch of ids, durably, in one statement.
+    fn record(&mut self, ids: &[Uuid]) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Folds one journal entry into the rows' status; the rows it marked,
+    /// or `None` when the journal is empty.
+    fn fold_one(&mut self) -> impl Future<Output = Result<Option<u64>, Error>> + Send;
+
+    /// The server's flushed WAL position (whether the relay keeps up).
+    fn wal_flushed(&mut self) -> impl Future<Output = Result<Lsn, Error>> + Send;
+}
+
+/// The session's ledger on its SQL connection.
+pub(crate) struct PgLedger<'a> {
+    pub(crate) sql: &'a Client,
+    pub(crate) marker: &'a Marker,
+}
+
+impl Ledger for PgLedger<'_> {
+    async fn failed(&self, ids: &[Uuid], code: Code, guard: Guard) -> Result<u64, Error> {
+        self.marker
+            .failed(self.sql, ids, code.as_str(), guard)
+            .await
+    }
+
+    async fn published(&self, ids: &[Uuid], guard: Guard) -> Result<u64, Error> {
+        self.marker.published(self.sql, ids, guard).await
+    }
+}
+
+/// The journal on a connection of its own, opened again when it breaks.
+pub(crate) struct PgJournal {
+    cfg: Config,
+    env: Arc<Env>,
+    journal: journal::Journal,
+    client: Option<Client>,
+}
+
+impl PgJournal {
+    pub(crate) fn new(cfg: Config, env: Arc<Env>) -> PgJournal {
+        PgJournal {
+            journal: journal::Journal::new(&cfg),
+            cfg,
+            env,
+            client: None,
+        }
+    }
+
+    /// The journal's statements and an open connection.
+    async fn open(&mut self) -> Result<(&journal::Journal, &Client), Error> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = Some(connect::connect(&self.cfg, &*self.env).await?);
+        }
+        let client = self
+            .client
+            .as_ref()
+            .ok_or_else(|| Error::new(Code::INTERNAL, "the journal's connection vanished"))?;
+        Ok((&self.journal, client))
+    }
+}
+
+impl Journal for PgJournal {
+    async fn record(&mut self, ids: &[Uuid]) -> Result<(), Error> {
+        let (journal, client) = self.open().await?;
+        journal.record(client, ids).await
+    }
+
+    async fn fold_one(&mut self) -> Result<Option<u64>, Error> {
+        let (journal, client) = self.open().await?;
+        Ok(journal.fold_one(client).await?.map(|f| f.marked))
+    }
+
+    async fn wal_flushed(&mut self) -> Result<Lsn, Error> {
+        let (_, client) = self.open().await?;
+        journal::wal_flushed(client).await
+    }
+}

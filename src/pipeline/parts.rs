@@ -1,0 +1,203 @@
+//! Everything of a session but its strategy: the sink and the ledger, the
+//! watermark, what is in flight, the rows to record FAILED, the marks owed
+//! and the reason the session must end. The strategy's methods take it, so
+//! both delivery modes share one set of rules for what they have in common.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+
+use prometheus::IntCounter;
+use tokio::time::Instant;
+
+use super::ledger::Ledger;
+use super::recorder::{MARK_BATCH, MARK_INTERVAL};
+use super::shared::Shared;
+use super::sink::{Delivery, Sink};
+use super::watermark::{TxSeq, Watermark};
+use crate::contract::value::{Timestamp, Uuid};
+use crate::error::{policy, Code, Error};
+use crate::kafka::publisher::Outcome;
+use crate::lsn::Lsn;
+use crate::metrics::names;
+use crate::pg::row_status::Guard;
+
+/// A rejected or refused row waiting to be recorded.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    /// The source transaction it holds; `None` once nothing waits on it
+    /// (a row refused inside an aborted Kafka transaction).
+    pub(crate) tx: Option<TxSeq>,
+    pub(crate) id: Uuid,
+    pub(crate) error: Error,
+}
+
+/// What Kafka has not acknowledged yet.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct InFlight {
+    pub(crate) messages: usize,
+    pub(crate) bytes: usize,
+}
+
+/// The source transaction being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Current {
+    /// Between source transactions.
+    Idle,
+    /// Its rows are published.
+    Publishing(TxSeq, Timestamp),
+    /// Already in Kafka (transactional delivery's progress says so): its
+    /// rows are only marked.
+    AlreadyPublished,
+}
+
+pub(crate) struct Parts<'a, K, L> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) sink: K,
+    pub(crate) ledger: L,
+    /// Numbers source transactions (and, when idempotent, settles them).
+    pub(crate) watermark: Watermark,
+    pub(crate) in_flight: InFlight,
+    /// Rows to record FAILED before their transactions settle.
+    pub(crate) failures: Vec<Failure>,
+    /// Confirmed rows not yet handed to the recorder.
+    pub(crate) published: Vec<Uuid>,
+    /// The settled position that waits for `published`.
+    pub(crate) settles: Option<Lsn>,
+    /// Set by the first failure that ends the session.
+    pub(crate) ending: Option<Error>,
+    /// Topics seen in this session and their published counters: a report
+    /// counts by index, without a lookup by name.
+    destinations: HashMap<String, u32>,
+    published_by_destination: Vec<IntCounter>,
+    last_mark: Instant,
+}
+
+impl<K: Sink, L: Ledger> Parts<'_, K, L> {
+    /// The first reason to end the session wins, unless a later one says
+    /// this process must never publish again (fenced).
+    pub(crate) fn end_with(&mut self, e: Error) {
+        if self.ending.is_none() || policy::directive(&e) == policy::Directive::Fatal {
+            self.ending = Some(e);
+        }
+    }
+
+    /// In-flight accounting and outcome counters, for every report.
+    pub(crate) fn account(&mut self, d: &Delivery) {
+        self.in_flight.messages = self.in_flight.messages.saturating_sub(1);
+        self.in_flight.bytes = self.in_flight.bytes.saturating_sub(d.ticket.bytes);
+        let m = &self.shared.metrics;
+        match &d.outcome {
+            Outcome::Confirmed => m.confirmed.inc(),
+            Outcome::Rejected(_) => m.delivery(names::REJECTED),
+            Outcome::Retry(_) => m.delivery(names::RETRY),
+            Outcome::Ambiguous(_) => m.delivery(names::AMBIGUOUS),
+        }
+    }
+
+    /// Counts a confirmed record as published to its destination.
+    pub(crate) fn count_published(&self, destination: u32, n: u64) {
+        if let Some(c) = self.published_by_destination.get(destination as usize) {
+            c.inc_by(n);
+        }
+    }
+
+    /// Rows whose PUBLISHED mark is owed (when the relay marks rows).
+    pub(crate) fn owe_marks(&mut self, ids: impl IntoIterator<Item = Uuid>) {
+        if self.shared.options.marks.on() {
+            self.published.extend(ids);
+        }
+    }
+
+    /// `position` is settled once the marks owed so far are recorded.
+    pub(crate) fn settle(&mut self, position: Lsn) {
+        self.shared
+            .stats
+            .settled
+            .store(position.0, Ordering::Relaxed);
+        self.settles = Some(position);
+    }
+
+    /// Records rejected and refused rows as FAILED, then lets their
+    /// transactions settle. Nothing is dropped silently.
+    pub(crate) async fn record_failures(&mut self, guard: Guard) -> Result<(), Error> {
+        if self.failures.is_empty() {
+            return Ok(());
+        }
+        let failures = std::mem::take(&mut self.failures);
+        let mut by_code: BTreeMap<Code, Vec<Uuid>> = BTreeMap::new();
+        for f in &failures {
+            crate::log_error!(error, f.error, message_id = %f.id, "message not published; row recorded as FAILED");
+            by_code.entry(f.error.code()).or_default().push(f.id);
+        }
+        for (code, ids) in by_code {
+            self.ledger
+                .failed(&ids, code, guard)
+                .await
+                .map_err(|e| e.context("recording FAILED rows"))?;
+        }
+        for f in failures {
+            if let Some(tx) = f.tx {
+                self.watermark.settle_one(tx);
+            }
+            self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
+            self.shared.metrics.row_failed(f.error.code());
+        }
+        Ok(())
+    }
+
+    /// Hands confirmed rows and the position after them to the recorder, at
+    /// least every [`MARK_INTERVAL`] or [`MARK_BATCH`] rows (at once when
+    /// the relay does not mark rows).
+    pub(crate) async fn hand_over_marks(&mut self) {
+        let waiting = !self.published.is_empty() || self.settles.is_some();
+        if waiting
+            && (!self.shared.options.marks.on()
+                || self.published.len() >= MARK_BATCH
+                || self.last_mark.elapsed() >= MARK_INTERVAL)
+        {
+            self.last_mark = Instant::now();
+            let batch = std::mem::take(&mut self.published);
+            self.shared.queue_marks(batch, self.settles.take()).await;
+        }
+    }
+
+    /// The index of `topic`'s published counter; a session's first record
+    /// for a topic first waits until the topic is served.
+    pub(crate) async fn destination(&mut self, topic: &str) -> u32 {
+        if let Some(i) = self.destinations.get(topic) {
+            return *i;
+        }
+        if let Err(e) = self.sink.topic_ready(topic).await {
+            crate::log_error!(
+                warn,
+                e,
+                topic,
+                "the topic is not served on every partition yet; producing anyway"
+            );
+        }
+        let i = self.published_by_destination.len() as u32;
+        self.published_by_destination
+            .push(self.shared.metrics.published_counter(topic));
+        self.destinations.insert(topic.to_string(), i);
+        i
+    }
+}
+
+impl<'a, K, L> Parts<'a, K, L> {
+    pub(crate) fn new(shared: &'a Shared, sink: K, ledger: L) -> Self {
+        Parts {
+            shared,
+            sink,
+            ledger,
+            watermark: Watermark::new(),
+            in_flight: InFlight::default(),
+            failures: Vec::new(),
+            published: Vec::new(),
+            settles: None,
+            ending: None,
+            destinations: HashMap::new(),
+            published_by_destination: Vec::new(),
+            last_mark: Instant::now(),
+        }
+    }
+}

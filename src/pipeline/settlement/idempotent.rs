@@ -1,0 +1,155 @@
+//! Idempotent delivery: at least once, per message. Each confirmation
+//! settles its message; a source transaction settles in commit order once
+//! all of its messages and all earlier ones are confirmed or recorded
+//! FAILED. An ambiguous or passing failure ends the session, whose
+//! successor publishes again from the settled position under the same ids.
+
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use super::{seconds_since, Settlement, Start};
+use crate::contract::row::OutboxRow;
+use crate::contract::value::{Timestamp, Uuid};
+use crate::error::{Class, Error};
+use crate::kafka::publisher::Outcome;
+use crate::lsn::Lsn;
+use crate::metrics::unix_micros;
+use crate::pg::row_status::Guard;
+use crate::pipeline::ledger::Ledger;
+use crate::pipeline::parts::{Current, Failure, Parts};
+use crate::pipeline::sink::{Delivery, Sink};
+use crate::pipeline::watermark::TxSeq;
+
+pub(crate) struct Idempotent {
+    /// Records refused for an operator's reason in this session: they hold
+    /// the watermark until the session ends and a later one publishes them.
+    operator_rejections: usize,
+}
+
+impl Settlement for Idempotent {
+    async fn start<K: Sink>(_: Start<'_, K>) -> Result<Self, Error> {
+        Ok(Idempotent {
+            operator_rejections: 0,
+        })
+    }
+
+    fn already_published(&self, _: Lsn) -> bool {
+        false
+    }
+
+    fn leaves_out(&self, _: &OutboxRow) -> bool {
+        false
+    }
+
+    fn before_send<K: Sink, L: Ledger>(
+        &mut self,
+        _: &mut Parts<'_, K, L>,
+        _: usize,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn on_delivery<K: Sink, L: Ledger>(&mut self, parts: &mut Parts<'_, K, L>, d: Delivery) {
+        let ticket = d.ticket;
+        match d.outcome {
+            Outcome::Confirmed => {
+                parts.watermark.settle_one(ticket.tag);
+                parts.shared.stats.published.fetch_add(1, Ordering::Relaxed);
+                parts.count_published(ticket.destination, 1);
+                parts.owe_marks([ticket.message_id]);
+            }
+            Outcome::Rejected(error) => self.rejected(parts, ticket.tag, ticket.message_id, error),
+            Outcome::Retry(error) | Outcome::Ambiguous(error) => {
+                parts.end_with(error.context(format!("message {}", ticket.message_id)));
+            }
+        }
+    }
+
+    /// Past `relay.operator_error_threshold` refusals of an operator's
+    /// kind the session ends, and the relay retries until someone acts.
+    fn rejected<K: Sink, L: Ledger>(
+        &mut self,
+        parts: &mut Parts<'_, K, L>,
+        tx: TxSeq,
+        id: Uuid,
+        error: Error,
+    ) {
+        if error.class() == Class::Row {
+            parts.failures.push(Failure {
+                tx: Some(tx),
+                id,
+                error,
+            });
+            return;
+        }
+        self.operator_rejections += 1;
+        if self.operator_rejections >= parts.shared.options.operator_error_threshold {
+            parts.end_with(error.context(format!("message {id}")));
+        }
+    }
+
+    async fn committed<K: Sink, L: Ledger>(
+        &mut self,
+        _: &mut Parts<'_, K, L>,
+        _: Lsn,
+        _: Timestamp,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn after_step<K: Sink, L: Ledger>(
+        &mut self,
+        parts: &mut Parts<'_, K, L>,
+    ) -> Result<(), Error> {
+        parts.record_failures(Guard::Pending).await?;
+        let latency = &parts.shared.metrics.commit_to_ack;
+        let mut now = None;
+        let settled = parts.watermark.advance_with(|at| {
+            let now = *now.get_or_insert_with(unix_micros);
+            latency.observe(seconds_since(now, at));
+        });
+        if let Some(lsn) = settled {
+            // Every row of the transactions up to `lsn` is confirmed (and
+            // owed its mark) or recorded FAILED.
+            parts.settle(lsn);
+        }
+        Ok(())
+    }
+
+    fn due(&self) -> Option<Instant> {
+        None
+    }
+
+    async fn on_due<K: Sink, L: Ledger>(&mut self, _: &mut Parts<'_, K, L>) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn reads_while_draining(&self, _: Current) -> bool {
+        false
+    }
+
+    async fn drained<K: Sink, L: Ledger>(
+        &mut self,
+        parts: &mut Parts<'_, K, L>,
+        _: Current,
+    ) -> Result<bool, Error> {
+        Ok(parts.in_flight.messages == 0 && parts.failures.is_empty())
+    }
+
+    fn oldest_unsettled<K, L>(&self, parts: &Parts<'_, K, L>) -> Option<i64> {
+        parts.watermark.oldest_commit()
+    }
+
+    async fn finish_backlog<K: Sink, L: Ledger>(
+        &mut self,
+        _: &mut Parts<'_, K, L>,
+        _: Guard,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn close<K: Sink, L: Ledger>(&mut self, _: &mut Parts<'_, K, L>) -> Option<Error> {
+        None
+    }
+}

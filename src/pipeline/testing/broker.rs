@@ -1,0 +1,349 @@
+//! An in-memory Kafka behind the [`Sink`] seam: partitions answered in
+//! order, a message size limit, topics an operator can deny, transient
+//! failures that fail the rest of a partition (as an idempotent producer
+//! does), transactions with an epoch that fences older producers, and the
+//! progress a transactional relay commits.
+//!
+//! The test holds the [`Broker`]; each session gets a [`FakeSink`], one
+//! producer. Answers come when the test says so ([`Broker::answer`]) or at
+//! once ([`Answers::Immediate`]).
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::mpsc;
+
+use crate::contract::mapper::Record;
+use crate::contract::value::Uuid;
+use crate::error::{Code, Error};
+use crate::kafka::publisher::{Outcome, SendError};
+use crate::lsn::Lsn;
+use crate::pipeline::sink::{Delivery, Sink, Ticket};
+
+/// Partitions per topic.
+pub(crate) const PARTITIONS: u64 = 3;
+
+/// Records whose value is larger than this are refused as too large.
+pub(crate) const MAX_VALUE: usize = 64;
+
+/// When the broker answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answers {
+    /// As each record is sent.
+    Immediate,
+    /// When the test calls [`Broker::answer`].
+    Held,
+}
+
+/// A transient failure the test makes the head of a partition meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Not stored, for a reason that may pass.
+    Retry,
+    /// Possibly stored: `stored` says whether it was.
+    Ambiguous { stored: bool },
+}
+
+/// Whether a stored record is visible to a read_committed consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Visibility {
+    Visible,
+    /// In the open transaction of the producer with this epoch.
+    Open(u64),
+    Aborted,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    pub(crate) id: Uuid,
+    pub(crate) key: Vec<u8>,
+    pub(crate) visibility: Visibility,
+}
+
+#[derive(Debug)]
+struct Pending {
+    ticket: Ticket,
+    id: Uuid,
+    key: Vec<u8>,
+    topic: String,
+    too_large: bool,
+    producer: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// Everything stored, in the order the broker stored it.
+    pub(crate) log: Vec<Stored>,
+    pending: BTreeMap<u64, VecDeque<Pending>>,
+    /// Each producer's report channel, by id.
+    producers: BTreeMap<u64, mpsc::UnboundedSender<Delivery>>,
+    next_producer: u64,
+    /// Transactional: the current epoch and its producer, and every
+    /// producer that ever started one.
+    epoch: u64,
+    epoch_producer: Option<u64>,
+    transactional: HashSet<u64>,
+    /// The last committed progress.
+    pub(crate) progress: Option<Lsn>,
+    /// Topics refused for the operator's reason (an ACL).
+    pub(crate) denied: HashSet<String>,
+    /// Partitions a producer may no longer write (a transient failure).
+    broken: HashSet<(u64, u64)>,
+    answers: Option<Answers>,
+    /// The next commit fails with this code.
+    pub(crate) commit_fails: Option<Code>,
+    /// Sends refused with a full queue, one each.
+    pub(crate) queue_full: usize,
+}
+
+/// The test's handle on the broker.
+#[derive(Clone, Default)]
+pub(crate) struct Broker(Arc<Mutex<State>>);
+
+impl Broker {
+    pub(crate) fn new(answers: Answers) -> Broker {
+        let b = Broker::default();
+        b.state().answers = Some(answers);
+        b
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new producer: a session's sink.
+    pub(crate) fn producer(&self) -> FakeSink {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut s = self.state();
+        let id = s.next_producer;
+        s.next_producer += 1;
+        s.producers.insert(id, tx);
+        FakeSink {
+            broker: self.clone(),
+            id,
+            reports: rx,
+        }
+    }
+
+    /// Answers the oldest `n` records of `partition`: stored, or refused
+    /// when too large or denied, or `fault` when given (which also fails
+    /// every later record of that partition from the same producer).
+    pub(crate) fn answer(&self, partition: u64, n: usize, fault: Option<Fault>) {
+        let mut s = self.state();
+        for _ in 0..n {
+            let Some(p) = s.pending.get_mut(&partition).and_then(VecDeque::pop_front) else {
+                return;
+            };
+            s.resolve(p, fault);
+        }
+    }
+
+    /// Answers every held record, in order, without faults.
+    pub(crate) fn answer_all(&self) {
+        let partitions: Vec<u64> = self.state().pending.keys().copied().collect();
+        for p in partitions {
+            self.answer(p, usize::MAX, None);
+        }
+    }
+
+    /// Records sent and not yet answered.
+    pub(crate) fn held(&self) -> usize {
+        self.state().pending.values().map(VecDeque::len).sum()
+    }
+
+    /// What a read_committed consumer sees, in the log's order.
+    pub(crate) fn visible(&self) -> Vec<Stored> {
+        self.state()
+            .log
+            .iter()
+            .filter(|r| r.visibility == Visibility::Visible)
+            .cloned()
+            .collect()
+    }
+
+    /// A crash of the producer's process: what it held is never stored.
+    pub(crate) fn crash(&self, producer: u64) {
+        let mut s = self.state();
+        for queue in s.pending.values_mut() {
+            queue.retain(|p| p.producer != producer);
+        }
+        s.producers.remove(&producer);
+    }
+
+    /// Another producer with the relay's transactional id started.
+    pub(crate) fn fence(&self) {
+        self.state().new_epoch(None);
+    }
+}
+
+impl State {
+    fn resolve(&mut self, p: Pending, fault: Option<Fault>) {
+        let broken = self.broken.contains(&(p.producer, partition_of(&p.key)));
+        let fenced = self.transactional.contains(&p.producer) && self.fenced(p.producer).is_some();
+        let outcome = if fenced {
+            Outcome::Retry(Error::new(Code::KAFKA_PRODUCE_FAILED, "fenced"))
+        } else if p.too_large {
+            Outcome::Rejected(Error::new(Code::MESSAGE_TOO_LARGE, "too large"))
+        } else if self.denied.contains(&p.topic) {
+            Outcome::Rejected(Error::new(Code::TOPIC_AUTHORIZATION_FAILED, "denied"))
+        } else if broken || fault == Some(Fault::Retry) {
+            self.broken.insert((p.producer, partition_of(&p.key)));
+            Outcome::Retry(Error::new(Code::KAFKA_PRODUCE_FAILED, "timed out"))
+        } else if let Some(Fault::Ambiguous { stored }) = fault {
+            self.broken.insert((p.producer, partition_of(&p.key)));
+            if stored {
+                self.store(&p);
+            }
+            Outcome::Ambiguous(Error::new(Code::KAFKA_DELIVERY_AMBIGUOUS, "maybe"))
+        } else {
+            self.store(&p);
+            Outcome::Confirmed
+        };
+        if let Some(reports) = self.producers.get(&p.producer) {
+            let _ = reports.send(Delivery {
+                ticket: p.ticket,
+                outcome,
+                partition: partition_of(&p.key) as i32,
+            });
+        }
+    }
+
+    fn store(&mut self, p: &Pending) {
+        let visibility = match self.epoch_producer {
+            Some(producer) if producer == p.producer => Visibility::Open(self.epoch),
+            _ => Visibility::Visible,
+        };
+        self.log.push(Stored {
+            id: p.id,
+            key: p.key.clone(),
+            visibility,
+        });
+    }
+
+    /// A new epoch (for `producer`, or for a stranger): the open
+    /// transaction of the one before is aborted, and it is fenced.
+    fn new_epoch(&mut self, producer: Option<u64>) {
+        let old = self.epoch;
+        for r in &mut self.log {
+            if r.visibility == Visibility::Open(old) {
+                r.visibility = Visibility::Aborted;
+            }
+        }
+        self.epoch += 1;
+        self.epoch_producer = producer;
+    }
+
+    fn fenced(&self, producer: u64) -> Option<Error> {
+        (self.epoch_producer != Some(producer)).then(|| {
+            Error::new(
+                Code::KAFKA_PRODUCER_FENCED,
+                "another producer started with the same transactional.id",
+            )
+        })
+    }
+
+    fn end_transaction(&mut self, to: Visibility) {
+        let epoch = self.epoch;
+        for r in &mut self.log {
+            if r.visibility == Visibility::Open(epoch) {
+                r.visibility = to;
+            }
+        }
+    }
+}
+
+/// Where a key goes.
+pub(crate) fn partition_of(key: &[u8]) -> u64 {
+    key.iter()
+        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(*b)))
+        % PARTITIONS
+}
+
+/// One producer on the in-memory broker.
+pub(crate) struct FakeSink {
+    broker: Broker,
+    pub(crate) id: u64,
+    reports: mpsc::UnboundedReceiver<Delivery>,
+}
+
+impl Sink for FakeSink {
+    fn send(&self, record: &Record, ticket: Ticket) -> Result<(), SendError> {
+        let mut s = self.broker.state();
+        if s.queue_full > 0 {
+            s.queue_full -= 1;
+            return Err(SendError::QueueFull);
+        }
+        let pending = Pending {
+            ticket,
+            id: record.message_id,
+            key: record.key.to_vec(),
+            topic: record.topic.clone(),
+            too_large: record.value.len() > MAX_VALUE,
+            producer: self.id,
+        };
+        let partition = partition_of(&pending.key);
+        if s.answers == Some(Answers::Immediate) {
+            s.resolve(pending, None);
+        } else {
+            s.pending.entry(partition).or_default().push_back(pending);
+        }
+        Ok(())
+    }
+
+    async fn reports(&mut self, into: &mut Vec<Delivery>, max: usize) -> usize {
+        self.reports.recv_many(into, max).await
+    }
+
+    async fn topic_ready(&self, _: &str) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn purge(&self) {
+        let mut s = self.broker.state();
+        for queue in s.pending.values_mut() {
+            queue.retain(|p| p.producer != self.id);
+        }
+    }
+
+    async fn start_transactions(&self) -> Result<Option<Lsn>, Error> {
+        let mut s = self.broker.state();
+        s.transactional.insert(self.id);
+        s.new_epoch(Some(self.id));
+        Ok(s.progress)
+    }
+
+    fn begin_transaction(&self) -> Result<(), Error> {
+        self.broker.state().fenced(self.id).map_or(Ok(()), Err)
+    }
+
+    async fn commit_transaction(&self, progress: Option<Lsn>) -> Result<(), Error> {
+        let mut s = self.broker.state();
+        if let Some(e) = s.fenced(self.id) {
+            return Err(e);
+        }
+        if let Some(code) = s.commit_fails.take() {
+            return Err(Error::new(code, "the commit failed"));
+        }
+        s.end_transaction(Visibility::Visible);
+        if progress.is_some() {
+            s.progress = progress;
+        }
+        Ok(())
+    }
+
+    async fn abort_transaction(&self) -> Result<(), Error> {
+        let mut s = self.broker.state();
+        if let Some(e) = s.fenced(self.id) {
+            return Err(e);
+        }
+        s.end_transaction(Visibility::Aborted);
+        Ok(())
+    }
+
+    fn fatal_error(&self) -> Option<Error> {
+        let s = self.broker.state();
+        // Only a transactional producer can be fenced.
+        s.fenced(self.id)
+            .filter(|_| s.transactional.contains(&self.id))
+    }
+}

@@ -1,0 +1,342 @@
+//! Scripts of what happens around a relay (commits, answers from the
+//! broker, faults, crashes, shutdowns) and a runner that plays them against
+//! sessions of either strategy, restarting sessions as the retry policy
+//! says, and checks the settlement invariants after every step.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use super::broker::{Fault, Stored};
+use super::table::Status;
+use super::world::{Process, Row, Run, Setup, World};
+use crate::contract::value::Uuid;
+use crate::error::policy::{self, Directive};
+use crate::error::{Class, Code, Error};
+use crate::lsn::Lsn;
+use crate::pipeline::settlement::{Idempotent, Mode, Transactional};
+
+/// One thing that happens.
+#[derive(Debug, Clone)]
+pub(crate) enum Step {
+    /// An application commits a source transaction.
+    Commit(Vec<Row>),
+    /// The reader hands the session the next source transactions.
+    Deliver(usize),
+    /// The broker answers the oldest `n` records of a partition (of every
+    /// partition when `None`), meeting `fault` if given.
+    Answer {
+        partition: Option<u64>,
+        n: usize,
+        fault: Option<Fault>,
+    },
+    /// Time passes while the session runs.
+    Wait(u64),
+    StallJournal,
+    ReleaseJournal,
+    /// The next journal writes fail (a lost connection).
+    FailJournal(usize),
+    /// The next FAILED marks fail (a lost connection).
+    FailMarks(usize),
+    /// An operator's ACL refuses the topic (`t.` + destination).
+    Deny(&'static str),
+    /// The operator fixes it, once the records held for it are answered.
+    Allow(&'static str),
+    /// The next Kafka commit fails with this code.
+    FailCommit(Code),
+    /// Another producer starts with the relay's transactional id.
+    Fence,
+    /// SIGTERM: the session drains and the process stops; a new one starts.
+    Shutdown,
+    /// SIGKILL: the process dies; a new one starts from the slot.
+    Crash,
+}
+
+/// Plays steps against a relay of one mode.
+pub(crate) struct Runner {
+    pub(crate) world: World,
+    mode: Mode,
+    setup: Setup,
+    process: Option<Process>,
+    run: Option<Run>,
+    /// How each session that ended by itself ended, in order.
+    pub(crate) ends: Vec<Result<(), Code>>,
+    /// Rows the broker refused for their own fault at least once.
+    refused: HashSet<Uuid>,
+    /// How much of the WAL the walsender has sent: every session is fed
+    /// up to here.
+    delivered: usize,
+}
+
+impl Runner {
+    pub(crate) fn new(world: World, mode: Mode, setup: Setup) -> Runner {
+        Runner {
+            world,
+            mode,
+            setup,
+            process: None,
+            run: None,
+            ends: Vec::new(),
+            refused: HashSet::new(),
+            delivered: 0,
+        }
+    }
+
+    /// The settled position of the running process (or the slot's).
+    pub(crate) fn settled(&self) -> Lsn {
+        self.process
+            .as_ref()
+            .map_or(self.world.slot, |p| p.settled().max(self.world.slot))
+    }
+
+    /// A running session fed with what the walsender has sent (a process
+    /// and a session start when there is none).
+    fn feed(&mut self) {
+        if self.process.is_none() {
+            self.process = Some(Process::start(&self.world, self.setup));
+        }
+        if self.run.is_none() {
+            if let Some(p) = &self.process {
+                self.run = Some(match self.mode {
+                    Mode::Idempotent => Run::start::<Idempotent>(p, &self.world),
+                    Mode::Transactional => Run::start::<Transactional>(p, &self.world),
+                });
+            }
+        }
+        if let Some(run) = &mut self.run {
+            run.deliver_upto(&self.world, self.delivered);
+        }
+    }
+
+    /// Plays every step, checking the invariants after each.
+    pub(crate) async fn play(&mut self, steps: &[Step]) {
+        for step in steps {
+            self.apply(step).await;
+            self.settle(Duration::from_millis(1)).await;
+            self.check(step);
+        }
+    }
+
+    async fn apply(&mut self, step: &Step) {
+        for r in self.world.wal.iter().flat_map(|t| &t.rows) {
+            if r.too_large {
+                self.refused.insert(r.id);
+            }
+        }
+        match step {
+            Step::Commit(rows) => {
+                self.world.commit(rows.clone());
+            }
+            Step::Deliver(n) => {
+                self.delivered = (self.delivered + n).min(self.world.wal.len());
+                self.feed();
+            }
+            Step::Answer {
+                partition,
+                n,
+                fault,
+            } => match partition {
+                Some(p) => self.world.broker.answer(*p, *n, *fault),
+                None => {
+                    for p in 0..super::broker::PARTITIONS {
+                        self.world.broker.answer(p, *n, *fault);
+                    }
+                }
+            },
+            Step::Wait(ms) => self.settle(Duration::from_millis(*ms)).await,
+            Step::StallJournal => self.world.table.stall_journal(),
+            Step::ReleaseJournal => self.world.table.release_journal(),
+            Step::FailJournal(n) => self.world.table.state().journal_failures += n,
+            Step::FailMarks(n) => self.world.table.state().mark_failures += n,
+            Step::Deny(d) => {
+                self.world.broker.state().denied.insert(format!("t.{d}"));
+            }
+            Step::Allow(d) => {
+                self.world.broker.answer_all();
+                self.settle(Duration::from_millis(1)).await;
+                self.world.broker.state().denied.remove(&format!("t.{d}"));
+            }
+            Step::FailCommit(code) => self.world.broker.state().commit_fails = Some(*code),
+            Step::Fence => self.world.broker.fence(),
+            Step::Shutdown => self.shutdown().await,
+            Step::Crash => self.crash(),
+        }
+    }
+
+    /// Lets the session run for `time`; a session that ended is followed
+    /// by what the policy says.
+    pub(crate) async fn settle(&mut self, time: Duration) {
+        let Some(run) = &mut self.run else {
+            tokio::time::sleep(time).await;
+            return;
+        };
+        let Some(end) = run.run_for(time).await else {
+            return;
+        };
+        let end = end.clone();
+        self.run = None;
+        self.ends
+            .push(end.as_ref().map(|_| ()).map_err(Error::code));
+        match end.as_ref().map_err(policy::directive) {
+            Ok(()) | Err(Directive::Stop | Directive::Fatal) => {
+                // The process stops; an operator starts another later.
+                if let Some(p) = self.process.take() {
+                    p.stop(&mut self.world).await;
+                }
+            }
+            // The supervisor starts the next session at once (the
+            // backoff is the real relay's; time here is the test's).
+            Err(Directive::Retry | Directive::AwaitOperator | Directive::Standby) => self.feed(),
+        }
+    }
+
+    /// SIGTERM, without waiting for the drain.
+    pub(crate) fn begin_shutdown(&self) {
+        if let Some(run) = &self.run {
+            run.shutdown.cancel();
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        self.begin_shutdown();
+        for _ in 0..100 {
+            if self.run.is_none() {
+                break;
+            }
+            self.settle(Duration::from_millis(100)).await;
+        }
+        if let Some(p) = self.process.take() {
+            p.stop(&mut self.world).await;
+        }
+    }
+
+    fn crash(&mut self) {
+        if let Some(run) = self.run.take() {
+            run.kill(&self.world);
+        }
+        if let Some(p) = self.process.take() {
+            p.crash(&mut self.world);
+        }
+    }
+
+    /// Every fault healed, the whole WAL delivered and answered until
+    /// everything settles, then a clean stop.
+    pub(crate) async fn finish(&mut self) {
+        {
+            let mut b = self.world.broker.state();
+            b.denied.clear();
+            b.commit_fails = None;
+        }
+        self.world.table.release_journal();
+        {
+            let mut t = self.world.table.state();
+            t.journal_failures = 0;
+            t.mark_failures = 0;
+        }
+        let last = self.world.wal.last().map_or(Lsn::ZERO, |t| t.end_lsn);
+        self.delivered = self.world.wal.len();
+        for _ in 0..200 {
+            if self.settled() >= last {
+                break;
+            }
+            self.feed();
+            self.settle(Duration::from_millis(1)).await;
+            self.world.broker.answer_all();
+            self.settle(Duration::from_millis(300)).await;
+        }
+        self.shutdown().await;
+        self.check(&Step::Shutdown);
+    }
+
+    /// The invariants that hold after any step.
+    pub(crate) fn check(&self, after: &Step) {
+        let visible = self.world.broker.visible();
+        let settled = self.settled();
+        for tx in self.world.wal.iter().filter(|t| t.end_lsn <= settled) {
+            for r in &tx.rows {
+                match self.world.table.status(&r.id) {
+                    Some(Status::Failed(_)) => {}
+                    _ => {
+                        assert!(
+                            visible.iter().any(|v| v.id == r.id),
+                            "after {after:?}: the slot ({settled}) passed {} (ends {}), which is not in Kafka",
+                            r.id,
+                            tx.end_lsn
+                        );
+                        assert!(
+                            !self.setup.marks.on() || self.world.table.recorded(&r.id),
+                            "after {after:?}: the slot ({settled}) passed {}, which is not recorded",
+                            r.id
+                        );
+                    }
+                }
+            }
+        }
+        for (id, status) in self.world.table.state().rows.iter() {
+            if let Status::Failed(code) = status {
+                assert_eq!(
+                    code.class(),
+                    Class::Row,
+                    "after {after:?}: {id} FAILED {code}"
+                );
+                assert!(
+                    self.refused.contains(id),
+                    "after {after:?}: {id} FAILED ({code}) though nothing refused it for its own fault"
+                );
+            }
+        }
+        if self.mode == Mode::Transactional {
+            let mut seen = HashSet::new();
+            for v in &visible {
+                assert!(seen.insert(v.id), "after {after:?}: {} visible twice", v.id);
+            }
+        }
+        self.check_order(&visible, after);
+    }
+
+    /// Per key, first deliveries come in commit order.
+    fn check_order(&self, visible: &[Stored], after: &Step) {
+        let mut position: HashMap<Uuid, usize> = HashMap::new();
+        for (i, r) in self.world.wal.iter().flat_map(|t| &t.rows).enumerate() {
+            position.insert(r.id, i);
+        }
+        let mut last: HashMap<&[u8], usize> = HashMap::new();
+        let mut seen = HashSet::new();
+        for v in visible {
+            if !seen.insert(v.id) {
+                continue;
+            }
+            let at = position[&v.id];
+            if let Some(before) = last.insert(&v.key, at) {
+                assert!(
+                    before < at,
+                    "after {after:?}: key {:?}: first deliveries out of commit order",
+                    String::from_utf8_lossy(&v.key)
+                );
+            }
+        }
+    }
+
+    /// The final state: everything committed is in Kafka or FAILED, the
+    /// slot at the end, and with marks every published row recorded.
+    pub(crate) fn check_done(&self) {
+        let last = self.world.wal.last().map_or(Lsn::ZERO, |t| t.end_lsn);
+        assert_eq!(self.world.slot, last, "the slot reached the end");
+        let visible: HashSet<Uuid> = self.world.broker.visible().iter().map(|v| v.id).collect();
+        for r in self.world.wal.iter().flat_map(|t| &t.rows) {
+            let status = self.world.table.status(&r.id);
+            if r.too_large {
+                assert_eq!(
+                    status,
+                    Some(Status::Failed(Code::MESSAGE_TOO_LARGE)),
+                    "{}",
+                    r.id
+                );
+            } else {
+                assert!(visible.contains(&r.id), "{} is not in Kafka", r.id);
+                if self.setup.marks.on() {
+                    assert_eq!(status, Some(Status::Published), "{} is not PUBLISHED", r.id);
+                }
+            }
+        }
+    }
+}

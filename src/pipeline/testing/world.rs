@@ -1,0 +1,345 @@
+//! A world for the settlement tests: the WAL of committed source
+//! transactions, the slot's confirmed position, the in-memory broker and
+//! table, and a relay process (its shared state and recorder) that runs
+//! sessions over them on a paused clock. The session runs in the test's own
+//! task and is polled until it waits, so each step is deterministic.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::broker::{Answers, Broker, MAX_VALUE};
+use super::table::Table;
+use crate::config::{Config, RelayConfig};
+use crate::contract::row::OutboxRow;
+use crate::contract::value::{Timestamp, Uuid};
+use crate::error::Error;
+use crate::lsn::Lsn;
+use crate::metrics::Metrics;
+use crate::pipeline::recorder::{Links, Recorder};
+use crate::pipeline::session::Session;
+use crate::pipeline::settlement::Settlement;
+use crate::pipeline::shared::{Bounds, Marks, Options, Shared};
+use crate::pipeline::stats::RelayStats;
+use crate::replication::{Event, Events, Feedback, ReaderStats};
+
+/// One outbox row, as the test writes it.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub(crate) id: Uuid,
+    pub(crate) key: String,
+    pub(crate) destination: &'static str,
+    /// Larger than the broker takes: a row's own fault.
+    pub(crate) too_large: bool,
+}
+
+impl Row {
+    pub(crate) fn new(n: u32, key: &str) -> Row {
+        let mut id = [0u8; 16];
+        id[12..].copy_from_slice(&n.to_be_bytes());
+        id[6] = 0x40;
+        id[8] = 0x80;
+        Row {
+            id: Uuid(id),
+            key: key.to_string(),
+            destination: "orders",
+            too_large: false,
+        }
+    }
+
+    pub(crate) fn too_large(mut self) -> Row {
+        self.too_large = true;
+        self
+    }
+
+    pub(crate) fn to(mut self, destination: &'static str) -> Row {
+        self.destination = destination;
+        self
+    }
+
+    fn decoded(&self) -> OutboxRow {
+        let payload = if self.too_large {
+            format!("\\x{}", "ab".repeat(MAX_VALUE + 1))
+        } else {
+            "\\x01".to_string()
+        };
+        let id = self.id.to_string();
+        OutboxRow::from_text([
+            ("message_id", Some(id.as_str())),
+            ("destination", Some(self.destination)),
+            ("message_type", Some("T")),
+            ("message_version", Some("1")),
+            ("content_type", Some("x")),
+            ("payload", Some(payload.as_str())),
+            ("headers", Some("{}")),
+            ("status", Some("PENDING")),
+            ("attempts", Some("0")),
+            ("lease_token", Some("0")),
+            ("created_at", Some("2024-05-06 07:08:09+00")),
+            ("partition_key", Some(self.key.as_str())),
+            ("routing_key", Some(self.key.as_str())),
+        ])
+    }
+}
+
+/// A committed source transaction.
+#[derive(Debug, Clone)]
+pub(crate) struct SourceTx {
+    pub(crate) final_lsn: Lsn,
+    pub(crate) end_lsn: Lsn,
+    pub(crate) rows: Vec<Row>,
+}
+
+/// How the relay under test is set up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Setup {
+    pub(crate) marks: Marks,
+    pub(crate) operator_error_threshold: usize,
+    pub(crate) max_in_flight_messages: usize,
+    pub(crate) bounds: Bounds,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            marks: Marks::Journaled,
+            operator_error_threshold: 1,
+            max_in_flight_messages: 5_000,
+            bounds: Bounds {
+                records: 1_000,
+                bytes: 1 << 20,
+                age: Duration::from_millis(100),
+            },
+        }
+    }
+}
+
+/// Everything that outlives a relay process.
+pub(crate) struct World {
+    pub(crate) broker: Broker,
+    pub(crate) table: Table,
+    pub(crate) wal: Vec<SourceTx>,
+    /// The slot's confirmed position: where a new process starts.
+    pub(crate) slot: Lsn,
+}
+
+impl World {
+    pub(crate) fn new(answers: Answers) -> World {
+        World {
+            broker: Broker::new(answers),
+            table: Table::default(),
+            wal: Vec::new(),
+            slot: Lsn::ZERO,
+        }
+    }
+
+    /// An application commits `rows` in one transaction.
+    pub(crate) fn commit(&mut self, rows: Vec<Row>) -> Lsn {
+        let n = self.wal.len() as u64 + 1;
+        for r in &rows {
+            self.table.insert(r.id);
+        }
+        let tx = SourceTx {
+            final_lsn: Lsn(n * 0x100),
+            end_lsn: Lsn(n * 0x100 + 0x30),
+            rows,
+        };
+        let end = tx.end_lsn;
+        self.wal.push(tx);
+        end
+    }
+}
+
+/// A relay process: its shared state and recorder.
+pub(crate) struct Process {
+    pub(crate) shared: Arc<Shared>,
+}
+
+fn relay_config() -> RelayConfig {
+    let text = "[postgres]\ndbname = \"d\"\nuser = \"u\"\n[outbox]\n[kafka]\nbootstrap_servers = \"k:1\"\n";
+    match Config::parse(text, std::path::Path::new("test.toml"), &|_| None) {
+        Ok(c) => c.relay,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+impl Process {
+    /// A process that starts from the slot's position.
+    pub(crate) fn start(world: &World, setup: Setup) -> Process {
+        let metrics = Arc::new(Metrics::new(&relay_config()));
+        let stats = Arc::new(RelayStats::default());
+        let (feedback, _) = Feedback::new(world.slot);
+        let stalled = Arc::new(tokio::sync::Notify::new());
+        let recorder = setup.marks.on().then(|| {
+            Recorder::start(
+                world.table.journal(),
+                Links {
+                    stats: stats.clone(),
+                    journaled: metrics.journaled.clone(),
+                    folded: metrics.marks_written.clone(),
+                    feedback: feedback.clone(),
+                    stalled: stalled.clone(),
+                },
+            )
+        });
+        Process {
+            shared: Arc::new(Shared {
+                options: Options {
+                    topic_prefix: "t.".into(),
+                    marks: setup.marks,
+                    operator_error_threshold: setup.operator_error_threshold,
+                    drain_timeout: Duration::from_secs(5),
+                    max_in_flight_messages: setup.max_in_flight_messages,
+                    max_in_flight_bytes: 64 << 20,
+                    bounds: setup.bounds,
+                },
+                metrics,
+                stats,
+                feedback,
+                recorder,
+                stalled,
+                poison: Default::default(),
+            }),
+        }
+    }
+
+    pub(crate) fn settled(&self) -> Lsn {
+        self.shared.feedback.settled()
+    }
+
+    /// The recorder, once no session holds the shared state.
+    fn recorder(&mut self) -> Option<Recorder> {
+        Arc::get_mut(&mut self.shared).and_then(|s| s.recorder.take())
+    }
+
+    /// The process dies: the slot keeps what was settled, the recorder's
+    /// queue is lost.
+    pub(crate) fn crash(mut self, world: &mut World) {
+        world.slot = world.slot.max(self.settled());
+        if let Some(r) = self.recorder() {
+            r.crash();
+        }
+    }
+
+    /// The process stops cleanly: the recorder records what is queued.
+    pub(crate) async fn stop(mut self, world: &mut World) {
+        if let Some(r) = self.recorder() {
+            r.finish(Duration::from_secs(5)).await;
+        }
+        world.slot = world.slot.max(self.settled());
+    }
+}
+
+/// The reader's side: events of the WAL after where the session started.
+pub(crate) struct Reader {
+    tx: mpsc::Sender<Vec<Event>>,
+    /// The next WAL entry to send.
+    next: usize,
+}
+
+impl Reader {
+    /// Sends the source transactions of the WAL before index `upto`.
+    pub(crate) fn deliver_upto(&mut self, world: &World, upto: usize) -> usize {
+        let mut sent = 0;
+        while self.next < upto {
+            let Some(t) = world.wal.get(self.next) else {
+                break;
+            };
+            self.next += 1;
+            let commit_time = Timestamp::Micros(1_700_000_000_000_000 + self.next as i64);
+            let events = vec![
+                Event::Begin {
+                    xid: self.next as u32,
+                    final_lsn: t.final_lsn,
+                    commit_time,
+                },
+                Event::Rows(t.rows.iter().map(Row::decoded).collect()),
+                Event::Commit {
+                    xid: self.next as u32,
+                    commit_lsn: t.final_lsn,
+                    end_lsn: t.end_lsn,
+                    commit_time,
+                },
+            ];
+            if self.tx.try_send(events).is_err() {
+                self.next -= 1;
+                break;
+            }
+            sent += 1;
+        }
+        sent
+    }
+}
+
+type Running = Pin<Box<dyn Future<Output = Result<(), Error>>>>;
+
+/// A session of strategy `S` running on a process.
+pub(crate) struct Run {
+    future: Option<Running>,
+    pub(crate) reader: Option<Reader>,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) producer: u64,
+    /// How the session ended, once it has.
+    pub(crate) ended: Option<Result<(), Error>>,
+}
+
+impl Run {
+    /// Starts a session from the process's settled position.
+    pub(crate) fn start<S: Settlement + 'static>(process: &Process, world: &World) -> Run {
+        let (tx, rx) = mpsc::channel(1024);
+        let from = process.settled().max(world.slot);
+        let next = world.wal.iter().take_while(|t| t.end_lsn <= from).count();
+        let sink = world.broker.producer();
+        let producer = sink.id;
+        let ledger = world.table.clone();
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let shared = process.shared.clone();
+        let future: Running = Box::pin(async move {
+            let mut events = Events::new(rx);
+            let stats = ReaderStats::default();
+            let mut session = Session::<_, _, S>::open(&shared, sink, ledger).await?;
+            let end = session.pump(&mut events, &stats, &token).await;
+            session.finish(end).await
+        });
+        Run {
+            future: Some(future),
+            reader: Some(Reader { tx, next }),
+            shutdown,
+            producer,
+            ended: None,
+        }
+    }
+
+    /// Lets the session run until it waits, advancing the paused clock by
+    /// `time`; returns how it ended, if it did.
+    pub(crate) async fn run_for(&mut self, time: Duration) -> Option<&Result<(), Error>> {
+        if let Some(f) = self.future.as_mut() {
+            tokio::select! {
+                biased;
+                end = f => {
+                    self.future = None;
+                    self.ended = Some(end);
+                }
+                _ = tokio::time::sleep(time) => {}
+            }
+        }
+        self.ended.as_ref()
+    }
+
+    pub(crate) fn deliver_upto(&mut self, world: &World, upto: usize) -> usize {
+        self.reader
+            .as_mut()
+            .map_or(0, |r| r.deliver_upto(world, upto))
+    }
+
+    /// Drops the session (a crash): nothing of it runs again.
+    pub(crate) fn kill(mut self, world: &World) {
+        self.future = None;
+        world.broker.crash(self.producer);
+    }
+}

@@ -1,0 +1,130 @@
+//! Sizes a newcomer can read: files, parameter lists, and the settlement
+//! engine's functions. Test modules (`#[cfg(test)]`) count towards their
+//! file's length only.
+
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+
+const MAX_FILE_LINES: usize = 700;
+const MAX_PARAMETERS: usize = 5;
+/// For the settlement engine, where every branch is a rule.
+const MAX_PIPELINE_FN_LINES: usize = 80;
+
+struct Functions {
+    found: Vec<Function>,
+}
+
+struct Function {
+    name: String,
+    lines: usize,
+    parameters: usize,
+    bool_parameters: Vec<String>,
+}
+
+impl Functions {
+    fn add(&mut self, sig: &syn::Signature, body: Option<&syn::Block>) {
+        let lines = body.map_or(0, |b| {
+            b.span()
+                .end()
+                .line
+                .saturating_sub(sig.fn_token.span().start().line)
+                + 1
+        });
+        let bool_parameters = sig
+            .inputs
+            .iter()
+            .filter_map(|a| match a {
+                syn::FnArg::Typed(t) if is_bool(&t.ty) => Some(quote_pat(&t.pat)),
+                _ => None,
+            })
+            .collect();
+        self.found.push(Function {
+            name: sig.ident.to_string(),
+            lines,
+            parameters: sig.inputs.len(),
+            bool_parameters,
+        });
+    }
+}
+
+fn is_bool(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("bool"))
+}
+
+fn quote_pat(p: &syn::Pat) -> String {
+    match p {
+        syn::Pat::Ident(i) => i.ident.to_string(),
+        _ => "_".into(),
+    }
+}
+
+fn is_test_module(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+    })
+}
+
+impl<'ast> Visit<'ast> for Functions {
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.add(&f.sig, Some(&f.block));
+        syn::visit::visit_item_fn(self, f);
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.add(&f.sig, Some(&f.block));
+        syn::visit::visit_impl_item_fn(self, f);
+    }
+
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        self.add(&f.sig, f.default.as_ref());
+        syn::visit::visit_trait_item_fn(self, f);
+    }
+
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test_module(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+}
+
+#[test]
+fn files_and_functions_stay_readable() {
+    let mut problems = Vec::new();
+    for (path, module, text) in super::sources() {
+        let shown = path
+            .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        let lines = text.lines().count();
+        if lines > MAX_FILE_LINES {
+            problems.push(format!("{shown}: {lines} lines (at most {MAX_FILE_LINES})"));
+        }
+        let file = syn::parse_file(&text).unwrap();
+        let mut functions = Functions { found: Vec::new() };
+        functions.visit_file(&file);
+        let pipeline = module.starts_with("crate::pipeline");
+        for f in functions.found {
+            if f.parameters > MAX_PARAMETERS {
+                problems.push(format!(
+                    "{shown}: fn {} takes {} parameters (at most {MAX_PARAMETERS}: a context or options struct)",
+                    f.name, f.parameters
+                ));
+            }
+            if !f.bool_parameters.is_empty() {
+                problems.push(format!(
+                    "{shown}: fn {} takes bool {} (an enum says what it selects)",
+                    f.name,
+                    f.bool_parameters.join(", ")
+                ));
+            }
+            if pipeline && f.lines > MAX_PIPELINE_FN_LINES {
+                problems.push(format!(
+                    "{shown}: fn {} is {} lines (at most {MAX_PIPELINE_FN_LINES} in the settlement engine)",
+                    f.name, f.lines
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
