@@ -45,6 +45,9 @@ const CHUNK: usize = 5000;
 /// keeping up.
 const KEEPING_UP: Duration = Duration::from_secs(1);
 
+/// How long past its deadline the recorder may take to give up.
+const FINISH_GRACE: Duration = Duration::from_secs(1);
+
 /// After a fold fails, how long until the next try (folding gates nothing).
 const FOLD_RETRY: Duration = Duration::from_secs(5);
 
@@ -154,12 +157,19 @@ impl Recorder {
     }
 
     /// Records what is queued, trying for at most `within`, then folds
-    /// until that deadline.
-    pub(super) async fn finish(self, within: Duration) {
+    /// until that deadline. A write that hangs past it (a silent
+    /// connection) is abandoned: the slot was not confirmed past its rows,
+    /// so the next start publishes and records them again.
+    pub(super) async fn finish(mut self, within: Duration) {
         let _ = self.flush_deadline.send(Some(Instant::now() + within));
         drop(self.batches);
-        if let Err(e) = self.task.await {
-            tracing::error!(error = %e, "the recorder failed");
+        match tokio::time::timeout(within + FINISH_GRACE, &mut self.task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "the recorder failed"),
+            Err(_) => {
+                self.task.abort();
+                tracing::error!(?within, "the recorder did not finish within the drain timeout (a write hangs); the slot stays before what it held");
+            }
         }
     }
 }

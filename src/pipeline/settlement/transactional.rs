@@ -188,6 +188,13 @@ impl Settlement for Transactional {
         end_lsn: Lsn,
         commit_time: Timestamp,
     ) -> Result<(), Error> {
+        if !self.txn.is_open() {
+            // Nothing of it went to Kafka (each row was left out or
+            // refused): it settles once its refusals are recorded.
+            parts.record_failures(Guard::Pending).await?;
+            parts.settle(end_lsn);
+            return Ok(());
+        }
         self.txn.last_end = Some(end_lsn);
         self.txn.commits.push(commit_time.unix_micros());
         if self.txn.full(&self.bounds, Instant::now()) {
@@ -332,10 +339,7 @@ impl Transactional {
     ) -> Result<(), Error> {
         abort_quietly(parts).await;
         if !txn.poison.is_empty() {
-            let poisoned = txn.poison.len();
-            parts
-                .shared
-                .add_poison(txn.poison.iter().map(|(id, _)| *id));
+            let poisoned: Vec<Uuid> = txn.poison.iter().map(|(id, _)| *id).collect();
             parts
                 .failures
                 .extend(txn.poison.into_iter().map(|(id, error)| Failure {
@@ -344,7 +348,11 @@ impl Transactional {
                     error,
                 }));
             parts.record_failures(guard).await?;
-            tracing::warn!(rows = poisoned, "a Kafka transaction was aborted for rows Kafka refused; they are FAILED and the rest is published again");
+            // Left out of later sessions only once recorded: a row left out
+            // settles with its transaction, so it must be FAILED first.
+            let rows = poisoned.len();
+            parts.shared.add_poison(poisoned);
+            tracing::warn!(rows, "a Kafka transaction was aborted for rows Kafka refused; they are FAILED and the rest is published again");
         }
         parts.end_with(txn.failed.unwrap_or_else(|| {
             Error::new(

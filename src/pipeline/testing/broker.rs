@@ -56,6 +56,7 @@ pub(crate) enum Visibility {
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
     pub(crate) id: Uuid,
+    pub(crate) topic: String,
     pub(crate) key: Vec<u8>,
     pub(crate) visibility: Visibility,
 }
@@ -185,6 +186,9 @@ impl State {
         } else if p.too_large {
             Outcome::Rejected(Error::new(Code::MESSAGE_TOO_LARGE, "too large"))
         } else if self.denied.contains(&p.topic) {
+            // Nothing after it in the partition is appended: the broker
+            // expects its sequence number first (an idempotent producer).
+            self.broken.insert((p.producer, partition_of(&p.key)));
             Outcome::Rejected(Error::new(Code::TOPIC_AUTHORIZATION_FAILED, "denied"))
         } else if broken || fault == Some(Fault::Retry) {
             self.broken.insert((p.producer, partition_of(&p.key)));
@@ -215,6 +219,7 @@ impl State {
         };
         self.log.push(Stored {
             id: p.id,
+            topic: p.topic.clone(),
             key: p.key.clone(),
             visibility,
         });
@@ -264,6 +269,13 @@ pub(crate) struct FakeSink {
     broker: Broker,
     pub(crate) id: u64,
     reports: mpsc::UnboundedReceiver<Delivery>,
+}
+
+/// A producer dropped purges what it still holds, as rdkafka's does.
+impl Drop for FakeSink {
+    fn drop(&mut self) {
+        self.purge();
+    }
 }
 
 impl Sink for FakeSink {

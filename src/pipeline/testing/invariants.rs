@@ -267,6 +267,46 @@ const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "transactional: a source transaction with nothing to publish settles once its refusal is recorded",
+        modes: TRANSACTIONAL,
+        answers: Answers::Immediate,
+        steps: || {
+            vec![
+                Step::Commit(vec![row(1).too_large()]),
+                Step::Deliver(1),
+                Step::Wait(1_000),
+            ]
+        },
+        expect: |r| {
+            assert_eq!(
+                r.world.table.status(&row(1).id),
+                Some(Status::Failed(Code::MESSAGE_TOO_LARGE))
+            );
+            assert_eq!(r.settled(), end_of(r, 0), "nothing else holds it");
+        },
+    },
+    Case {
+        name: "transactional: a refused row is left out of its transaction only once it is FAILED",
+        modes: TRANSACTIONAL,
+        answers: Answers::Immediate,
+        steps: || {
+            vec![
+                Step::FailMarks(1),
+                Step::Commit(vec![row(1), row(2).too_large()]),
+                Step::Deliver(1),
+                Step::Wait(1_000),
+            ]
+        },
+        expect: |r| {
+            assert_eq!(
+                r.world.table.status(&row(2).id),
+                Some(Status::Failed(Code::MESSAGE_TOO_LARGE)),
+                "recorded by a later session"
+            );
+            assert_eq!(r.settled(), end_of(r, 0));
+        },
+    },
+    Case {
         name: "transactional: a fenced producer stops the relay for good",
         modes: TRANSACTIONAL,
         answers: Answers::Held,
