@@ -16,6 +16,10 @@ pub enum Directive {
     /// error level, a new session after a backoff. Nothing is marked FAILED
     /// and the slot holds before the refused rows.
     AwaitOperator,
+    /// One row's data: the row is recorded FAILED with the code and the
+    /// stream goes on. Should such an error ever end a session (before the
+    /// row was recorded), the next session records it: a retry.
+    RecordFailed,
     /// Another relay streams from the slot: wait as a standby and take over
     /// when it is free.
     Standby,
@@ -34,6 +38,7 @@ impl Directive {
         match self {
             Directive::Retry => "retry",
             Directive::AwaitOperator => "await operator",
+            Directive::RecordFailed => "record FAILED",
             Directive::Standby => "standby",
             Directive::Stop => "stop",
             Directive::Fatal => "stop (fatal)",
@@ -44,7 +49,10 @@ impl Directive {
     pub const fn restarts(self) -> bool {
         matches!(
             self,
-            Directive::Retry | Directive::AwaitOperator | Directive::Standby
+            Directive::Retry
+                | Directive::AwaitOperator
+                | Directive::RecordFailed
+                | Directive::Standby
         )
     }
 }
@@ -63,9 +71,7 @@ pub const fn for_code(code: Code) -> Directive {
         Code::KAFKA_PRODUCER_FENCED | Code::INTERNAL => Directive::Fatal,
         _ => match code.class() {
             Class::Transient => Directive::Retry,
-            // A row's error ends a session only before the row was
-            // recorded (the recording failed); the next session records it.
-            Class::Row => Directive::Retry,
+            Class::Row => Directive::RecordFailed,
             Class::Operator => Directive::Stop,
         },
     }
@@ -157,15 +163,15 @@ mod tests {
             ("TOPIC_AUTHORIZATION_FAILED", AwaitOperator),
             ("TOPIC_UNKNOWN", AwaitOperator),
             ("POLICY_VIOLATION", AwaitOperator),
-            ("MESSAGE_TOO_LARGE", Retry),
-            ("INVALID_TOPIC", Retry),
-            ("INVALID_RECORD", Retry),
-            ("HEADERS_NOT_FLAT", Retry),
-            ("RESERVED_HEADER_NAME", Retry),
-            ("ILLEGAL_TOPIC_NAME", Retry),
-            ("HEADER_UNENCODABLE", Retry),
-            ("ROW_UNDECODABLE", Retry),
-            ("ROW_SHAPE_MISMATCH", Retry),
+            ("MESSAGE_TOO_LARGE", RecordFailed),
+            ("INVALID_TOPIC", RecordFailed),
+            ("INVALID_RECORD", RecordFailed),
+            ("HEADERS_NOT_FLAT", RecordFailed),
+            ("RESERVED_HEADER_NAME", RecordFailed),
+            ("ILLEGAL_TOPIC_NAME", RecordFailed),
+            ("HEADER_UNENCODABLE", RecordFailed),
+            ("ROW_UNDECODABLE", RecordFailed),
+            ("ROW_SHAPE_MISMATCH", RecordFailed),
             ("ROW_UNIDENTIFIABLE", Stop),
             ("HTTP_LISTEN_FAILED", Stop),
             ("INTERNAL", Fatal),

@@ -69,10 +69,10 @@ impl Progress {
         .map_err(|e| Error::new(Code::INTERNAL, format!("reading the progress: {e}")))?;
         let tpl = read.map_err(|e| {
             let code = match e.rdkafka_error_code() {
-                Some(
-                    RDKafkaErrorCode::GroupAuthorizationFailed
-                    | RDKafkaErrorCode::TopicAuthorizationFailed,
-                ) => Code::KAFKA_AUTH_FAILED,
+                Some(RDKafkaErrorCode::GroupAuthorizationFailed) => Code::KAFKA_NOT_AUTHORIZED,
+                Some(RDKafkaErrorCode::TopicAuthorizationFailed) => {
+                    Code::TOPIC_AUTHORIZATION_FAILED
+                }
                 _ => Code::KAFKA_UNREACHABLE,
             };
             Error::new(

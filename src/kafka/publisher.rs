@@ -22,7 +22,7 @@ use rdkafka::ClientContext;
 use tokio::sync::mpsc;
 
 use crate::contract::mapper::Record;
-use crate::error::{Code, Error};
+use crate::error::{Cause, Code, Error};
 
 /// What the relay learns about one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +79,13 @@ fn permanent(code: RDKafkaErrorCode) -> Option<Code> {
     })
 }
 
+fn permanent_code(cause: &Cause) -> Option<Code> {
+    match cause {
+        Cause::Kafka(code) => permanent(*code),
+        _ => None,
+    }
+}
+
 /// librdkafka's per-message persistence status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PersistStatus {
@@ -115,6 +122,11 @@ pub(crate) fn classify(
         return Outcome::Confirmed;
     };
     let detail = format!("topic {topic}: {}", crate::error::chain(error));
+    let cause = error
+        .rdkafka_error_code()
+        .map(Cause::Kafka)
+        .unwrap_or(Cause::Kafka(RDKafkaErrorCode::Unknown));
+    let error = |code: Code| Error::new(code, detail.clone()).caused_by(cause.clone());
     match status {
         // librdkafka says the broker stored it despite the error (e.g. a
         // duplicate sequence): kept as confirmed, but said, so a record
@@ -124,11 +136,11 @@ pub(crate) fn classify(
             Outcome::Confirmed
         }
         PersistStatus::PossiblyPersisted => {
-            Outcome::Ambiguous(Error::new(Code::KAFKA_DELIVERY_AMBIGUOUS, detail))
+            Outcome::Ambiguous(error(Code::KAFKA_DELIVERY_AMBIGUOUS))
         }
-        PersistStatus::NotPersisted => match error.rdkafka_error_code().and_then(permanent) {
-            Some(code) => Outcome::Rejected(Error::new(code, detail)),
-            None => Outcome::Retry(Error::new(Code::KAFKA_PRODUCE_FAILED, detail)),
+        PersistStatus::NotPersisted => match permanent_code(&cause) {
+            Some(code) => Outcome::Rejected(error(code)),
+            None => Outcome::Retry(error(Code::KAFKA_PRODUCE_FAILED)),
         },
     }
 }
@@ -198,10 +210,10 @@ pub(crate) fn transaction_code(code: RDKafkaErrorCode, fatal: bool, abortable: b
     match code {
         ProducerFenced | Fenced => Code::KAFKA_PRODUCER_FENCED,
         InvalidProducerEpoch if fatal => Code::KAFKA_PRODUCER_FENCED,
+        TopicAuthorizationFailed => Code::TOPIC_AUTHORIZATION_FAILED,
         TransactionalIdAuthorizationFailed
         | GroupAuthorizationFailed
-        | TopicAuthorizationFailed
-        | ClusterAuthorizationFailed => Code::KAFKA_AUTH_FAILED,
+        | ClusterAuthorizationFailed => Code::KAFKA_NOT_AUTHORIZED,
         _ if fatal => Code::KAFKA_PRODUCE_FAILED,
         _ if abortable => Code::KAFKA_TRANSACTION_ABORTED,
         _ => Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN,
@@ -224,6 +236,7 @@ fn transaction_error(e: &KafkaError, during: &str) -> Error {
         during,
         &crate::error::chain(e),
     )
+    .caused_by(Cause::Kafka(code))
 }
 
 fn fenced_or(code: Code, during: &str, cause: &str) -> Error {
@@ -298,7 +311,7 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
             // No transaction of ours is open yet: nothing is unknown, the
             // coordinator was not reached.
             Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN | Code::KAFKA_TRANSACTION_ABORTED => {
-                Error::new(Code::KAFKA_UNREACHABLE, e.detail())
+                e.recoded(Code::KAFKA_UNREACHABLE)
             }
             _ => e,
         })
@@ -364,9 +377,13 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
             }
             Err((e, _)) => {
                 let detail = format!("topic {}: {}", record.topic, crate::error::chain(&e));
-                Err(match e.rdkafka_error_code().and_then(permanent) {
-                    Some(code) => SendError::Rejected(Error::new(code, detail)),
-                    None => SendError::Failed(Error::new(Code::KAFKA_PRODUCE_FAILED, detail)),
+                let code = e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Unknown);
+                let cause = Cause::Kafka(code);
+                Err(match permanent(code) {
+                    Some(code) => SendError::Rejected(Error::new(code, detail).caused_by(cause)),
+                    None => SendError::Failed(
+                        Error::new(Code::KAFKA_PRODUCE_FAILED, detail).caused_by(cause),
+                    ),
                 })
             }
         }
@@ -433,7 +450,28 @@ mod tests {
         );
         assert_eq!(
             transaction_code(TransactionalIdAuthorizationFailed, true, false),
-            Code::KAFKA_AUTH_FAILED
+            Code::KAFKA_NOT_AUTHORIZED
+        );
+        // One authorization failure, one code, wherever it surfaces: a
+        // commit refused for a topic's ACL is what a delivery report says.
+        assert_eq!(
+            transaction_code(TopicAuthorizationFailed, false, true),
+            Code::TOPIC_AUTHORIZATION_FAILED
+        );
+        assert_eq!(
+            classify(
+                Some(&KafkaError::MessageProduction(TopicAuthorizationFailed)),
+                PersistStatus::NotPersisted,
+                "t",
+                -1
+            ),
+            Outcome::Rejected(
+                Error::new(
+                    Code::TOPIC_AUTHORIZATION_FAILED,
+                    "topic t: Message production error: TopicAuthorizationFailed (Broker: Topic authorization failed)"
+                )
+                .caused_by(Cause::Kafka(TopicAuthorizationFailed))
+            )
         );
         assert_eq!(
             transaction_code(MessageTimedOut, false, true),

@@ -1,7 +1,8 @@
 //! PostgreSQL failures turned into codes: by SQLSTATE and by the kind of
 //! client error, never by message text (which follows `lc_messages`).
 
-use crate::error::{Code, Error};
+use super::tls;
+use crate::error::{Cause, Code, Error};
 
 /// The fields of an ErrorResponse that a report needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,41 +74,28 @@ pub(crate) fn sql_error(e: &tokio_postgres::Error, phase: Phase, refused: Code) 
                 hint: db.hint().map(str::to_string),
             };
             let code = code_for(&server.sqlstate, phase).unwrap_or(refused);
-            Error::new(code, server.to_string())
+            Error::new(code, server.to_string()).caused_by(Cause::Sqlstate(server.sqlstate))
         }
         // No SQLSTATE: the socket, TLS or the protocol failed.
         None => {
+            let detail = crate::error::chain(e);
+            if let Some(r) = tls::refusal(e) {
+                return Error::new(Code::PG_TLS_FAILED, detail)
+                    .caused_by(Cause::Tls(format!("{r:?}")));
+            }
             let code = match phase {
-                _ if is_tls_failure(e) => Code::PG_TLS_FAILED,
                 Phase::Connecting => Code::PG_CONNECT_FAILED,
                 Phase::Connected => Code::PG_CONNECTION_LOST,
             };
-            Error::new(code, crate::error::chain(e))
-        }
-    }
-}
-
-/// Whether rustls refused the connection (a certificate that does not
-/// verify, a handshake that failed), found by the error's type in its
-/// source chain. An `io::Error` hides its inner error from `source()`, so it
-/// is opened with `get_ref`.
-fn is_tls_failure(e: &tokio_postgres::Error) -> bool {
-    let mut next: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(err) = next {
-        if err.is::<rustls::Error>() {
-            return true;
-        }
-        if let Some(inner) = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::get_ref)
-        {
-            if inner.is::<rustls::Error>() {
-                return true;
+            let io = std::error::Error::source(e)
+                .and_then(|s| s.downcast_ref::<std::io::Error>())
+                .map(std::io::Error::kind);
+            match io {
+                Some(kind) => Error::new(code, detail).caused_by(Cause::Io(kind)),
+                None => Error::new(code, detail),
             }
         }
-        next = err.source();
     }
-    false
 }
 
 /// A statement failure on an open connection: lost connections are

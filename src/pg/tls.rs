@@ -18,10 +18,43 @@ use rustls::{
 use sha2::Digest;
 
 use crate::config::SslMode;
-use crate::error::{Code, Error};
+use crate::error::{Cause, Code, Error};
 
 fn tls_error(what: impl std::fmt::Display) -> Error {
     Error::new(Code::PG_TLS_FAILED, what.to_string())
+}
+
+/// rustls's refusal in `e`'s source chain, if rustls refused the peer (an
+/// `io::Error` hides its inner error from `source()`, so it is opened with
+/// `get_ref`).
+pub(crate) fn refusal<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(r) = err.downcast_ref::<rustls::Error>() {
+            return Some(r);
+        }
+        if let Some(r) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return Some(r);
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// A TLS handshake that failed: `PG_TLS_FAILED` when rustls refused the
+/// peer (a certificate, a protocol, an alert: an operator must look), a
+/// transient `PG_CONNECT_FAILED` when the socket broke beneath it (reset or
+/// closed mid-handshake, as when a server restarts). Each with its cause.
+pub(crate) fn handshake_failed(e: &std::io::Error, whom: &str) -> Error {
+    let detail = format!("TLS handshake with {whom}: {}", crate::error::chain(e));
+    match refusal(e) {
+        Some(r) => Error::new(Code::PG_TLS_FAILED, detail).caused_by(Cause::Tls(format!("{r:?}"))),
+        None => Error::new(Code::PG_CONNECT_FAILED, detail).caused_by(Cause::Io(e.kind())),
+    }
 }
 
 fn provider() -> Arc<CryptoProvider> {

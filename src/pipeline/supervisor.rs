@@ -162,7 +162,7 @@ impl Supervisor {
                     attempt.after_standby = true;
                     self.standby_poll
                 }
-                Directive::Retry | Directive::AwaitOperator => {
+                Directive::Retry | Directive::AwaitOperator | Directive::RecordFailed => {
                     announced_standby = false;
                     if shutdown.is_cancelled() {
                         return Ok(());

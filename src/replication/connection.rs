@@ -19,7 +19,7 @@ use tokio_util::codec::Framed;
 
 use super::codec::{Backend, PgCodec};
 use crate::config::{Config, Env, Secret, SslMode};
-use crate::error::{Code, Error};
+use crate::error::{Cause, Code, Error};
 use crate::lsn::Lsn;
 use crate::pg::sqlstate::{self, Phase, ServerError};
 use crate::pg::tls;
@@ -127,7 +127,7 @@ pub(crate) enum Command {
 }
 
 pub(crate) fn lost(e: std::io::Error) -> Error {
-    Error::new(Code::PG_CONNECTION_LOST, e.to_string())
+    Error::new(Code::PG_CONNECTION_LOST, e.to_string()).caused_by(Cause::Io(e.kind()))
 }
 
 fn protocol(what: impl std::fmt::Display) -> Error {
@@ -169,7 +169,8 @@ pub(crate) fn refusal(e: ServerError, command: Command) -> Error {
         (Command::StartReplication, "42704") => Code::SLOT_MISSING,
         (_, state) => sqlstate::code_for(state, phase).unwrap_or(Code::PG_SERVER_ERROR),
     };
-    Error::new(code, e.to_string())
+    let sqlstate = Cause::Sqlstate(e.sqlstate.clone());
+    Error::new(code, e.to_string()).caused_by(sqlstate)
 }
 
 fn encode(f: impl FnOnce(&mut BytesMut) -> std::io::Result<()>) -> Result<Bytes, Error> {
@@ -189,7 +190,7 @@ async fn open_transport(opts: &ConnectOptions) -> Result<(Transport, Option<Vec<
     let mut tcp = tokio::time::timeout(opts.connect_timeout, TcpStream::connect(&addr))
         .await
         .map_err(|_| connect_failed(format!("timed out after {:?}", opts.connect_timeout)))?
-        .map_err(|e| connect_failed(e.to_string()))?;
+        .map_err(|e| connect_failed(e.to_string()).caused_by(Cause::Io(e.kind())))?;
     tcp.set_nodelay(true).ok();
     let Some(tls_config) = tls::client_config(opts.sslmode, opts.sslrootcert.as_deref())? else {
         return Ok((Transport::Plain(tcp), None));
@@ -221,7 +222,7 @@ async fn open_transport(opts: &ConnectOptions) -> Result<(Transport, Option<Vec<
     let stream = tokio_rustls::TlsConnector::from(tls_config)
         .connect(name, tcp)
         .await
-        .map_err(|e| Error::new(Code::PG_TLS_FAILED, crate::error::chain(&e)))?;
+        .map_err(|e| tls::handshake_failed(&e, &addr))?;
     let end_point = stream
         .get_ref()
         .1
@@ -555,5 +556,105 @@ impl ReplicationConnection {
         frontend::terminate(&mut buf);
         let _ = self.framed.send(buf.freeze()).await;
         let _ = self.framed.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::error::policy::{self, Directive};
+
+    fn options(port: u16, sslmode: SslMode, sslrootcert: Option<PathBuf>) -> ConnectOptions {
+        ConnectOptions {
+            host: "localhost".into(),
+            port,
+            dbname: "d".into(),
+            user: "u".into(),
+            password: None,
+            sslmode,
+            sslrootcert,
+            application_name: "t".into(),
+            connect_timeout: Duration::from_secs(5),
+            more_hosts: Vec::new(),
+        }
+    }
+
+    /// A server that accepts TLS (answers the SSLRequest with `S`), then
+    /// does `then` with the socket.
+    async fn server<F, Fut>(then: F) -> u16
+    where
+        F: FnOnce(TcpStream) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 8];
+            socket.read_exact(&mut request).await.unwrap();
+            socket.write_all(b"S").await.unwrap();
+            then(socket).await;
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_socket_reset_in_the_tls_handshake_is_transient() {
+        // A server restarting: the socket closes after `S`, mid-handshake.
+        let port = server(|mut socket| async move {
+            let mut hello = [0u8; 16];
+            let _ = socket.read(&mut hello).await;
+            drop(socket);
+        })
+        .await;
+        let Err(e) = ReplicationConnection::connect(&options(port, SslMode::Require, None)).await
+        else {
+            panic!("the handshake cannot succeed");
+        };
+        assert_eq!(e.code(), Code::PG_CONNECT_FAILED, "{e}");
+        assert!(matches!(e.cause(), Some(Cause::Io(_))), "{e:?}");
+        assert_eq!(policy::directive(&e), Directive::Retry);
+    }
+
+    #[tokio::test]
+    async fn a_certificate_rustls_refuses_needs_an_operator() {
+        let server_cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let other_ca = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let dir = std::env::temp_dir().join(format!("outbox-cdc-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("other-ca.pem");
+        std::fs::write(&ca, other_ca.cert.pem()).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![server_cert.cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(server_cert.key_pair.serialize_der().into()),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let port = server(move |socket| async move {
+            let _ = acceptor.accept(socket).await;
+        })
+        .await;
+        let opts = options(port, SslMode::VerifyFull, Some(ca));
+        let Err(e) = ReplicationConnection::connect(&opts).await else {
+            panic!("a certificate from another CA must be refused");
+        };
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(e.code(), Code::PG_TLS_FAILED, "{e}");
+        assert!(
+            matches!(e.cause(), Some(Cause::Tls(r)) if r.starts_with("InvalidCertificate")),
+            "{e:?}"
+        );
+        assert_eq!(policy::directive(&e), Directive::Stop);
     }
 }

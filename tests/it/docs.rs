@@ -14,7 +14,7 @@ fn the_readme_lists_every_environment_override() {
 }
 
 #[test]
-fn the_readme_lists_every_error_code_with_its_class() {
+fn the_readme_lists_every_error_code_with_its_class_and_directive() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     for code in outbox_cdc::error::Code::ALL {
@@ -23,7 +23,8 @@ fn the_readme_lists_every_error_code_with_its_class() {
             outbox_cdc::error::Class::Operator => "operator",
             outbox_cdc::error::Class::Row => "row",
         };
-        let row = format!("| `{code}` | {class} |");
+        let directive = outbox_cdc::error::policy::for_code(*code).as_str();
+        let row = format!("| `{code}` | {class} | {directive} |");
         assert!(readme.contains(&row), "README.md lacks the row {row}");
     }
 }

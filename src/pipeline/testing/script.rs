@@ -189,9 +189,12 @@ impl Runner {
         match end.as_ref().map_err(policy::directive) {
             // The supervisor starts the next session after a backoff,
             // unless a shutdown came.
-            Err(Directive::Retry | Directive::AwaitOperator | Directive::Standby)
-                if !self.stopping =>
-            {
+            Err(
+                Directive::Retry
+                | Directive::AwaitOperator
+                | Directive::RecordFailed
+                | Directive::Standby,
+            ) if !self.stopping => {
                 tokio::time::sleep(RESTART_DELAY).await;
                 self.feed()
             }
