@@ -1732,7 +1732,8 @@ async fn produce_once(
     let text = format!("[postgres]\nhost = \"h\"\ndbname = \"d\"\nuser = \"u\"\n[outbox]\n[kafka]\nbootstrap_servers = \"{}\"\n", s.kafka);
     let cfg =
         Config::parse(&text, Path::new("bench.toml"), &|_| None).map_err(|e| anyhow!("{e}"))?;
-    let cc = settings::producer_config(&cfg, &|_| None).map_err(|e| anyhow!("{e}"))?;
+    let cluster = cfg.kafka_cluster(&|_| None).map_err(|e| anyhow!("{e}"))?;
+    let cc = settings::producer_config(&cluster, None);
     // As the relay produces: a polling thread serves delivery reports.
     let producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext> = cc.create()?;
     let n = records.len();

@@ -37,26 +37,7 @@ fn secret_in_file(key: &str) -> Error {
     )
 }
 
-/// A secret's value. Its `Debug` never shows the value, so a stray `{:?}` in a
-/// log line cannot leak it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(****)")
-    }
-}
+pub use crate::secret::Secret;
 
 /// Where a secret comes from. Only references are ever written in the
 /// configuration file.
@@ -81,17 +62,10 @@ impl SecretSource {
         };
         match self {
             SecretSource::Env { env: name } => env(name)
-                .map(Secret)
+                .map(Secret::new)
                 .ok_or_else(|| unavailable(format!("environment variable {name} is not set"))),
             SecretSource::File { file, key: None } => std::fs::read_to_string(file)
-                .map(|s| {
-                    Secret(
-                        s.strip_suffix('\n')
-                            .unwrap_or(&s)
-                            .trim_end_matches('\r')
-                            .to_string(),
-                    )
-                })
+                .map(|s| Secret::new(s.strip_suffix('\n').unwrap_or(&s).trim_end_matches('\r')))
                 .map_err(|e| unavailable(format!("cannot read {}: {e}", file.display()))),
             SecretSource::File {
                 file,
@@ -101,7 +75,7 @@ impl SecretSource {
                     .map_err(|e| unavailable(format!("cannot read {}: {e}", file.display())))?;
                 let pairs = crate::contract::properties::parse(&text);
                 crate::contract::properties::get(&pairs, prop)
-                    .map(Secret)
+                    .map(Secret::new)
                     .ok_or_else(|| unavailable(format!("{} has no key {prop}", file.display())))
             }
         }
@@ -906,28 +880,38 @@ impl Config {
     ) -> Result<Option<Secret>, Error> {
         match &self.postgres.password {
             Some(source) => source.resolve("postgres.password", env).map(Some),
-            None => Ok(env(DEFAULT_PASSWORD_ENV).map(Secret)),
+            None => Ok(env(DEFAULT_PASSWORD_ENV).map(Secret::new)),
         }
     }
 
-    /// librdkafka properties with secrets resolved.
-    pub fn kafka_properties(
+    /// The cluster and its librdkafka properties with secrets resolved.
+    pub fn kafka_cluster(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Vec<(String, Secret)>, Error> {
-        self.kafka
+    ) -> Result<settings::Cluster, Error> {
+        let properties = self
+            .kafka
             .properties
             .iter()
             .map(|(k, v)| {
                 let value = match v {
-                    PropertyValue::Plain(s) => Secret(s.clone()),
+                    PropertyValue::Plain(s) => Secret::new(s.clone()),
                     PropertyValue::Secret(src) => {
                         src.resolve(&format!("kafka.properties.{k}"), env)?
                     }
                 };
                 Ok((k.clone(), value))
             })
-            .collect()
+            .collect::<Result<_, Error>>()?;
+        Ok(settings::Cluster {
+            bootstrap_servers: self.kafka.bootstrap_servers.clone(),
+            properties,
+        })
+    }
+
+    /// The producer's `transactional.id` when delivery is transactional.
+    pub fn producer_transactional_id(&self) -> Option<String> {
+        self.relay.transactional().then(|| self.transactional_id())
     }
 
     /// How the Debezium connector refers to the password.

@@ -15,7 +15,7 @@ use super::access::{self, Access};
 use super::settings;
 use crate::config::{Config, Env};
 use crate::error::{Code, Error};
-use crate::preflight::Finding;
+use crate::finding::Finding;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -95,7 +95,7 @@ fn fetch_metadata(cc: &rdkafka::ClientConfig, servers: &str) -> Result<Metadata,
 
 /// Fails unless the cluster answers a metadata request.
 pub(crate) async fn reachable(cfg: &Config, env: &Env) -> Result<(), Error> {
-    let cc = settings::producer_config(cfg, env)?;
+    let cc = settings::producer_config(&cfg.kafka_cluster(env)?, None);
     let servers = cfg.kafka.bootstrap_servers.clone();
     tokio::task::spawn_blocking(move || fetch_metadata(&cc, &servers).map(|_| ()))
         .await
@@ -157,8 +157,8 @@ async fn access_findings(cc: &rdkafka::ClientConfig, topics: Vec<String>) -> Vec
 /// Reachability, then whether the topics of `destinations` exist or will be
 /// auto-created.
 pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -> Vec<Finding> {
-    let cc = match settings::producer_config(cfg, env) {
-        Ok(cc) => cc,
+    let cc = match cfg.kafka_cluster(env) {
+        Ok(cluster) => settings::producer_config(&cluster, None),
         Err(e) => return vec![Finding::failed("kafka", &e)],
     };
     let servers = cfg.kafka.bootstrap_servers.clone();

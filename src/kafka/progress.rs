@@ -39,7 +39,7 @@ impl Progress {
     /// Opens the group and makes sure the progress topic exists.
     pub(crate) async fn open(cfg: &Config, env: &Env) -> Result<Progress, Error> {
         let topic = cfg.relay.progress_topic.clone();
-        let mut cc = settings::consumer_config(cfg, env)?;
+        let mut cc = settings::consumer_config(&cfg.kafka_cluster(env)?);
         cc.set("group.id", cfg.transactional_id())
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed");

@@ -4,8 +4,21 @@
 
 use rdkafka::config::ClientConfig;
 
-use crate::config::{Config, Env};
-use crate::error::Error;
+use crate::secret::Secret;
+
+/// The cluster and the operator's librdkafka properties (secrets
+/// resolved): what every client of the relay is made from.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub bootstrap_servers: String,
+    pub properties: Vec<(String, Secret)>,
+}
+
+impl Cluster {
+    fn has(&self, key: &str) -> bool {
+        self.properties.iter().any(|(k, _)| k == key)
+    }
+}
 
 /// A property `kafka.properties` may not set, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,29 +89,30 @@ pub fn owned_values() -> impl Iterator<Item = (&'static str, &'static str)> {
     OWNED.iter().filter_map(|o| o.value.map(|v| (o.key, v)))
 }
 
-/// The producer's configuration: defaults, then the operator's properties
-/// (secrets resolved), then what the relay owns.
-pub fn producer_config(cfg: &Config, env: &Env) -> Result<ClientConfig, Error> {
+/// The producer's configuration: defaults, then the operator's properties,
+/// then what the relay owns; with `transactional_id`, a transactional
+/// producer.
+pub fn producer_config(cluster: &Cluster, transactional_id: Option<&str>) -> ClientConfig {
     let mut cc = ClientConfig::new();
-    cc.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
+    cc.set("bootstrap.servers", &cluster.bootstrap_servers);
     for (k, v) in DEFAULTS {
         cc.set(k, v);
     }
-    for (k, v) in cfg.kafka_properties(env)? {
+    for (k, v) in &cluster.properties {
         cc.set(k, v.expose());
     }
     for (k, v) in owned_values() {
         cc.set(k, v);
     }
-    if cfg.relay.transactional() {
-        cc.set("transactional.id", cfg.transactional_id());
+    if let Some(id) = transactional_id {
+        cc.set("transactional.id", id);
         // At least `message.timeout.ms` (librdkafka's rule); the operator's
         // value, if any, wins.
-        if !cfg.kafka.properties.contains_key(TRANSACTION_TIMEOUT) {
+        if !cluster.has(TRANSACTION_TIMEOUT) {
             cc.set(TRANSACTION_TIMEOUT, "120000");
         }
     }
-    Ok(cc)
+    cc
 }
 
 /// How long the broker lets a Kafka transaction stay open before it aborts
@@ -107,15 +121,15 @@ pub const TRANSACTION_TIMEOUT: &str = "transaction.timeout.ms";
 
 /// A consumer's configuration with the operator's connection properties
 /// (TLS, SASL); producer-only settings would make the consumer refuse to start.
-pub fn consumer_config(cfg: &Config, env: &Env) -> Result<ClientConfig, Error> {
+pub fn consumer_config(cluster: &Cluster) -> ClientConfig {
     let mut cc = ClientConfig::new();
-    cc.set("bootstrap.servers", &cfg.kafka.bootstrap_servers);
-    for (k, v) in cfg.kafka_properties(env)? {
-        if !is_producer_only(&k) {
+    cc.set("bootstrap.servers", &cluster.bootstrap_servers);
+    for (k, v) in &cluster.properties {
+        if !is_producer_only(k) {
             cc.set(k, v.expose());
         }
     }
-    Ok(cc)
+    cc
 }
 
 fn is_producer_only(key: &str) -> bool {

@@ -59,7 +59,7 @@ pub(crate) fn tail(
     opts: &TailOptions,
     out: &mut impl Write,
 ) -> Result<(), Error> {
-    let mut cc = settings::consumer_config(cfg, env)?;
+    let mut cc = settings::consumer_config(&cfg.kafka_cluster(env)?);
     cc.set("group.id", "outbox-cdc-tail")
         .set("enable.auto.commit", "false");
     let consumer: BaseConsumer = cc

@@ -12,8 +12,8 @@ use super::sqlstate::query_error;
 use crate::config::Config;
 use crate::contract::outbox::{self, objects, RelayMode, Status};
 use crate::error::{Code, Error};
+use crate::finding::Finding;
 use crate::lsn::Lsn;
-use crate::preflight::Finding;
 
 /// Why the rules are asked: some conditions are fine for a health report
 /// but stop a relay that is about to stream, or the other way round.

@@ -13,7 +13,7 @@ use super::connect;
 use super::sqlstate::query_error;
 use crate::config::{Config, Env};
 use crate::error::{Code, Error};
-use crate::preflight::Finding;
+use crate::finding::Finding;
 
 const CHECK: &str = "failover_slot";
 
@@ -280,7 +280,7 @@ mod tests {
     fn a_ready_pair_passes_and_each_gap_is_named() {
         let (p, s) = ready();
         let ok = rules(&p, &s, None, "relay");
-        assert_eq!(ok[0].level, crate::preflight::Level::Ok, "{ok:?}");
+        assert_eq!(ok[0].level, crate::finding::Level::Ok, "{ok:?}");
         assert!(ok[0].detail.contains("db2:5432"), "{ok:?}");
 
         let gap = |p: &Primary, s: &[Standby], want: &str| {

@@ -8,7 +8,7 @@ use super::sqlstate::query_error;
 use crate::config::Config;
 use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
-use crate::preflight::Finding;
+use crate::finding::Finding;
 
 /// One privilege the relay needs on one object.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -44,6 +44,7 @@ pub use supervisor::{Attempt, Backoff, Supervisor};
 
 use crate::config::{Config, Env};
 use crate::error::{policy, Code, Error};
+use crate::finding;
 use crate::kafka::progress::Progress;
 use crate::kafka::{probe, settings};
 use crate::lsn::Lsn;
@@ -51,7 +52,6 @@ use crate::metrics::Metrics;
 use crate::pg::checks::{self, Purpose};
 use crate::pg::row_status::Marker;
 use crate::pg::{connect, grants};
-use crate::preflight;
 use crate::replication::{self, Feedback, SourceOptions, Stream};
 use ledger::{PgJournal, PgLedger};
 use recorder::{Links, Recorder};
@@ -84,12 +84,15 @@ impl Relay {
     /// the SQL and replication log-ins work, this relay may own the outbox,
     /// and no cutover is half done.
     pub async fn prepare(cfg: Config, env: Arc<Env>) -> Result<Relay, Error> {
-        let producer = settings::producer_config(&cfg, &*env)?;
+        let producer = settings::producer_config(
+            &cfg.kafka_cluster(&*env)?,
+            cfg.producer_transactional_id().as_deref(),
+        );
         probe::reachable(&cfg, &*env).await?;
         let sql = connect::connect(&cfg, &*env).await?;
-        preflight::first_error(grants::findings(&sql, &cfg).await?)?;
+        finding::first_error(grants::findings(&sql, &cfg).await?)?;
         let ownership = checks::ownership(&sql, &cfg).await?;
-        preflight::first_error(checks::ownership_findings(
+        finding::first_error(checks::ownership_findings(
             &ownership,
             &cfg,
             Purpose::Stream {
@@ -294,7 +297,7 @@ impl Relay {
             let publication =
                 checks::publication(sql, &src.publication, &src.schema, &src.table).await?;
             let slot = checks::slot(sql, &src.slot).await?;
-            preflight::first_error([
+            finding::first_error([
                 checks::publication_finding(
                     publication.as_ref(),
                     &src.publication,

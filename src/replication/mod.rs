@@ -27,9 +27,9 @@ pub use reader::{Event, Events, Feedback, ReaderStats, Tuning};
 
 use crate::config::{Config, Env};
 use crate::error::{Code, Error};
+use crate::finding;
 use crate::lsn::Lsn;
 use crate::pg::checks::{self, Purpose};
-use crate::preflight;
 
 /// Logs in for replication and asks IDENTIFY_SYSTEM: a role without
 /// `REPLICATION` or a wrong password ends here, before any slot is touched.
@@ -132,7 +132,7 @@ impl Stream {
         let purpose = Purpose::Stream {
             create_slot: opts.create_slot,
         };
-        preflight::first_error(server.findings().into_iter().chain([
+        finding::first_error(server.findings().into_iter().chain([
             checks::publication_finding(
                 publication.as_ref(),
                 &opts.publication,
