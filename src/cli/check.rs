@@ -2,7 +2,7 @@
 
 use super::ConfigArg;
 use crate::error::{Code, Error};
-use crate::preflight;
+use crate::ops::preflight;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ReportFormat {

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::ConfigArg;
-use crate::cutover::{self, CutoverOptions, Target};
 use crate::error::Error;
+use crate::ops::cutover::{self, CutoverOptions, Target};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum To {

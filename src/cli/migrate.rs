@@ -2,7 +2,7 @@
 
 use super::ConfigArg;
 use crate::error::{Code, Error};
-use crate::pg::migrate::{self, Scope};
+use crate::ops::migrate::{self, Scope};
 use crate::pg::{connect, grants};
 
 #[derive(clap::Args)]

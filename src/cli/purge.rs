@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::ConfigArg;
 use crate::error::Error;
+use crate::ops::purge::{self, PurgeOptions};
 use crate::pg::connect;
-use crate::pg::purge::{self, PurgeOptions};
 
 #[derive(clap::Args)]
 pub(super) struct Args {

@@ -10,8 +10,6 @@ pub(crate) mod failover;
 pub(crate) mod grants;
 pub(crate) mod handover;
 pub(crate) mod journal;
-pub mod migrate;
-pub(crate) mod purge;
 pub(crate) mod row_status;
 pub(crate) mod sqlstate;
 pub(crate) mod tls;

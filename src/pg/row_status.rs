@@ -236,7 +236,7 @@ pub(crate) mod tests {
             "[postgres]\ndbname = \"{db}\"\nuser = \"u\"\npassword = {{ env = \"X\" }}\n[outbox]\ntopic_prefix = \"outbox.\"\n[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\n"
         );
         let cfg = Config::parse(&text, std::path::Path::new("t.toml"), &|_| None).unwrap();
-        crate::pg::migrate::migrate(&mut client, &cfg, crate::pg::migrate::Scope::All)
+        crate::ops::migrate::migrate(&mut client, &cfg, crate::ops::migrate::Scope::All)
             .await
             .unwrap();
         let marker = Marker::new(&cfg);

@@ -1,8 +1,14 @@
-//! A cutover's backlog: the rows committed before the slot's starting
-//! point, published in the listed order before the session streams, chunk
-//! by chunk (each settled and marked before the next, so a restart
-//! publishes again at most the chunk it interrupted), then the hand-over
-//! closed. Runs on the session that holds the slot.
+//! Rows published from a list instead of the slot, chunk by chunk, each
+//! settled and marked before the next (so a restart publishes again at most
+//! the chunk it interrupted), under the rows' own ids:
+//!
+//! - a cutover's backlog ([`hand_over`]): the rows committed before the
+//!   slot's starting point, in the listed order, before the session
+//!   streams; then the hand-over is closed. Runs on the session that holds
+//!   the slot.
+//! - a redrive ([`redrive`]): FAILED rows, oldest first (so each key keeps
+//!   its order), marked PUBLISHED under the `Failed` guard; a row that
+//!   fails again stays FAILED with its new code.
 
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +21,7 @@ use crate::contract::outbox;
 use crate::contract::row::{OutboxRow, Value};
 use crate::contract::value::Timestamp;
 use crate::error::{Code, Error};
-use crate::pg::handover::{self, State};
+use crate::pg::handover::{self, FailedCursor, FailedFilter, State};
 use crate::pg::row_status::Guard;
 
 /// Rows read from the list per query.
@@ -34,7 +40,7 @@ pub(super) fn created_at(row: &OutboxRow) -> Timestamp {
 
 /// Publishes a READY hand-over list and marks it DONE. `Flow::Stopped` when
 /// shutdown came first; `Err` when the session must end.
-pub(super) async fn publish<K: Sink, L: Ledger, S: Settlement>(
+pub(super) async fn hand_over<K: Sink, L: Ledger, S: Settlement>(
     session: &mut Session<'_, K, L, S>,
     sql: &tokio_postgres::Client,
     cfg: &Config,
@@ -122,4 +128,62 @@ pub(super) async fn require_not_preparing(
         ));
     }
     Ok(())
+}
+
+/// What a redrive did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Redriven {
+    /// FAILED rows that matched.
+    pub selected: u64,
+    /// Marked PUBLISHED.
+    pub published: u64,
+}
+
+/// Publishes the matching FAILED rows. `Err` when the session had to end
+/// (a restart's reason keeps its code).
+pub(super) async fn redrive<K: Sink, L: Ledger, S: Settlement>(
+    session: &mut Session<'_, K, L, S>,
+    sql: &tokio_postgres::Client,
+    cfg: &Config,
+    filter: &FailedFilter,
+    shutdown: &CancellationToken,
+) -> Result<Redriven, Error> {
+    let mut done = Redriven::default();
+    let mut cursor = FailedCursor::default();
+    let tx = session.parts.watermark.begin();
+    let backlog = &session.parts.shared.metrics.handover_backlog;
+    loop {
+        let rows = handover::failed_chunk(sql, cfg, filter, &mut cursor, CHUNK).await?;
+        if rows.is_empty() {
+            break;
+        }
+        done.selected += rows.len() as u64;
+        backlog.add(rows.len() as i64);
+        session.produce_rows(tx, rows, created_at).await;
+        let flow = match session.parts.ending.take() {
+            Some(e) => Err(e),
+            None => session.settle_backlog(Guard::Failed, shutdown).await,
+        };
+        done.published += mark(session, Guard::Failed).await?;
+        backlog.set(0);
+        match flow {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Stopped) => {
+                return Err(Error::new(
+                    Code::REDRIVE_INCOMPLETE,
+                    format!(
+                        "stopped after {} of the rows; run it again: rows already published are PUBLISHED",
+                        done.published
+                    ),
+                ))
+            }
+            Err(reason) => {
+                return Err(reason.context(format!(
+                    "the redrive stopped after publishing {} rows; the rest stay FAILED: fix the cause and run it again",
+                    done.published
+                )))
+            }
+        }
+    }
+    Ok(done)
 }

@@ -18,7 +18,6 @@ mod ledger;
 mod monitor;
 mod parts;
 mod recorder;
-mod redrive;
 mod session;
 mod settlement;
 mod shared;
@@ -38,7 +37,7 @@ use rdkafka::ClientConfig;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-pub use redrive::Redriven;
+pub use backlog::Redriven;
 pub use stats::RelayStats;
 pub use supervisor::{Attempt, Backoff, Supervisor};
 
@@ -172,7 +171,7 @@ impl Relay {
         let sql = self.sql.lock().await;
         let sink = KafkaSink::new(&self.producer, self.progress.clone())?;
         let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
-        let end = backlog::publish(&mut session, &sql, &self.cfg, shutdown)
+        let end = backlog::hand_over(&mut session, &sql, &self.cfg, shutdown)
             .await
             .map_err(backlog::interrupted);
         session.finish(end.map(|_| ())).await
@@ -201,7 +200,7 @@ impl Relay {
         let sql = self.sql.lock().await;
         let sink = KafkaSink::new(&self.producer, self.progress.clone())?;
         let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
-        let done = redrive::publish(&mut session, &sql, &self.cfg, filter, shutdown).await;
+        let done = backlog::redrive(&mut session, &sql, &self.cfg, filter, shutdown).await;
         let end = done.as_ref().map(|_| ()).map_err(Clone::clone);
         session.finish(end).await.and(done)
     }
@@ -258,7 +257,7 @@ impl Relay {
             }
         };
         metrics.set_streaming(true);
-        let end = match backlog::publish(&mut session, &sql, &self.cfg, shutdown).await {
+        let end = match backlog::hand_over(&mut session, &sql, &self.cfg, shutdown).await {
             Ok(Flow::Continue) => {
                 session
                     .pump(&mut stream.events, &stream.stats, shutdown)

@@ -1,5 +1,5 @@
 //! Slot commands over a replication session. Whether a slot may be used is
-//! decided by [`crate::preflight`] from the catalog; this module only speaks
+//! decided by [`crate::ops::preflight`] from the catalog; this module only speaks
 //! the replication protocol.
 
 use super::connection::{Command, ReplicationConnection};

@@ -531,7 +531,7 @@ pub fn unique_prefix(label: &str) -> String {
 pub async fn migrated_db(services: &Services, label: &str, topic_prefix: &str) -> TestDb {
     let mut db = services.fresh_db(label).await;
     let cfg = db.config(topic_prefix);
-    outbox_cdc::pg::migrate::migrate(&mut db.client, &cfg, outbox_cdc::pg::migrate::Scope::All)
+    outbox_cdc::ops::migrate::migrate(&mut db.client, &cfg, outbox_cdc::ops::migrate::Scope::All)
         .await
         .unwrap();
     db

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::kafka;
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
-use outbox_cdc::pg::migrate::{self, Scope};
+use outbox_cdc::ops::migrate::{self, Scope};
 
 fn services_script(arg: &str) {
     let script = std::env::var("OUTBOX_TEST_SERVICES")

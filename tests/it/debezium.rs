@@ -972,10 +972,10 @@ async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration
     // and from 18 on keeps it generated and publishes it; either way
     // Debezium now keys on it.
     let cfg = db.config(&prefix);
-    outbox_cdc::pg::migrate::migrate(
+    outbox_cdc::ops::migrate::migrate(
         &mut db.client,
         &cfg,
-        outbox_cdc::pg::migrate::Scope::CdcOnly,
+        outbox_cdc::ops::migrate::Scope::CdcOnly,
     )
     .await
     .unwrap();

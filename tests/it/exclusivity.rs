@@ -504,7 +504,7 @@ async fn a_standby_takes_over_when_the_active_relay_is_killed() {
 }
 
 async fn codes(cfg: &Config) -> (bool, Vec<&'static str>) {
-    let report = outbox_cdc::preflight::report(cfg, &common::env).await;
+    let report = outbox_cdc::ops::preflight::report(cfg, &common::env).await;
     (report.ok, report.codes())
 }
 
@@ -624,7 +624,7 @@ async fn check_reports_each_misconfiguration_with_its_code() {
     let mut unprivileged = cfg.clone();
     unprivileged.postgres.user = role.clone();
     let env = |name: &str| (name == "OUTBOX_TEST_PG_PASSWORD").then(|| "pw".to_string());
-    let report = outbox_cdc::preflight::report(&unprivileged, &env).await;
+    let report = outbox_cdc::ops::preflight::report(&unprivileged, &env).await;
     // `check` logs in for replication as `run` does, so it reports what the
     // server says: the same code as `run`, with the fix.
     let refused = report
@@ -731,7 +731,7 @@ async fn check_reports_wal_level_and_topics_that_cannot_be_created() {
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&other, &db.name, "bad.", &slot, "");
     let cfg = Config::load(&config, &common::env).unwrap();
-    let report = outbox_cdc::preflight::report(&cfg, &common::env).await;
+    let report = outbox_cdc::ops::preflight::report(&cfg, &common::env).await;
     let c = report.codes();
     assert!(!report.ok);
     assert!(c.contains(&"PG_WAL_LEVEL_NOT_LOGICAL"), "{c:?}");

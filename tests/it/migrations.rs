@@ -6,8 +6,8 @@ use crate::common;
 
 use outbox_cdc::config::Config;
 use outbox_cdc::contract::debezium;
+use outbox_cdc::ops::migrate::{self, Scope};
 use outbox_cdc::pg::catalog::{self, Drift};
-use outbox_cdc::pg::migrate::{self, Scope};
 use tokio_postgres::Client;
 
 const PUBLICATION: &str = "outbox_cdc_publication";

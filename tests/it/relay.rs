@@ -707,7 +707,7 @@ async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_cha
 
     // `check` says the same through the catalog comparison.
     let cfg = outbox_cdc::config::Config::load(&config, &common::env).unwrap();
-    let report = outbox_cdc::preflight::report(&cfg, &common::env).await;
+    let report = outbox_cdc::ops::preflight::report(&cfg, &common::env).await;
     let drift = report
         .findings
         .iter()

@@ -12,7 +12,7 @@ use outbox_cdc::contract::outbox;
 use outbox_cdc::contract::row::Value;
 use outbox_cdc::contract::value::Timestamp;
 use outbox_cdc::lsn::Lsn;
-use outbox_cdc::pg::migrate::{self, Scope};
+use outbox_cdc::ops::migrate::{self, Scope};
 use outbox_cdc::replication::ReplicationConnection;
 use tokio_postgres::Client;
 

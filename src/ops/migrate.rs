@@ -4,10 +4,10 @@
 
 use tokio_postgres::Client;
 
-use super::sqlstate::query_error;
 use crate::config::Config;
 use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
+use crate::pg::sqlstate::query_error;
 
 /// One migration file, embedded at build time.
 #[derive(Debug, Clone, Copy)]

@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
-use super::sqlstate::query_error;
 use crate::config::Config;
 use crate::contract::outbox::{self, Status};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
+use crate::pg::sqlstate::query_error;
 
 #[derive(Debug, Clone)]
 pub(crate) struct PurgeOptions {
@@ -159,7 +159,7 @@ pub(crate) async fn purge(
     };
     // Retention is keyed on PUBLISHED: the journal's rows first.
     if !opts.dry_run {
-        let folded = super::journal::Journal::new(cfg).fold_all(c).await?;
+        let folded = crate::pg::journal::Journal::new(cfg).fold_all(c).await?;
         if folded.marked > 0 {
             say(
                 out,

@@ -1,0 +1,107 @@
+//! `redrive`: FAILED rows published again once their cause is fixed, in a
+//! relay of their own (`pipeline`'s backlog path), with a transactional id
+//! of their own so they never fence the running relay.
+
+use std::sync::Arc;
+
+use crate::config::{Config, Env};
+use crate::contract::value::Timestamp;
+use crate::error::{Code, Error};
+use crate::ops::purge;
+use crate::pg::connect;
+use crate::pg::handover::{self, FailedFilter};
+use crate::pipeline::{Redriven, Relay};
+
+/// Which FAILED rows, as the operator gave them.
+pub(crate) struct Selection {
+    /// Only rows that failed with this code.
+    pub(crate) code: Option<String>,
+    pub(crate) destination: Option<String>,
+    /// A timestamp or an age (`2h`, `7d`).
+    pub(crate) since: Option<String>,
+}
+
+/// What a redrive found, and did unless it was a dry run.
+pub(crate) struct Outcome {
+    /// Matching rows by code and destination.
+    pub(crate) counts: Vec<(Option<String>, String, i64)>,
+    /// `None` for a dry run or when nothing matched.
+    pub(crate) done: Option<Redriven>,
+}
+
+/// Whether rows are published or only counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Run {
+    Publish,
+    DryRun,
+}
+
+fn filter(selection: Selection) -> FailedFilter {
+    let since = selection
+        .since
+        .as_ref()
+        .map(|text| match purge::parse_duration(text) {
+            Ok(age) => {
+                let now_ms = crate::metrics::unix_micros() / 1000;
+                let at = now_ms.saturating_sub(age.as_millis() as i64);
+                Timestamp::from_unix_millis(at)
+                    .map(|t| t.to_rfc3339_millis())
+                    .unwrap_or_else(|| text.clone())
+            }
+            Err(_) => text.clone(),
+        });
+    FailedFilter {
+        code: selection.code,
+        destination: selection.destination,
+        since,
+    }
+}
+
+/// Counts the matching FAILED rows and, unless `run` is a dry run,
+/// publishes them again.
+pub(crate) async fn redrive(
+    mut cfg: Config,
+    env: Arc<Env>,
+    selection: Selection,
+    run: Run,
+) -> Result<Outcome, Error> {
+    let filter = filter(selection);
+    let sql = connect::connect(&cfg, &*env).await?;
+    let counts = handover::failed_counts(&sql, &cfg, &filter)
+        .await
+        .map_err(|e| e.context("--since must be a timestamp or an age such as 2h"))?;
+    let total: i64 = counts.iter().map(|c| c.2).sum();
+    if run == Run::DryRun || total == 0 {
+        return Ok(Outcome { counts, done: None });
+    }
+    // A refusal of the operator's kind (a topic still missing) ends it at
+    // once, and its transactional id is its own, so it never fences the
+    // running relay.
+    cfg.relay.operator_error_threshold = 1;
+    cfg.relay.transactional_id = Some(format!("{}.redrive", cfg.transactional_id()));
+    let relay = Relay::prepare(cfg, env).await?;
+    let done = relay
+        .redrive(&filter, tokio_util::sync::CancellationToken::new())
+        .await?;
+    Ok(Outcome {
+        counts,
+        done: Some(done),
+    })
+}
+
+impl Outcome {
+    /// `REDRIVE_INCOMPLETE` when rows failed again.
+    pub(crate) fn incomplete(&self) -> Option<Error> {
+        let done = self.done?;
+        (done.published < done.selected).then(|| {
+            Error::new(
+                Code::REDRIVE_INCOMPLETE,
+                format!(
+                    "{} of {} rows failed again",
+                    done.selected - done.published,
+                    done.selected
+                ),
+            )
+        })
+    }
+}
