@@ -48,7 +48,7 @@ pub(super) fn run(args: Args) -> Result<(), Error> {
         return Ok(());
     }
     super::runtime()?.block_on(async {
-        let mut client = connect::connect(&cfg, &super::env).await?;
+        let mut client = connect::connect(&cfg.postgres, &super::env).await?;
         for a in migrate::migrate(&mut client, &cfg, scope).await? {
             let what = if a.newly {
                 "applied"

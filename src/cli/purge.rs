@@ -42,7 +42,7 @@ pub(super) fn run(args: Args) -> Result<(), Error> {
         wait: Duration::from_secs(args.wait_secs),
     };
     super::runtime()?.block_on(async {
-        let client = connect::connect(&cfg, &super::env).await?;
+        let client = connect::connect(&cfg.postgres, &super::env).await?;
         purge::purge(&client, &cfg, &opts, &mut std::io::stdout()).await?;
         Ok(())
     })

@@ -21,7 +21,6 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::config::{Config, Env};
 use crate::error::{Code, Error};
 use crate::kafka::settings;
 use crate::lsn::Lsn;
@@ -36,11 +35,16 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    /// Opens the group and makes sure the progress topic exists.
-    pub(crate) async fn open(cfg: &Config, env: &Env) -> Result<Progress, Error> {
-        let topic = cfg.relay.progress_topic.clone();
-        let mut cc = settings::consumer_config(&cfg.kafka_cluster(env)?);
-        cc.set("group.id", cfg.transactional_id())
+    /// Opens the group (named after the transactional id) and makes sure
+    /// the progress topic exists.
+    pub(crate) async fn open(
+        cluster: &settings::Cluster,
+        topic: &str,
+        group_id: String,
+    ) -> Result<Progress, Error> {
+        let topic = topic.to_string();
+        let mut cc = settings::consumer_config(cluster);
+        cc.set("group.id", &group_id)
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed");
         ensure_topic(&cc, &topic).await?;
@@ -49,7 +53,7 @@ impl Progress {
             .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))?;
         Ok(Progress {
             consumer: Arc::new(consumer),
-            group_id: cfg.transactional_id(),
+            group_id,
             topic,
         })
     }

@@ -83,17 +83,17 @@ pub(crate) async fn cutover(
     } else {
         cfg
     };
-    let client = connect::connect(cfg, env).await?;
+    let client = connect::connect(&cfg.postgres, env).await?;
     let table = cfg.qualified_table();
     // Every decision below reads the rows' status: the journal first.
-    let journal = Journal::new(cfg);
+    let journal = Journal::new(&cfg.outbox);
     let folded = match opts.dry_run {
         true => Folded::default(),
         false => journal.fold_all(&client).await?,
     };
     let (_, unfolded) = journal.unfolded(&client).await?;
-    let declared = control::declared_mode(&client, cfg).await?;
-    let leases = control::live_leases(&client, cfg).await?;
+    let declared = control::declared_mode(&client, &cfg.outbox).await?;
+    let leases = control::live_leases(&client, &cfg.outbox).await?;
     let backlog = count(
         &client,
         &format!(
@@ -212,7 +212,7 @@ async fn back_to_polling(
             ),
         ));
     }
-    control::declare(client, cfg, RelayMode::Polling, &opts.reason).await?;
+    control::declare(client, &cfg.outbox, RelayMode::Polling, &opts.reason).await?;
     if had_slot {
         drop_slot(client, &cfg.postgres.slot).await?;
     }
@@ -253,7 +253,13 @@ async fn cut_over_to_cdc(
     leftover_slot: bool,
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
-    control::declare(client, cfg, RelayMode::ChangeDataCapture, &opts.reason).await?;
+    control::declare(
+        client,
+        &cfg.outbox,
+        RelayMode::ChangeDataCapture,
+        &opts.reason,
+    )
+    .await?;
     say(
         out,
         "declared CHANGE_DATA_CAPTURE: polling claims are now refused",
@@ -261,7 +267,7 @@ async fn cut_over_to_cdc(
 
     let began = Instant::now();
     loop {
-        let live = control::live_leases(client, cfg).await?;
+        let live = control::live_leases(client, &cfg.outbox).await?;
         if live == 0 {
             break;
         }
@@ -425,7 +431,7 @@ async fn backlog_as_of(
     snapshot: &str,
 ) -> Result<(Vec<String>, BacklogOrder), Error> {
     let listing = query("listing the backlog under the slot's snapshot");
-    let mut reader = connect::connect(cfg, env).await?;
+    let mut reader = connect::connect(&cfg.postgres, env).await?;
     let order = BacklogOrder::of_server(&reader).await?;
     let tx = reader
         .build_transaction()

@@ -56,7 +56,7 @@ impl Report {
 pub async fn report(cfg: &Config, env: &Env) -> Report {
     let mut findings = Vec::new();
     let mut destinations = Vec::new();
-    match connect::connect(cfg, env).await {
+    match connect::connect(&cfg.postgres, env).await {
         Err(e) => findings.push(Finding::failed("postgres", &e)),
         Ok(client) => match database(&client, cfg, env, &mut findings).await {
             Ok(d) => destinations = d,
@@ -137,7 +137,7 @@ async fn database(
         ),
     ));
     out.push(
-        match crate::pg::journal::Journal::new(cfg).unfolded(c).await {
+        match crate::pg::journal::Journal::new(&cfg.outbox).unfolded(c).await {
             Ok((_, 0)) => Finding::ok("published_journal", "every published row is marked PUBLISHED"),
             Ok((entries, rows)) => Finding::ok(
                 "published_journal",

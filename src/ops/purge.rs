@@ -159,7 +159,9 @@ pub(crate) async fn purge(
     };
     // Retention is keyed on PUBLISHED: the journal's rows first.
     if !opts.dry_run {
-        let folded = crate::pg::journal::Journal::new(cfg).fold_all(c).await?;
+        let folded = crate::pg::journal::Journal::new(&cfg.outbox)
+            .fold_all(c)
+            .await?;
         if folded.marked > 0 {
             say(
                 out,

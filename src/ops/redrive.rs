@@ -66,7 +66,7 @@ pub(crate) async fn redrive(
     run: Run,
 ) -> Result<Outcome, Error> {
     let filter = filter(selection);
-    let sql = connect::connect(&cfg, &*env).await?;
+    let sql = connect::connect(&cfg.postgres, &*env).await?;
     let counts = handover::failed_counts(&sql, &cfg, &filter)
         .await
         .map_err(|e| e.context("--since must be a timestamp or an age such as 2h"))?;
@@ -78,7 +78,8 @@ pub(crate) async fn redrive(
     // once, and its transactional id is its own, so it never fences the
     // running relay.
     cfg.relay.operator_error_threshold = 1;
-    cfg.relay.transactional_id = Some(format!("{}.redrive", cfg.transactional_id()));
+    let id = format!("{}.redrive", cfg.transactional_id());
+    cfg.relay.set_transactional_id(id);
     let relay = Relay::prepare(cfg, env).await?;
     let done = relay
         .redrive(&filter, tokio_util::sync::CancellationToken::new())

@@ -619,9 +619,9 @@ pub(crate) struct Ownership {
 
 pub(crate) async fn ownership(c: &Client, cfg: &Config) -> Result<Ownership, Error> {
     Ok(Ownership {
-        declared: control::declared_mode(c, cfg).await?,
-        live_leases: control::live_leases(c, cfg).await?,
-        fence_enabled: control::fence_enabled(c, cfg).await?,
+        declared: control::declared_mode(c, &cfg.outbox).await?,
+        live_leases: control::live_leases(c, &cfg.outbox).await?,
+        fence_enabled: control::fence_enabled(c, &cfg.outbox).await?,
         relay_slot_active: control::slot_activity(c, &cfg.postgres.slot)
             .await?
             .is_some_and(|s| s.active),

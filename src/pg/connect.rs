@@ -9,24 +9,23 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::sqlstate::{sql_error, Phase};
 use super::tls;
-use crate::config::{Config, Env, SslMode};
+use crate::config::{Env, PostgresConfig, SslMode};
 use crate::error::{Code, Error};
 
 /// Connects with the configuration's credentials and drives the connection
 /// on its own task. The error names the server and user, then what the
 /// server (or the operating system) said.
-pub async fn connect(cfg: &Config, env: &Env) -> Result<Client, Error> {
-    connect_to(cfg, env, &cfg.postgres.endpoints()).await
+pub async fn connect(pg: &PostgresConfig, env: &Env) -> Result<Client, Error> {
+    connect_to(pg, env, &pg.endpoints()).await
 }
 
 /// As [`connect`], to the given (host, port) pairs of the configuration's
 /// list: `check` reads each standby's settings this way.
 pub async fn connect_to(
-    cfg: &Config,
+    pg: &PostgresConfig,
     env: &Env,
     endpoints: &[(String, u16)],
 ) -> Result<Client, Error> {
-    let pg = &cfg.postgres;
     let mut pc = tokio_postgres::Config::new();
     for (host, port) in endpoints {
         pc.host(host).port(*port);
@@ -40,7 +39,7 @@ pub async fn connect_to(
         .user(&pg.user)
         .application_name(&pg.application_name)
         .connect_timeout(Duration::from_secs(pg.connect_timeout_secs));
-    if let Some(password) = cfg.postgres_password(env)? {
+    if let Some(password) = pg.password(env)? {
         pc.password(password.expose());
     }
     let context = || {

@@ -5,7 +5,7 @@
 use tokio_postgres::Client;
 
 use super::sqlstate::query_error;
-use crate::config::Config;
+use crate::config::OutboxConfig;
 use crate::contract::outbox::{self, objects, RelayMode, Status};
 use crate::error::{Code, Error};
 
@@ -28,15 +28,18 @@ fn mode_from(text: &str) -> Option<RelayMode> {
 }
 
 /// The outbox's declared relay mode (`mode: None` when undeclared).
-pub(crate) async fn declared_mode(client: &Client, cfg: &Config) -> Result<Declared, Error> {
+pub(crate) async fn declared_mode(
+    client: &Client,
+    outbox: &OutboxConfig,
+) -> Result<Declared, Error> {
     let row = client
         .query_opt(
             &format!(
                 "SELECT mode, changed_by, changed_at::text FROM {}.{} WHERE outbox_table = $1",
-                cfg.outbox.schema,
+                outbox.schema,
                 objects::RELAY_MODE_TABLE
             ),
-            &[&cfg.qualified_table()],
+            &[&outbox.qualified_table()],
         )
         .await
         .map_err(query("reading the relay mode"))?;
@@ -57,7 +60,7 @@ pub(crate) async fn declared_mode(client: &Client, cfg: &Config) -> Result<Decla
 /// Declares the mode, recording who and when (and why).
 pub(crate) async fn declare(
     client: &Client,
-    cfg: &Config,
+    outbox: &OutboxConfig,
     mode: RelayMode,
     reason: &str,
 ) -> Result<(), Error> {
@@ -69,10 +72,10 @@ pub(crate) async fn declare(
                  ON CONFLICT (outbox_table) DO UPDATE
                  SET mode = EXCLUDED.mode, changed_by = EXCLUDED.changed_by,
                      changed_at = EXCLUDED.changed_at, reason = EXCLUDED.reason",
-                cfg.outbox.schema,
+                outbox.schema,
                 objects::RELAY_MODE_TABLE
             ),
-            &[&cfg.qualified_table(), &mode.as_str(), &reason],
+            &[&outbox.qualified_table(), &mode.as_str(), &reason],
         )
         .await
         .map_err(query("declaring the relay mode"))?;
@@ -80,12 +83,12 @@ pub(crate) async fn declare(
 }
 
 /// Rows a polling relay holds right now (an unexpired lease on IN_FLIGHT).
-pub(crate) async fn live_leases(client: &Client, cfg: &Config) -> Result<i64, Error> {
+pub(crate) async fn live_leases(client: &Client, outbox: &OutboxConfig) -> Result<i64, Error> {
     let row = client
         .query_one(
             &format!(
                 "SELECT count(*) FROM {table} WHERE {status} = '{in_flight}' AND {lease} > now()",
-                table = cfg.qualified_table(),
+                table = outbox.qualified_table(),
                 status = outbox::STATUS.name,
                 in_flight = Status::InFlight.as_str(),
                 lease = outbox::LEASE_EXPIRES_AT.name,
@@ -100,11 +103,11 @@ pub(crate) async fn live_leases(client: &Client, cfg: &Config) -> Result<i64, Er
 /// Whether the fence trigger is installed and enabled. With it, no claim can
 /// have happened since the outbox was declared CDC; without it, a polling
 /// relay between two polls holds no lease and would go unnoticed.
-pub(crate) async fn fence_enabled(client: &Client, cfg: &Config) -> Result<bool, Error> {
+pub(crate) async fn fence_enabled(client: &Client, outbox: &OutboxConfig) -> Result<bool, Error> {
     let row = client
         .query_opt(
             "SELECT tgenabled::text FROM pg_trigger WHERE tgrelid = $1::text::regclass AND tgname = $2",
-            &[&cfg.qualified_table(), &objects::FENCE_TRIGGER],
+            &[&outbox.qualified_table(), &objects::FENCE_TRIGGER],
         )
         .await
         .map_err(query("reading the fence trigger"))?;

@@ -128,7 +128,7 @@ pub(crate) async fn findings(
     let mut unreachable = Vec::new();
     for endpoint in cfg.postgres.endpoints() {
         let address = format!("{}:{}", endpoint.0, endpoint.1);
-        match connect::connect_to(cfg, env, std::slice::from_ref(&endpoint)).await {
+        match connect::connect_to(&cfg.postgres, env, std::slice::from_ref(&endpoint)).await {
             Ok(client) => match standby(&client, address.clone(), &cfg.postgres.slot).await {
                 Ok(s) if s.in_recovery => standbys.push(s),
                 Ok(_) => {}

@@ -19,7 +19,7 @@ use tokio_postgres::Client;
 
 use super::row_status::Marker;
 use super::sqlstate::query_error;
-use crate::config::Config;
+use crate::config::OutboxConfig;
 use crate::contract::outbox::objects;
 use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
@@ -99,10 +99,10 @@ pub(crate) async fn wal_flushed(c: &Client) -> Result<Lsn, Error> {
 }
 
 impl Journal {
-    pub(crate) fn new(cfg: &Config) -> Journal {
-        let journal = format!("{}.{}", cfg.outbox.schema, objects::PUBLISHED_JOURNAL_TABLE);
+    pub(crate) fn new(outbox: &OutboxConfig) -> Journal {
+        let journal = format!("{}.{}", outbox.schema, objects::PUBLISHED_JOURNAL_TABLE);
         Journal {
-            outbox: cfg.qualified_table(),
+            outbox: outbox.qualified_table(),
             record: format!(
                 "INSERT INTO {journal} ({OUTBOX_TABLE}, {MESSAGE_IDS}) VALUES ($1, $2)"
             ),
@@ -117,7 +117,7 @@ impl Journal {
                 "SELECT count(*), coalesce(sum(cardinality({MESSAGE_IDS})), 0)::bigint
                    FROM {journal} WHERE {OUTBOX_TABLE} = $1"
             ),
-            marker: Marker::new(cfg),
+            marker: Marker::new(outbox),
         }
     }
 
@@ -219,7 +219,8 @@ mod tests {
         let text = format!(
             "[postgres]\ndbname = \"{db}\"\nuser = \"u\"\npassword = {{ env = \"X\" }}\n[outbox]\ntopic_prefix = \"outbox.\"\n[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\n"
         );
-        let cfg = Config::parse(&text, std::path::Path::new("t.toml"), &|_| None).unwrap();
+        let cfg =
+            crate::config::Config::parse(&text, std::path::Path::new("t.toml"), &|_| None).unwrap();
         crate::ops::migrate::migrate(&mut client, &cfg, crate::ops::migrate::Scope::All)
             .await
             .unwrap();
@@ -241,7 +242,7 @@ mod tests {
             )
             .await
             .unwrap();
-        let journal = Journal::new(&cfg);
+        let journal = Journal::new(&cfg.outbox);
         journal.record(&client, &[id(1), id(2)]).await.unwrap();
         // Published again after a restart, and a failed row listed by mistake.
         journal.record(&client, &[id(2), id(4)]).await.unwrap();

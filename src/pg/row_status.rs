@@ -6,7 +6,7 @@
 use tokio_postgres::Client;
 
 use super::sqlstate::query_error;
-use crate::config::Config;
+use crate::config::OutboxConfig;
 use crate::contract::outbox::{self, Status};
 use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
@@ -40,8 +40,8 @@ fn index(guard: Guard) -> usize {
 }
 
 impl Marker {
-    pub(crate) fn new(cfg: &Config) -> Marker {
-        let table = cfg.qualified_table();
+    pub(crate) fn new(outbox: &OutboxConfig) -> Marker {
+        let table = outbox.qualified_table();
         let id = outbox::MESSAGE_ID.name;
         let status = outbox::STATUS.name;
         let lease = outbox::LEASE_EXPIRES_AT.name;
@@ -235,11 +235,12 @@ pub(crate) mod tests {
         let text = format!(
             "[postgres]\ndbname = \"{db}\"\nuser = \"u\"\npassword = {{ env = \"X\" }}\n[outbox]\ntopic_prefix = \"outbox.\"\n[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\n"
         );
-        let cfg = Config::parse(&text, std::path::Path::new("t.toml"), &|_| None).unwrap();
+        let cfg =
+            crate::config::Config::parse(&text, std::path::Path::new("t.toml"), &|_| None).unwrap();
         crate::ops::migrate::migrate(&mut client, &cfg, crate::ops::migrate::Scope::All)
             .await
             .unwrap();
-        let marker = Marker::new(&cfg);
+        let marker = Marker::new(&cfg.outbox);
 
         // A row committed a moment after the mark starts, as a transaction
         // the walsender sent before its commit was visible.
@@ -250,7 +251,7 @@ pub(crate) mod tests {
         let id = crate::contract::value::parse_uuid(late).unwrap();
         let marking = {
             let client = connect(&db).await;
-            let marker = Marker::new(&cfg);
+            let marker = Marker::new(&cfg.outbox);
             tokio::spawn(async move { marker.published(&client, &[id], Guard::Pending).await })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use tokio_postgres::Client;
 
-use crate::config::{Config, Env};
+use crate::config::{Env, OutboxConfig, PostgresConfig};
 use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
@@ -72,17 +72,17 @@ impl Ledger for PgLedger<'_> {
 
 /// The journal on a connection of its own, opened again when it breaks.
 pub(crate) struct PgJournal {
-    cfg: Config,
+    postgres: PostgresConfig,
     env: Arc<Env>,
     journal: journal::Journal,
     client: Option<Client>,
 }
 
 impl PgJournal {
-    pub(crate) fn new(cfg: Config, env: Arc<Env>) -> PgJournal {
+    pub(crate) fn new(postgres: PostgresConfig, outbox: &OutboxConfig, env: Arc<Env>) -> PgJournal {
         PgJournal {
-            journal: journal::Journal::new(&cfg),
-            cfg,
+            journal: journal::Journal::new(outbox),
+            postgres,
             env,
             client: None,
         }
@@ -91,7 +91,7 @@ impl PgJournal {
     /// The journal's statements and an open connection.
     async fn open(&mut self) -> Result<(&journal::Journal, &Client), Error> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
-            self.client = Some(connect::connect(&self.cfg, &*self.env).await?);
+            self.client = Some(connect::connect(&self.postgres, &*self.env).await?);
         }
         let client = self
             .client

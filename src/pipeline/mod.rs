@@ -41,7 +41,7 @@ pub use backlog::Redriven;
 pub use stats::RelayStats;
 pub use supervisor::{Attempt, Backoff, Supervisor};
 
-use crate::config::{Config, Env};
+use crate::config::{Config, Delivery, Env, TransactionalConfig};
 use crate::error::{policy, Code, Error};
 use crate::finding;
 use crate::kafka::progress::Progress;
@@ -88,7 +88,7 @@ impl Relay {
             cfg.producer_transactional_id().as_deref(),
         );
         probe::reachable(&cfg, &*env).await?;
-        let sql = connect::connect(&cfg, &*env).await?;
+        let sql = connect::connect(&cfg.postgres, &*env).await?;
         finding::first_error(grants::findings(&sql, &cfg).await?)?;
         let ownership = checks::ownership(&sql, &cfg).await?;
         finding::first_error(checks::ownership_findings(
@@ -101,17 +101,19 @@ impl Relay {
         backlog::require_not_preparing(&sql, &cfg).await?;
         let source = SourceOptions::from_config(&cfg, &*env)?;
         replication::check_log_in(&source.connect).await?;
-        let (mode, progress) = match cfg.relay.transactional() {
-            true => (
-                Mode::Transactional,
-                Some(Arc::new(Progress::open(&cfg, &*env).await?)),
-            ),
-            false => (Mode::Idempotent, None),
+        let (mode, progress) = match cfg.relay.delivery() {
+            Delivery::Transactional(t) => {
+                let cluster = cfg.kafka_cluster(&*env)?;
+                let group = cfg.transactional_id();
+                let progress = Progress::open(&cluster, &t.progress_topic, group).await?;
+                (Mode::Transactional, Some(Arc::new(progress)))
+            }
+            Delivery::Idempotent => (Mode::Idempotent, None),
         };
         let stats = Arc::new(RelayStats::default());
         let shared = shared(&cfg, env.clone(), stats.clone());
         Ok(Relay {
-            marker: Marker::new(&cfg),
+            marker: Marker::new(&cfg.outbox),
             cfg,
             env,
             producer,
@@ -228,7 +230,7 @@ impl Relay {
     ) -> Result<(), Error> {
         let mut sql = self.sql.lock().await;
         if sql.is_closed() {
-            *sql = connect::connect(&self.cfg, &*self.env).await?;
+            *sql = connect::connect(&self.cfg.postgres, &*self.env).await?;
             tracing::info!("reconnected the bookkeeping connection");
         }
         let source = SourceOptions {
@@ -342,7 +344,10 @@ fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
             feedback: feedback.clone(),
             stalled: stalled.clone(),
         };
-        Recorder::start(PgJournal::new(cfg.clone(), env), links)
+        Recorder::start(
+            PgJournal::new(cfg.postgres.clone(), &cfg.outbox, env),
+            links,
+        )
     });
     Shared {
         options: Options {
@@ -352,10 +357,9 @@ fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
             drain_timeout: Duration::from_secs(relay.drain_timeout_secs),
             max_in_flight_messages: relay.max_in_flight_messages,
             max_in_flight_bytes: relay.max_in_flight_bytes,
-            bounds: Bounds {
-                records: relay.transaction_max_records,
-                bytes: relay.transaction_max_bytes,
-                age: Duration::from_millis(relay.transaction_max_ms),
+            bounds: match relay.delivery() {
+                Delivery::Transactional(t) => Bounds::of(t),
+                Delivery::Idempotent => Bounds::of(&TransactionalConfig::default()),
             },
         },
         metrics,

@@ -123,7 +123,7 @@ async fn client<'a>(
     env: &Env,
 ) -> Result<&'a Client, Error> {
     if sql.as_ref().is_none_or(|c| c.is_closed()) {
-        *sql = Some(connect::connect(cfg, env).await?);
+        *sql = Some(connect::connect(&cfg.postgres, env).await?);
     }
     sql.as_ref()
         .ok_or_else(|| Error::new(Code::INTERNAL, "no SQL connection"))

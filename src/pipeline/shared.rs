@@ -39,6 +39,16 @@ pub(crate) struct Bounds {
     pub(crate) age: Duration,
 }
 
+impl Bounds {
+    pub(crate) fn of(t: &crate::config::TransactionalConfig) -> Bounds {
+        Bounds {
+            records: t.max_records,
+            bytes: t.max_bytes,
+            age: Duration::from_millis(t.max_ms),
+        }
+    }
+}
+
 /// The session's settings, from `[outbox]` and `[relay]`.
 #[derive(Debug, Clone)]
 pub(crate) struct Options {

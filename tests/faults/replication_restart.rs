@@ -79,7 +79,7 @@ async fn the_reader_recovers_from_a_postgres_restart_without_loss_or_settled_dup
                         (tx.clone(), &cfg, &source, &feedback, &cancel);
                     async move {
                         let env = |n: &str| std::env::var(n).ok();
-                        let sql = connect::connect(cfg, &env).await?;
+                        let sql = connect::connect(&cfg.postgres, &env).await?;
                         let mut stream = Stream::open(&sql, source, feedback).await?;
                         if attempt.number > 0 {
                             let _ = tx

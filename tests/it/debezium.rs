@@ -542,7 +542,7 @@ async fn differential(label: &str, server: bool) {
             &tx_prefix,
             &tx_slot,
             &format!(
-                "{}\npgoutput_binary = false\n",
+                "pgoutput_binary = false\n{}",
                 crate::transactional::TRANSACTIONAL
             ),
         );

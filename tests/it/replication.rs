@@ -791,12 +791,12 @@ async fn tls_verify_full_works_with_the_test_ca_and_wrong_names_or_cas_fail() {
             .unwrap()
     };
     let env = |n: &str| (n == "OUTBOX_TEST_PG_PASSWORD").then(|| "tls-pw".to_string());
-    let refused = outbox_cdc::pg::connect::connect(&sql(&other_ca), &env)
+    let refused = outbox_cdc::pg::connect::connect(&sql(&other_ca).postgres, &env)
         .await
         .map(|_| ())
         .unwrap_err();
     assert_eq!(refused.code(), "PG_TLS_FAILED", "{refused}");
-    outbox_cdc::pg::connect::connect(&sql(std::path::Path::new(&ca)), &env)
+    outbox_cdc::pg::connect::connect(&sql(std::path::Path::new(&ca)).postgres, &env)
         .await
         .unwrap();
     std::fs::remove_file(other_ca).unwrap();

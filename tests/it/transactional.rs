@@ -15,7 +15,8 @@ use common::replication as rep;
 use outbox_cdc::lsn::Lsn;
 
 /// Transactional delivery with small transactions, so a run has many.
-pub(crate) const TRANSACTIONAL: &str = "delivery = \"transactional\"\ntransaction_max_ms = 50\n";
+pub(crate) const TRANSACTIONAL: &str =
+    "delivery = \"transactional\"\n[relay.transactional]\nmax_ms = 50\n";
 
 async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
     let db = common::migrated_db(services, label, prefix).await;
@@ -184,9 +185,9 @@ async fn a_second_relay_with_the_same_transactional_id_fences_the_first_for_good
     let db = migrated(&services, "txfence", &prefix).await;
     // Long transactions: the first relay is inside its first one when it is
     // frozen (2 s after it starts; it commits after 8 s).
-    let (slot, config) = config(&services, &db.name, &prefix, "transaction_max_ms = 8000\n");
+    let (slot, config) = config(&services, &db.name, &prefix, "max_ms = 8000\n");
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replace("transaction_max_ms = 50\n", "")).unwrap();
+    std::fs::write(&config, text.replace("max_ms = 50\n", "")).unwrap();
     let mut zombie = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
 

@@ -1,0 +1,69 @@
+//! `[kafka]`: the cluster and the librdkafka properties the operator may
+//! set (the ones the record contract depends on are the relay's own).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::secrets::PropertyValue;
+use super::{invalid, non_empty, secret_in_file};
+use crate::error::Error;
+use crate::kafka::settings;
+use crate::secret::Secret;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct KafkaConfig {
+    /// Required.
+    pub bootstrap_servers: String,
+    /// Passed to librdkafka as they are, after the checks in `validate`.
+    pub properties: BTreeMap<String, PropertyValue>,
+}
+
+fn is_sensitive_property(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("password") || n.contains("secret") || n == "sasl.jaas.config" || n == "ssl.key.pem"
+}
+
+impl KafkaConfig {
+    /// The cluster and its properties with secrets resolved.
+    pub fn cluster(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<settings::Cluster, Error> {
+        let properties = self
+            .properties
+            .iter()
+            .map(|(k, v)| {
+                let value = match v {
+                    PropertyValue::Plain(s) => Secret::new(s.clone()),
+                    PropertyValue::Secret(src) => {
+                        src.resolve(&format!("kafka.properties.{k}"), env)?
+                    }
+                };
+                Ok((k.clone(), value))
+            })
+            .collect::<Result<_, Error>>()?;
+        Ok(settings::Cluster {
+            bootstrap_servers: self.bootstrap_servers.clone(),
+            properties,
+        })
+    }
+
+    pub(super) fn validate(&self) -> Result<(), Error> {
+        non_empty("kafka.bootstrap_servers", &self.bootstrap_servers)?;
+        for (name, value) in &self.properties {
+            let key = format!("kafka.properties.{name}");
+            if let Some(owned) = settings::owned(name) {
+                return Err(invalid(
+                    &key,
+                    format!("is set by outbox-cdc: {}", owned.why),
+                ));
+            }
+            if is_sensitive_property(name) && matches!(value, PropertyValue::Plain(_)) {
+                return Err(secret_in_file(&key));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,205 @@
+//! `[postgres]`: where the outbox's database is and how the relay logs in.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::secrets::SecretSource;
+use super::{identifier, invalid, non_empty, slot_name};
+use crate::error::Error;
+use crate::secret::Secret;
+
+/// Environment variable that holds the PostgreSQL password when the
+/// configuration names no other source.
+pub const DEFAULT_PASSWORD_ENV: &str = "OUTBOX_CDC_POSTGRES_PASSWORD";
+
+pub const DEFAULT_HOST: &str = "localhost";
+pub const DEFAULT_PORT: u16 = 5432;
+pub const DEFAULT_APPLICATION_NAME: &str = "outbox-cdc";
+pub const DEFAULT_SLOT: &str = "outbox_cdc_relay";
+pub const DEFAULT_PUBLICATION: &str = "outbox_cdc_publication";
+pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
+
+/// `sslmode`, as libpq spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SslMode {
+    Disable,
+    #[default]
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl SslMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+}
+
+/// `postgres.port`: one port for every host, or libpq's comma-separated
+/// list with one port per host (`"5432,5433"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ports(pub Vec<u16>);
+
+impl<'de> Deserialize<'de> for Ports {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ports, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(i64),
+            List(String),
+        }
+        let port = |n: i64| {
+            u16::try_from(n).ok().filter(|p| *p > 0).ok_or_else(|| {
+                serde::de::Error::custom(format!("port {n} is not between 1 and 65535"))
+            })
+        };
+        match Raw::deserialize(d)? {
+            Raw::One(n) => Ok(Ports(vec![port(n)?])),
+            Raw::List(s) => s
+                .split(',')
+                .map(|p| {
+                    p.trim()
+                        .parse::<i64>()
+                        .map_err(|_| {
+                            serde::de::Error::custom(format!("port {p:?} is not a number"))
+                        })
+                        .and_then(port)
+                })
+                .collect::<Result<Vec<u16>, _>>()
+                .map(Ports),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct PostgresConfig {
+    /// One host, or libpq's multi-host form (`"db1,db2"`): the relay then
+    /// connects to the one that accepts writes.
+    pub host: String,
+    pub port: Ports,
+    /// Required.
+    pub dbname: String,
+    /// Required.
+    pub user: String,
+    /// Defaults to the environment variable [`DEFAULT_PASSWORD_ENV`].
+    pub password: Option<SecretSource>,
+    pub sslmode: SslMode,
+    pub sslrootcert: Option<PathBuf>,
+    pub application_name: String,
+    /// The relay's own replication slot.
+    pub slot: String,
+    /// The publication the CDC migration creates and both relays read.
+    pub publication: String,
+    pub connect_timeout_secs: u64,
+    /// Create the relay's slot with `FAILOVER` (PostgreSQL 17+), so that
+    /// standbys with `sync_replication_slots` keep a copy a promoted
+    /// standby can be streamed from.
+    pub failover_slot: bool,
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        PostgresConfig {
+            host: DEFAULT_HOST.into(),
+            port: Ports(vec![DEFAULT_PORT]),
+            dbname: String::new(),
+            user: String::new(),
+            password: None,
+            sslmode: SslMode::default(),
+            sslrootcert: None,
+            application_name: DEFAULT_APPLICATION_NAME.into(),
+            slot: DEFAULT_SLOT.into(),
+            publication: DEFAULT_PUBLICATION.into(),
+            connect_timeout_secs: DEFAULT_CONNECT_TIMEOUT_SECS,
+            failover_slot: false,
+        }
+    }
+}
+
+impl PostgresConfig {
+    /// Every (host, port) to try, in order.
+    pub fn endpoints(&self) -> Vec<(String, u16)> {
+        let hosts: Vec<String> = self.host.split(',').map(|h| h.trim().to_string()).collect();
+        hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let port = self
+                    .port
+                    .0
+                    .get(i)
+                    .or(self.port.0.first())
+                    .copied()
+                    .unwrap_or(DEFAULT_PORT);
+                (h.clone(), port)
+            })
+            .collect()
+    }
+
+    /// `host:port[,host:port]`, for messages.
+    pub fn address(&self) -> String {
+        self.endpoints()
+            .iter()
+            .map(|(h, p)| format!("{h}:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The password, from the configured source or the default environment
+    /// variable; `None` when neither is set (trust or peer auth).
+    pub fn password(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Secret>, Error> {
+        match &self.password {
+            Some(source) => source.resolve("postgres.password", env).map(Some),
+            None => Ok(env(DEFAULT_PASSWORD_ENV).map(Secret::new)),
+        }
+    }
+
+    pub(super) fn validate(&self) -> Result<(), Error> {
+        non_empty("postgres.host", &self.host)?;
+        if self.host.split(',').any(|h| h.trim().is_empty()) {
+            return Err(invalid("postgres.host", "lists an empty host"));
+        }
+        non_empty("postgres.dbname", &self.dbname)?;
+        non_empty("postgres.user", &self.user)?;
+        let hosts = self.host.split(',').count();
+        if self.port.0.len() != 1 && self.port.0.len() != hosts {
+            return Err(invalid(
+                "postgres.port",
+                format!(
+                    "lists {} ports for {hosts} hosts; give one port, or one per host",
+                    self.port.0.len()
+                ),
+            ));
+        }
+        slot_name("postgres.slot", &self.slot)?;
+        identifier("postgres.publication", &self.publication)?;
+        if self.application_name.is_empty() || !self.application_name.is_ascii() {
+            return Err(invalid(
+                "postgres.application_name",
+                "must be non-empty ASCII",
+            ));
+        }
+        if matches!(self.sslmode, SslMode::VerifyCa | SslMode::VerifyFull)
+            && self.sslrootcert.is_none()
+        {
+            return Err(invalid(
+                "postgres.sslrootcert",
+                format!(
+                    "sslmode {} needs the CA certificate to verify against",
+                    self.sslmode.as_str()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

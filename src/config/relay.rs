@@ -1,0 +1,241 @@
+//! `[relay]`: how `outbox-cdc run` behaves. Settings of transactional
+//! delivery live in `[relay.transactional]`, which only
+//! `delivery = "transactional"` may have, and are read only through
+//! [`RelayConfig::delivery`], so no code path reads them for an idempotent
+//! relay.
+
+use serde::Deserialize;
+
+use super::{invalid, non_empty};
+use crate::contract::outbox;
+use crate::error::{Code, Error};
+
+pub const DEFAULT_DRAIN_TIMEOUT_SECS: u64 = 30;
+/// Each in-flight message holds about 3 KiB in librdkafka (the payload, the
+/// 16 headers it copies one by one, the encoded batch): 5 000 keep a drain's
+/// peak near 50 MiB, and cover 50 000 msg/s at 100 ms acknowledgement latency.
+pub const DEFAULT_MAX_IN_FLIGHT_MESSAGES: usize = 5_000;
+pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
+pub const DEFAULT_OPERATOR_ERROR_THRESHOLD: usize = 1;
+pub const DEFAULT_SLOT_CHECK_INTERVAL_SECS: u64 = 15;
+pub const DEFAULT_SLOT_WAL_MARGIN_BYTES: u64 = 1 << 30;
+pub const DEFAULT_TRANSACTION_MAX_RECORDS: usize = 20_000;
+pub const DEFAULT_TRANSACTION_MAX_BYTES: usize = 32 << 20;
+pub const DEFAULT_TRANSACTION_MAX_MS: u64 = 100;
+pub const DEFAULT_PROGRESS_TOPIC: &str = "outbox-cdc.progress";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct RelayConfig {
+    /// Record published rows in the journal, folded into `PUBLISHED` with
+    /// `published_at` when the relay keeps up.
+    pub mark_published: bool,
+    /// On SIGTERM/SIGINT, how long in-flight messages may take to settle.
+    pub drain_timeout_secs: u64,
+    /// Backpressure: at most this many messages unacknowledged by Kafka.
+    pub max_in_flight_messages: usize,
+    /// Backpressure: at most this many bytes unacknowledged by Kafka.
+    pub max_in_flight_bytes: usize,
+    /// Create the relay's slot when it is missing. Off by default: the slot
+    /// comes from `outbox-cdc cutover`, which hands the backlog over.
+    pub create_slot: bool,
+    /// Records the broker refuses for an operator's reason (authorization,
+    /// a missing topic, a policy) in one session before it ends; the relay
+    /// then retries with backoff. No row is marked FAILED for them. In
+    /// transactional delivery the first one ends the session (its Kafka
+    /// transaction cannot commit without the record).
+    pub operator_error_threshold: usize,
+    /// `idempotent` (at least once, the default) or `transactional` (whole
+    /// source transactions per Kafka transaction, progress kept in Kafka).
+    pub delivery: DeliveryMode,
+    /// `[relay.transactional]`: read through [`RelayConfig::delivery`].
+    transactional: TransactionalConfig,
+    /// Seconds between `pg_logical_emit_message` heartbeats in the outbox's
+    /// database; 0 (the default) sends none. For servers whose WAL is
+    /// written by activity the relay never sees.
+    pub heartbeat_interval_secs: u64,
+    /// Ask pgoutput for values in binary form (PostgreSQL 14+; ignored
+    /// before): the walsender skips the text output of bytea, uuid and
+    /// timestamptz, and the relay their parsing.
+    pub pgoutput_binary: bool,
+    /// How often the slot guard reads the slot (and probes Kafka for
+    /// readiness).
+    pub slot_check_interval_secs: u64,
+    /// The slot guard warns (`SLOT_WAL_AT_RISK`) when the slot's
+    /// `safe_wal_size` falls under this many bytes.
+    pub slot_wal_margin_bytes: u64,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            mark_published: true,
+            drain_timeout_secs: DEFAULT_DRAIN_TIMEOUT_SECS,
+            max_in_flight_messages: DEFAULT_MAX_IN_FLIGHT_MESSAGES,
+            max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
+            create_slot: false,
+            operator_error_threshold: DEFAULT_OPERATOR_ERROR_THRESHOLD,
+            delivery: DeliveryMode::default(),
+            transactional: TransactionalConfig::default(),
+            heartbeat_interval_secs: 0,
+            pgoutput_binary: true,
+            slot_check_interval_secs: DEFAULT_SLOT_CHECK_INTERVAL_SECS,
+            slot_wal_margin_bytes: DEFAULT_SLOT_WAL_MARGIN_BYTES,
+        }
+    }
+}
+
+/// How records reach Kafka.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryMode {
+    /// Idempotent producer, at least once; a relay crash replays what the
+    /// slot had not confirmed.
+    #[default]
+    Idempotent,
+    /// Transactional producer: read_committed consumers see each source
+    /// transaction whole, once.
+    Transactional,
+}
+
+/// `[relay.transactional]`: transactional delivery's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct TransactionalConfig {
+    /// The producer's `transactional.id`; defaults to
+    /// `outbox-cdc.<dbname>.<slot>`. One per relay: another relay that
+    /// starts with the same id fences this one.
+    pub id: Option<String>,
+    /// Group commit: a Kafka transaction closes at the first source
+    /// transaction boundary past any of these bounds.
+    pub max_records: usize,
+    pub max_bytes: usize,
+    pub max_ms: u64,
+    /// The topic whose committed offset (under the transactional id as the
+    /// group) holds the last source commit published, written in the same
+    /// Kafka transaction as the records.
+    pub progress_topic: String,
+}
+
+impl Default for TransactionalConfig {
+    fn default() -> Self {
+        TransactionalConfig {
+            id: None,
+            max_records: DEFAULT_TRANSACTION_MAX_RECORDS,
+            max_bytes: DEFAULT_TRANSACTION_MAX_BYTES,
+            max_ms: DEFAULT_TRANSACTION_MAX_MS,
+            progress_topic: DEFAULT_PROGRESS_TOPIC.into(),
+        }
+    }
+}
+
+/// The delivery mode with the settings that belong to it.
+#[derive(Debug, Clone, Copy)]
+pub enum Delivery<'c> {
+    Idempotent,
+    Transactional(&'c TransactionalConfig),
+}
+
+/// Keys of `[relay]` that moved into `[relay.transactional]`, with their
+/// new names.
+const MOVED: &[(&str, &str)] = &[
+    ("transactional_id", "id"),
+    ("transaction_max_records", "max_records"),
+    ("transaction_max_bytes", "max_bytes"),
+    ("transaction_max_ms", "max_ms"),
+    ("progress_topic", "progress_topic"),
+];
+
+impl RelayConfig {
+    pub fn delivery(&self) -> Delivery<'_> {
+        match self.delivery {
+            DeliveryMode::Idempotent => Delivery::Idempotent,
+            DeliveryMode::Transactional => Delivery::Transactional(&self.transactional),
+        }
+    }
+
+    pub fn transactional(&self) -> bool {
+        self.delivery == DeliveryMode::Transactional
+    }
+
+    /// Sets the transactional id (a redrive's own).
+    pub fn set_transactional_id(&mut self, id: String) {
+        self.transactional.id = Some(id);
+    }
+
+    /// Before typed decoding: the old names of moved keys, and
+    /// `[relay.transactional]` beside an idempotent delivery, are named.
+    pub(super) fn check_raw(relay: Option<&toml::Value>) -> Result<(), Error> {
+        let Some(relay) = relay.and_then(toml::Value::as_table) else {
+            return Ok(());
+        };
+        for (old, new) in MOVED {
+            if relay.contains_key(*old) {
+                return Err(Error::new(
+                    Code::CONFIG_UNKNOWN_KEY,
+                    format!(
+                        "`relay.{old}` moved: write it as `{new}` under `[relay.transactional]`"
+                    ),
+                ));
+            }
+        }
+        let transactional =
+            relay.get("delivery").and_then(toml::Value::as_str) == Some("transactional");
+        if relay.contains_key("transactional") && !transactional {
+            return Err(invalid(
+                "relay.transactional",
+                "applies to `delivery = \"transactional\"` only; remove it or set relay.delivery",
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn validate(&self) -> Result<(), Error> {
+        for (key, value) in [
+            (
+                "relay.operator_error_threshold",
+                self.operator_error_threshold,
+            ),
+            ("relay.max_in_flight_messages", self.max_in_flight_messages),
+            (
+                "relay.slot_check_interval_secs",
+                self.slot_check_interval_secs as usize,
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be positive"));
+            }
+        }
+        if self.max_in_flight_bytes < 1 << 20 {
+            return Err(invalid(
+                "relay.max_in_flight_bytes",
+                "must be at least 1 MiB",
+            ));
+        }
+        self.transactional.validate()
+    }
+}
+
+impl TransactionalConfig {
+    fn validate(&self) -> Result<(), Error> {
+        for (key, value) in [
+            ("relay.transactional.max_records", self.max_records),
+            ("relay.transactional.max_bytes", self.max_bytes),
+            ("relay.transactional.max_ms", self.max_ms as usize),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be positive"));
+            }
+        }
+        if let Some(id) = &self.id {
+            non_empty("relay.transactional.id", id)?;
+        }
+        if !outbox::is_legal_topic_name(&self.progress_topic) {
+            return Err(invalid(
+                "relay.transactional.progress_topic",
+                "may only hold ASCII letters, digits, '.', '_' and '-'",
+            ));
+        }
+        Ok(())
+    }
+}

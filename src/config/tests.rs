@@ -1,0 +1,328 @@
+//! The configuration's loading, overrides, secrets and validation.
+
+use super::*;
+
+const MINIMAL: &str = r#"
+[postgres]
+dbname = "app"
+user = "relay"
+
+[outbox]
+
+[kafka]
+bootstrap_servers = "127.0.0.1:9092"
+"#;
+
+fn parse_with(text: &str, vars: &[(&str, &str)]) -> Result<Config, Error> {
+    let vars: Vec<(String, String)> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::parse(text, Path::new("test.toml"), &move |name| {
+        vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    })
+}
+
+#[test]
+fn defaults_fill_what_the_file_leaves_out() {
+    let c = parse_with(MINIMAL, &[]).unwrap();
+    assert_eq!(c.postgres.host, "localhost");
+    assert_eq!(c.postgres.port, Ports(vec![5432]));
+    assert_eq!(c.postgres.sslmode, SslMode::Prefer);
+    assert_eq!(c.postgres.slot, "outbox_cdc_relay");
+    assert_eq!(c.debezium.slot, "outbox_cdc_debezium");
+    assert_eq!(c.outbox.table, "messaging_outbox");
+    assert_eq!(c.outbox.schema, "public");
+    assert_eq!(c.qualified_table(), "public.messaging_outbox");
+}
+
+#[test]
+fn delivery_is_idempotent_unless_chosen_and_the_transactional_id_names_the_relay() {
+    let c = parse_with(MINIMAL, &[]).unwrap();
+    assert_eq!(c.relay.delivery, DeliveryMode::Idempotent);
+    assert!(matches!(c.relay.delivery(), Delivery::Idempotent));
+    assert_eq!(c.transactional_id(), "outbox-cdc.app.outbox_cdc_relay");
+    assert_eq!(c.producer_transactional_id(), None);
+    let text = format!(
+        "{MINIMAL}\n[relay]\ndelivery = \"transactional\"\n[relay.transactional]\nid = \"orders-relay\"\nmax_ms = 50\n"
+    );
+    let c = parse_with(&text, &[]).unwrap();
+    assert!(c.relay.transactional());
+    assert_eq!(c.transactional_id(), "orders-relay");
+    let Delivery::Transactional(t) = c.relay.delivery() else {
+        panic!("transactional");
+    };
+    assert_eq!((t.max_ms, t.max_records), (50, 20_000));
+    assert_eq!(t.progress_topic, "outbox-cdc.progress");
+    let e = parse_with(
+        &format!("{MINIMAL}\n[relay]\ndelivery = \"exactly-once\"\n"),
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "CONFIG_SYNTAX");
+    let e = parse_with(
+        &format!(
+            "{MINIMAL}\n[relay]\ndelivery = \"transactional\"\n[relay.transactional]\nmax_ms = 0\n"
+        ),
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
+    assert!(e.to_string().contains("relay.transactional.max_ms"), "{e}");
+}
+
+#[test]
+fn transactional_settings_belong_to_transactional_delivery_and_old_names_say_where_they_went() {
+    // Beside an idempotent delivery, the section cannot stand.
+    let e = parse_with(
+        &format!("{MINIMAL}\n[relay]\n[relay.transactional]\nmax_ms = 50\n"),
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
+    assert!(e.to_string().contains("relay.transactional"), "{e}");
+    // A configuration written before the grouping names the new key.
+    for (old, new) in [
+        (
+            "transactional_id = \"x\"",
+            "`id` under `[relay.transactional]`",
+        ),
+        (
+            "transaction_max_records = 5",
+            "`max_records` under `[relay.transactional]`",
+        ),
+        (
+            "transaction_max_bytes = 5",
+            "`max_bytes` under `[relay.transactional]`",
+        ),
+        (
+            "transaction_max_ms = 5",
+            "`max_ms` under `[relay.transactional]`",
+        ),
+        (
+            "progress_topic = \"p\"",
+            "`progress_topic` under `[relay.transactional]`",
+        ),
+    ] {
+        let text = format!("{MINIMAL}\n[relay]\ndelivery = \"transactional\"\n{old}\n");
+        let e = parse_with(&text, &[]).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_UNKNOWN_KEY", "{old}");
+        assert!(e.to_string().contains(new), "{old}: {e}");
+    }
+}
+
+#[test]
+fn an_unknown_key_is_named() {
+    let text = MINIMAL.replace("user = \"relay\"", "user = \"relay\"\nhots = \"x\"");
+    let e = parse_with(&text, &[]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_UNKNOWN_KEY");
+    assert!(e.to_string().contains("postgres.hots"), "{e}");
+    let e = parse_with(&format!("{MINIMAL}\n[debezum]\nslot = \"x\"\n"), &[]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_UNKNOWN_KEY");
+    assert!(e.to_string().contains("debezum"), "{e}");
+}
+
+#[test]
+fn a_missing_required_key_is_named() {
+    let e = parse_with(&MINIMAL.replace("dbname = \"app\"", ""), &[]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_MISSING_KEY");
+    assert!(e.to_string().contains("dbname"), "{e}");
+}
+
+#[test]
+fn a_wrongly_typed_value_is_a_syntax_error_naming_the_key() {
+    let e = parse_with(
+        &MINIMAL.replace("[outbox]", "[outbox]\ntopic_prefix = 7"),
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "CONFIG_SYNTAX");
+    assert!(e.to_string().contains("topic_prefix"), "{e}");
+}
+
+#[test]
+fn environment_overrides_file_values() {
+    let c = parse_with(
+        MINIMAL,
+        &[
+            ("OUTBOX_CDC_POSTGRES_PORT", "6543"),
+            ("OUTBOX_CDC_POSTGRES_HOST", "db.internal"),
+            ("OUTBOX_CDC_OUTBOX_TOPIC_PREFIX", "events."),
+            ("OUTBOX_CDC_KAFKA_BOOTSTRAP_SERVERS", "k1:9092,k2:9092"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.postgres.port, Ports(vec![6543]));
+    assert_eq!(c.postgres.host, "db.internal");
+    assert_eq!(c.outbox.topic_prefix, "events.");
+    assert_eq!(c.kafka.bootstrap_servers, "k1:9092,k2:9092");
+    let e = parse_with(MINIMAL, &[("OUTBOX_CDC_POSTGRES_PORT", "five")]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
+    assert!(e.to_string().contains("OUTBOX_CDC_POSTGRES_PORT"), "{e}");
+}
+
+#[test]
+fn several_hosts_take_one_port_or_one_each() {
+    let c = parse_with(
+        MINIMAL,
+        &[
+            ("OUTBOX_CDC_POSTGRES_HOST", "db1, db2"),
+            ("OUTBOX_CDC_POSTGRES_PORT", "5433,5434"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        c.postgres.endpoints(),
+        vec![("db1".to_string(), 5433), ("db2".to_string(), 5434)]
+    );
+    let c = parse_with(MINIMAL, &[("OUTBOX_CDC_POSTGRES_HOST", "db1,db2,db3")]).unwrap();
+    assert_eq!(c.postgres.address(), "db1:5432,db2:5432,db3:5432");
+    let e = parse_with(
+        MINIMAL,
+        &[
+            ("OUTBOX_CDC_POSTGRES_HOST", "db1,db2,db3"),
+            ("OUTBOX_CDC_POSTGRES_PORT", "5433,5434"),
+        ],
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
+    assert!(e.to_string().contains("2 ports for 3 hosts"), "{e}");
+    let e = parse_with(MINIMAL, &[("OUTBOX_CDC_POSTGRES_HOST", "db1,,db2")]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
+}
+
+#[test]
+fn a_literal_password_is_refused() {
+    let text = MINIMAL.replace(
+        "user = \"relay\"",
+        "user = \"relay\"\npassword = \"hunter2\"",
+    );
+    let e = parse_with(&text, &[]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_SECRET_IN_FILE");
+    assert!(!e.to_string().contains("hunter2"));
+    let text = MINIMAL.replace(
+        "bootstrap_servers = \"127.0.0.1:9092\"",
+        "bootstrap_servers = \"127.0.0.1:9092\"\nproperties = { \"sasl.password\" = \"hunter2\" }",
+    );
+    let e = parse_with(&text, &[]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_SECRET_IN_FILE");
+    assert!(
+        e.to_string().contains("kafka.properties.sasl.password"),
+        "{e}"
+    );
+}
+
+#[test]
+fn secrets_come_from_the_environment_or_a_file() {
+    let text = MINIMAL.replace(
+        "user = \"relay\"",
+        "user = \"relay\"\npassword = { env = \"PGPW\" }",
+    );
+    let c = parse_with(&text, &[("PGPW", "s3cret")]).unwrap();
+    let pw = c
+        .postgres_password(&|n| (n == "PGPW").then(|| "s3cret".to_string()))
+        .unwrap();
+    assert_eq!(pw.as_ref().map(Secret::expose), Some("s3cret"));
+    assert_eq!(format!("{pw:?}"), "Some(Secret(****))");
+    let e = c.postgres_password(&|_| None).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_SECRET_UNAVAILABLE");
+    assert_eq!(c.debezium_password_reference().placeholder(), "${env:PGPW}");
+
+    let dir = std::env::temp_dir().join(format!("outbox-cdc-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("pw");
+    std::fs::write(&file, "from-file\n").unwrap();
+    let text = MINIMAL.replace(
+        "user = \"relay\"",
+        &format!(
+            "user = \"relay\"\npassword = {{ file = {:?} }}",
+            file.display().to_string()
+        ),
+    );
+    let c = parse_with(&text, &[]).unwrap();
+    let pw = c.postgres_password(&|_| None).unwrap();
+    assert_eq!(pw.as_ref().map(Secret::expose), Some("from-file"));
+    let props = dir.join("pg.properties");
+    std::fs::write(&props, "user=x\npassword = pa\\\\ss\n").unwrap();
+    let text = MINIMAL.replace(
+        "user = \"relay\"",
+        &format!(
+            "user = \"relay\"\npassword = {{ file = {:?}, key = \"password\" }}",
+            props.display().to_string()
+        ),
+    );
+    let c = parse_with(&text, &[]).unwrap();
+    let pw = c.postgres_password(&|_| None).unwrap();
+    assert_eq!(pw.as_ref().map(Secret::expose), Some("pa\\ss"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_default_password_variable_applies_when_nothing_is_named() {
+    let c = parse_with(MINIMAL, &[]).unwrap();
+    let pw = c
+        .postgres_password(&|n| (n == "OUTBOX_CDC_POSTGRES_PASSWORD").then(|| "pw".to_string()))
+        .unwrap();
+    assert_eq!(pw.as_ref().map(Secret::expose), Some("pw"));
+    assert_eq!(
+        c.debezium_password_reference().placeholder(),
+        "${env:OUTBOX_CDC_POSTGRES_PASSWORD}"
+    );
+}
+
+#[test]
+fn invalid_values_are_named() {
+    let cases = [
+        (
+            MINIMAL.replace("[outbox]", "[outbox]\ntopic_prefix = \"bad/prefix\""),
+            "outbox.topic_prefix",
+        ),
+        (
+            MINIMAL.replace("[outbox]", "[outbox]\ntable = \"Bad Table\""),
+            "outbox.table",
+        ),
+        (
+            MINIMAL.replace(
+                "user = \"relay\"",
+                "user = \"relay\"\nslot = \"Relay-Slot\"",
+            ),
+            "postgres.slot",
+        ),
+        (
+            MINIMAL.replace(
+                "user = \"relay\"",
+                "user = \"relay\"\nslot = \"outbox_cdc_debezium\"",
+            ),
+            "debezium.slot",
+        ),
+        (
+            MINIMAL.replace(
+                "user = \"relay\"",
+                "user = \"relay\"\nsslmode = \"verify-full\"",
+            ),
+            "postgres.sslrootcert",
+        ),
+        (
+            MINIMAL.replace(
+                "bootstrap_servers = \"127.0.0.1:9092\"",
+                "bootstrap_servers = \"127.0.0.1:9092\"\nproperties = { acks = \"1\" }",
+            ),
+            "kafka.properties.acks",
+        ),
+    ];
+    for (text, key) in cases {
+        let e = parse_with(&text, &[]).unwrap_err();
+        assert_eq!(e.code(), "CONFIG_INVALID_VALUE", "{key}: {e}");
+        assert!(e.to_string().contains(key), "{key}: {e}");
+    }
+    let e = parse_with(
+        &MINIMAL.replace(
+            "user = \"relay\"",
+            "user = \"relay\"\nsslmode = \"sometimes\"",
+        ),
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "CONFIG_SYNTAX");
+    assert!(e.to_string().contains("sslmode"), "{e}");
+}
