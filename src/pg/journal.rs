@@ -63,13 +63,13 @@ impl<'a> FromSql<'a> for Uuid {
 
 /// What one fold did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Folded {
+pub struct Folded {
     /// Journal entries folded.
-    pub(crate) entries: u64,
+    pub entries: u64,
     /// Ids they listed.
-    pub(crate) ids: u64,
+    pub ids: u64,
     /// Rows that became PUBLISHED (the others were already, or are gone).
-    pub(crate) marked: u64,
+    pub marked: u64,
 }
 
 impl std::ops::AddAssign for Folded {
@@ -80,7 +80,7 @@ impl std::ops::AddAssign for Folded {
     }
 }
 
-pub(crate) struct Journal {
+pub struct Journal {
     outbox: String,
     record: String,
     take: String,
@@ -90,7 +90,7 @@ pub(crate) struct Journal {
 
 /// How far the server has flushed WAL: the fold's pacing compares it with
 /// how far the walsender has sent.
-pub(crate) async fn wal_flushed(c: &Client) -> Result<Lsn, Error> {
+pub async fn wal_flushed(c: &Client) -> Result<Lsn, Error> {
     let row = c
         .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
         .await
@@ -99,7 +99,7 @@ pub(crate) async fn wal_flushed(c: &Client) -> Result<Lsn, Error> {
 }
 
 impl Journal {
-    pub(crate) fn new(outbox: &OutboxConfig) -> Journal {
+    pub fn new(outbox: &OutboxConfig) -> Journal {
         let journal = format!("{}.{}", outbox.schema, objects::PUBLISHED_JOURNAL_TABLE);
         Journal {
             outbox: outbox.qualified_table(),
@@ -122,7 +122,7 @@ impl Journal {
     }
 
     /// Records ids Kafka confirmed, as one entry.
-    pub(crate) async fn record(&self, c: &Client, ids: &[Uuid]) -> Result<(), Error> {
+    pub async fn record(&self, c: &Client, ids: &[Uuid]) -> Result<(), Error> {
         c.execute(&self.record, &[&self.outbox, &ids])
             .await
             .map_err(query_error(Code::ROW_MARKING_FAILED))?;
@@ -131,7 +131,7 @@ impl Journal {
 
     /// Folds one entry into the rows' status, in one transaction with its
     /// removal; `None` when no entry is left (or all are being folded).
-    pub(crate) async fn fold_one(&self, c: &Client) -> Result<Option<Folded>, Error> {
+    pub async fn fold_one(&self, c: &Client) -> Result<Option<Folded>, Error> {
         let failed = query_error(Code::ROW_MARKING_FAILED);
         c.batch_execute("BEGIN").await.map_err(&failed)?;
         let result = async {
@@ -163,7 +163,7 @@ impl Journal {
     }
 
     /// Folds every entry there is.
-    pub(crate) async fn fold_all(&self, c: &Client) -> Result<Folded, Error> {
+    pub async fn fold_all(&self, c: &Client) -> Result<Folded, Error> {
         let mut total = Folded::default();
         while let Some(one) = self.fold_one(c).await? {
             total += one;
@@ -172,143 +172,11 @@ impl Journal {
     }
 
     /// Entries and ids not yet folded.
-    pub(crate) async fn unfolded(&self, c: &Client) -> Result<(i64, i64), Error> {
+    pub async fn unfolded(&self, c: &Client) -> Result<(i64, i64), Error> {
         let row = c
             .query_one(&self.count, &[&self.outbox])
             .await
             .map_err(query_error(Code::ROW_MARKING_FAILED))?;
         Ok((row.get(0), row.get(1)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    //! Against the test PostgreSQL that `scripts/services.sh` starts (the
-    //! same variables as the integration tests; missing ones fail the test).
-    use super::*;
-    use crate::pg::row_status::tests::connect;
-
-    fn id(n: u32) -> Uuid {
-        crate::contract::value::parse_uuid(&format!("00000000-0000-4000-8000-{n:012}")).unwrap()
-    }
-
-    async fn statuses(c: &Client) -> Vec<(String, String, bool)> {
-        c.query(
-            "SELECT message_id::text, status, published_at IS NOT NULL
-               FROM public.messaging_outbox ORDER BY message_id",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect()
-    }
-
-    #[tokio::test]
-    async fn recorded_ids_fold_into_published_once_and_only_pending_rows_change() {
-        let db = format!("t_journal_{}", std::process::id());
-        let admin = connect("postgres").await;
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
-            format!("CREATE DATABASE {db}"),
-        ] {
-            admin.batch_execute(&sql).await.unwrap();
-        }
-        let mut client = connect(&db).await;
-        let text = format!(
-            "[postgres]\ndbname = \"{db}\"\nuser = \"u\"\npassword = {{ env = \"X\" }}\n[outbox]\ntopic_prefix = \"outbox.\"\n[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\n"
-        );
-        let cfg =
-            crate::config::Config::parse(&text, std::path::Path::new("t.toml"), &|_| None).unwrap();
-        crate::ops::migrate::migrate(&mut client, &cfg, crate::ops::migrate::Scope::All)
-            .await
-            .unwrap();
-        for n in 1..=4 {
-            client
-                .execute(
-                    "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
-                     VALUES ($1::text::uuid, 'orders', 'T', 1, 'x', '\\x00')",
-                    &[&id(n).to_string()],
-                )
-                .await
-                .unwrap();
-        }
-        // Row 4 was refused by Kafka: FAILED is never overwritten.
-        client
-            .execute(
-                "UPDATE public.messaging_outbox SET status = 'FAILED' WHERE message_id = $1::text::uuid",
-                &[&id(4).to_string()],
-            )
-            .await
-            .unwrap();
-        let journal = Journal::new(&cfg.outbox);
-        journal.record(&client, &[id(1), id(2)]).await.unwrap();
-        // Published again after a restart, and a failed row listed by mistake.
-        journal.record(&client, &[id(2), id(4)]).await.unwrap();
-        assert_eq!(journal.unfolded(&client).await.unwrap(), (2, 4));
-        let recorded: Vec<SystemTime> = client
-            .query("SELECT recorded_at FROM public.outbox_cdc_published", &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        client.batch_execute("SELECT pg_sleep(0.05)").await.unwrap();
-        assert!(
-            statuses(&client)
-                .await
-                .iter()
-                .all(|(_, s, _)| s != "PUBLISHED"),
-            "recording changes no row"
-        );
-
-        // An entry another folder holds is skipped, not waited for.
-        let mut other = connect(&db).await;
-        let held = other.transaction().await.unwrap();
-        let taken = held
-            .query_opt(
-                "SELECT 1 FROM public.outbox_cdc_published LIMIT 1 FOR UPDATE",
-                &[],
-            )
-            .await
-            .unwrap();
-        assert!(taken.is_some());
-        let first = journal.fold_all(&client).await.unwrap();
-        assert_eq!(first.entries, 1, "one entry was free");
-        held.rollback().await.unwrap();
-        let second = journal.fold_all(&client).await.unwrap();
-        assert_eq!(first.entries + second.entries, 2);
-        assert_eq!(first.ids + second.ids, 4);
-        assert_eq!(first.marked + second.marked, 2, "rows 1 and 2, once each");
-        assert_eq!(journal.unfolded(&client).await.unwrap(), (0, 0));
-        assert_eq!(
-            statuses(&client).await,
-            vec![
-                (id(1).to_string(), "PUBLISHED".into(), true),
-                (id(2).to_string(), "PUBLISHED".into(), true),
-                (id(3).to_string(), "PENDING".into(), false),
-                (id(4).to_string(), "FAILED".into(), false),
-            ]
-        );
-        // published_at is when the entry was recorded, not when it was folded.
-        let stamped: Vec<bool> = client
-            .query(
-                "SELECT published_at = ANY($1::timestamptz[]) FROM public.messaging_outbox
-                  WHERE status = 'PUBLISHED'",
-                &[&recorded],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        assert_eq!(stamped, vec![true, true]);
-
-        drop((client, other));
-        admin
-            .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
-            .await
-            .unwrap();
     }
 }

@@ -13,7 +13,7 @@ use crate::error::{Code, Error};
 
 /// Which rows an update may touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Guard {
+pub enum Guard {
     /// Streamed rows: only while still PENDING as inserted.
     Pending,
     /// Rows a cutover handed over: any status but PUBLISHED or FAILED
@@ -24,7 +24,7 @@ pub(crate) enum Guard {
     Failed,
 }
 
-pub(crate) struct Marker {
+pub struct Marker {
     failed: [String; 3],
     published: [String; 3],
     /// Streamed rows folded from the journal, at the time it recorded them.
@@ -40,7 +40,7 @@ fn index(guard: Guard) -> usize {
 }
 
 impl Marker {
-    pub(crate) fn new(outbox: &OutboxConfig) -> Marker {
+    pub fn new(outbox: &OutboxConfig) -> Marker {
         let table = outbox.qualified_table();
         let id = outbox::MESSAGE_ID.name;
         let status = outbox::STATUS.name;
@@ -108,7 +108,7 @@ impl Marker {
     }
 
     /// Records rows as FAILED with `code`; returns how many rows changed.
-    pub(crate) async fn failed(
+    pub async fn failed(
         &self,
         client: &Client,
         ids: &[Uuid],
@@ -119,7 +119,7 @@ impl Marker {
     }
 
     /// Marks rows PUBLISHED; returns how many rows changed.
-    pub(crate) async fn published(
+    pub async fn published(
         &self,
         client: &Client,
         ids: &[Uuid],
@@ -132,7 +132,7 @@ impl Marker {
 impl Marker {
     /// Marks PENDING rows PUBLISHED as of `at` (a journal entry's time);
     /// returns how many rows changed.
-    pub(crate) async fn published_at(
+    pub async fn published_at(
         &self,
         client: &Client,
         ids: &[Uuid],
@@ -178,109 +178,4 @@ async fn update_visible(
         delay = (delay * 2).min(std::time::Duration::from_millis(500));
     }
     Ok(changed)
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    //! Against the test PostgreSQL that `scripts/services.sh` starts (the
-    //! same variables as the integration tests; missing ones fail the test).
-    use super::*;
-    use std::time::Duration;
-    use tokio_postgres::NoTls;
-
-    fn var(name: &str) -> String {
-        std::env::var(name)
-            .unwrap_or_else(|_| panic!("{name} from scripts/services.sh env (a real PostgreSQL)"))
-    }
-
-    /// A client of the test PostgreSQL, also for `pg::journal`'s tests.
-    pub(crate) async fn connect(db: &str) -> Client {
-        let (client, conn) = tokio_postgres::Config::new()
-            .host(var("OUTBOX_TEST_PG_HOST"))
-            .port(var("OUTBOX_TEST_PG_PORT").parse().unwrap())
-            .user(var("OUTBOX_TEST_PG_USER"))
-            .password(var("OUTBOX_TEST_PG_PASSWORD"))
-            .dbname(db)
-            .connect(NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client
-    }
-
-    const INSERT: &str = "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
-                          VALUES ($1::text::uuid, 'orders', 'T', 1, 'x', '\\x00')";
-
-    async fn status(c: &Client, id: &str) -> String {
-        c.query_one(
-            "SELECT status FROM public.messaging_outbox WHERE message_id = $1::text::uuid",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0)
-    }
-
-    #[tokio::test]
-    async fn a_mark_waits_for_a_row_it_cannot_see_yet_and_skips_a_deleted_one() {
-        let db = format!("t_marks_{}", std::process::id());
-        let admin = connect("postgres").await;
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
-            format!("CREATE DATABASE {db}"),
-        ] {
-            admin.batch_execute(&sql).await.unwrap();
-        }
-        let mut client = connect(&db).await;
-        let text = format!(
-            "[postgres]\ndbname = \"{db}\"\nuser = \"u\"\npassword = {{ env = \"X\" }}\n[outbox]\ntopic_prefix = \"outbox.\"\n[kafka]\nbootstrap_servers = \"127.0.0.1:1\"\n"
-        );
-        let cfg =
-            crate::config::Config::parse(&text, std::path::Path::new("t.toml"), &|_| None).unwrap();
-        crate::ops::migrate::migrate(&mut client, &cfg, crate::ops::migrate::Scope::All)
-            .await
-            .unwrap();
-        let marker = Marker::new(&cfg.outbox);
-
-        // A row committed a moment after the mark starts, as a transaction
-        // the walsender sent before its commit was visible.
-        let late = "00000000-0000-4000-8000-00000000aa01";
-        let mut writer = connect(&db).await;
-        let tx = writer.transaction().await.unwrap();
-        tx.execute(INSERT, &[&late]).await.unwrap();
-        let id = crate::contract::value::parse_uuid(late).unwrap();
-        let marking = {
-            let client = connect(&db).await;
-            let marker = Marker::new(&cfg.outbox);
-            tokio::spawn(async move { marker.published(&client, &[id], Guard::Pending).await })
-        };
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(!marking.is_finished(), "the mark waits for the row");
-        tx.commit().await.unwrap();
-        assert_eq!(marking.await.unwrap().unwrap(), 1);
-        assert_eq!(status(&client, late).await, "PUBLISHED");
-
-        // A row that is gone is reported, the others are marked.
-        let kept = "00000000-0000-4000-8000-00000000aa02";
-        client.execute(INSERT, &[&kept]).await.unwrap();
-        let gone =
-            crate::contract::value::parse_uuid("00000000-0000-4000-8000-00000000aa03").unwrap();
-        let changed = marker
-            .failed(
-                &client,
-                &[crate::contract::value::parse_uuid(kept).unwrap(), gone],
-                "MESSAGE_TOO_LARGE",
-                Guard::Pending,
-            )
-            .await
-            .unwrap();
-        assert_eq!(changed, 1);
-        assert_eq!(status(&client, kept).await, "FAILED");
-
-        drop((client, writer));
-        admin
-            .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
-            .await
-            .unwrap();
-    }
 }

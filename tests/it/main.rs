@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bookkeeping;
 mod commands;
 mod connector_config;
 mod debezium;
