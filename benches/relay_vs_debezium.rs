@@ -43,6 +43,12 @@ use outbox_cdc::replication::{
 // The relay's allocator, for the baselines' librdkafka and reader too.
 outbox_cdc::use_jemalloc!();
 
+/// The bench's slots: no snapshot, no failover copy.
+const NO_SNAPSHOT: slot::NewSlot = slot::NewSlot {
+    snapshot: slot::Snapshot::None,
+    failover: slot::Failover::Off,
+};
+
 const READ_BASELINE: &str = "reader only (no Kafka)";
 const PRODUCE_BASELINE: &str = "librdkafka only (no PostgreSQL)";
 const RELAY_BIN: &str = env!("CARGO_BIN_EXE_outbox-cdc");
@@ -1554,10 +1560,10 @@ async fn slot_read(
     let paced_slot = format!("{name}_paced");
     let records_slot = format!("{name}_records");
     let mut conn = ReplicationConnection::connect(&opts).await?;
-    slot::create(&mut conn, &source.slot, false, false).await?;
-    slot::create(&mut conn, &paced_slot, false, false).await?;
+    slot::create(&mut conn, &source.slot, NO_SNAPSHOT).await?;
+    slot::create(&mut conn, &paced_slot, NO_SNAPSHOT).await?;
     if records {
-        slot::create(&mut conn, &records_slot, false, false).await?;
+        slot::create(&mut conn, &records_slot, NO_SNAPSHOT).await?;
     }
     conn.close().await;
     write_backlog(&b.client, a.rows, a.payload, per_tx).await?;

@@ -11,15 +11,24 @@ pub fn render(comment: &[&str], pairs: &[(String, String)]) -> String {
         out.push('\n');
     }
     for (k, v) in pairs {
-        escape_into(&mut out, k, true);
+        escape_into(&mut out, k, Part::Key);
         out.push('=');
-        escape_into(&mut out, v, false);
+        escape_into(&mut out, v, Part::Value);
         out.push('\n');
     }
     out
 }
 
-fn escape_into(out: &mut String, s: &str, is_key: bool) {
+/// Which side of `=` a string is written on: a key escapes every
+/// separator, a value only a leading one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Key,
+    Value,
+}
+
+fn escape_into(out: &mut String, s: &str, part: Part) {
+    let is_key = part == Part::Key;
     for (i, c) in s.chars().enumerate() {
         match c {
             '\\' => out.push_str("\\\\"),

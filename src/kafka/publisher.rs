@@ -203,36 +203,61 @@ pub(crate) struct Publisher<T: Copy + Send + Sync + 'static> {
 /// How long a transaction call (init, commit, abort) may block.
 const TRANSACTION_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// What librdkafka's flags say of a failed transaction call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Severity {
+    /// The producer is unusable (`is_fatal`).
+    Fatal,
+    /// The transaction must be aborted (`txn_requires_abort`).
+    Abortable,
+    /// Neither: the call may be made again.
+    Retriable,
+}
+
+impl Severity {
+    fn of(e: &rdkafka::error::RDKafkaError) -> Severity {
+        if e.is_fatal() {
+            Severity::Fatal
+        } else if e.txn_requires_abort() {
+            Severity::Abortable
+        } else {
+            Severity::Retriable
+        }
+    }
+}
+
 /// What a failed transaction call means for the relay, from librdkafka's
-/// typed flags (fatal, abortable) and codes, never its text.
-pub(crate) fn transaction_code(code: RDKafkaErrorCode, fatal: bool, abortable: bool) -> Code {
+/// typed flags and codes, never its text.
+pub(crate) fn transaction_code(code: RDKafkaErrorCode, severity: Severity) -> Code {
     use RDKafkaErrorCode::*;
-    match code {
-        ProducerFenced | Fenced => Code::KAFKA_PRODUCER_FENCED,
-        InvalidProducerEpoch if fatal => Code::KAFKA_PRODUCER_FENCED,
-        TopicAuthorizationFailed => Code::TOPIC_AUTHORIZATION_FAILED,
-        TransactionalIdAuthorizationFailed
-        | GroupAuthorizationFailed
-        | ClusterAuthorizationFailed => Code::KAFKA_NOT_AUTHORIZED,
-        _ if fatal => Code::KAFKA_PRODUCE_FAILED,
-        _ if abortable => Code::KAFKA_TRANSACTION_ABORTED,
-        _ => Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN,
+    match (code, severity) {
+        (ProducerFenced | Fenced, _) => Code::KAFKA_PRODUCER_FENCED,
+        (InvalidProducerEpoch, Severity::Fatal) => Code::KAFKA_PRODUCER_FENCED,
+        (TopicAuthorizationFailed, _) => Code::TOPIC_AUTHORIZATION_FAILED,
+        (
+            TransactionalIdAuthorizationFailed
+            | GroupAuthorizationFailed
+            | ClusterAuthorizationFailed,
+            _,
+        ) => Code::KAFKA_NOT_AUTHORIZED,
+        (_, Severity::Fatal) => Code::KAFKA_PRODUCE_FAILED,
+        (_, Severity::Abortable) => Code::KAFKA_TRANSACTION_ABORTED,
+        (_, Severity::Retriable) => Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN,
     }
 }
 
 fn transaction_error(e: &KafkaError, during: &str) -> Error {
-    let (code, fatal, abortable) = match e {
-        KafkaError::Transaction(t) => (t.code(), t.is_fatal(), t.txn_requires_abort()),
+    let (code, severity) = match e {
+        KafkaError::Transaction(t) => (t.code(), Severity::of(t)),
         other => (
             other
                 .rdkafka_error_code()
                 .unwrap_or(RDKafkaErrorCode::Unknown),
-            false,
-            false,
+            Severity::Retriable,
         ),
     };
     fenced_or(
-        transaction_code(code, fatal, abortable),
+        transaction_code(code, severity),
         during,
         &crate::error::chain(e),
     )
@@ -351,7 +376,7 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
     pub(crate) fn fatal_error(&self) -> Option<Error> {
         let (code, reason) = self.producer.client().fatal_error()?;
         Some(fenced_or(
-            transaction_code(code, true, false),
+            transaction_code(code, Severity::Fatal),
             "the producer failed for good",
             &format!("{reason} ({code:?})"),
         ))
@@ -433,29 +458,29 @@ mod tests {
     fn transaction_failures_are_classified_by_code_and_flags() {
         use RDKafkaErrorCode::*;
         assert_eq!(
-            transaction_code(ProducerFenced, true, false),
+            transaction_code(ProducerFenced, Severity::Fatal),
             Code::KAFKA_PRODUCER_FENCED
         );
         assert_eq!(
-            transaction_code(Fenced, true, false),
+            transaction_code(Fenced, Severity::Fatal),
             Code::KAFKA_PRODUCER_FENCED
         );
         assert_eq!(
-            transaction_code(InvalidProducerEpoch, true, false),
+            transaction_code(InvalidProducerEpoch, Severity::Fatal),
             Code::KAFKA_PRODUCER_FENCED
         );
         assert_eq!(
-            transaction_code(InvalidProducerEpoch, false, true),
+            transaction_code(InvalidProducerEpoch, Severity::Abortable),
             Code::KAFKA_TRANSACTION_ABORTED
         );
         assert_eq!(
-            transaction_code(TransactionalIdAuthorizationFailed, true, false),
+            transaction_code(TransactionalIdAuthorizationFailed, Severity::Fatal),
             Code::KAFKA_NOT_AUTHORIZED
         );
         // One authorization failure, one code, wherever it surfaces: a
         // commit refused for a topic's ACL is what a delivery report says.
         assert_eq!(
-            transaction_code(TopicAuthorizationFailed, false, true),
+            transaction_code(TopicAuthorizationFailed, Severity::Abortable),
             Code::TOPIC_AUTHORIZATION_FAILED
         );
         assert_eq!(
@@ -474,15 +499,15 @@ mod tests {
             )
         );
         assert_eq!(
-            transaction_code(MessageTimedOut, false, true),
+            transaction_code(MessageTimedOut, Severity::Abortable),
             Code::KAFKA_TRANSACTION_ABORTED
         );
         assert_eq!(
-            transaction_code(OperationTimedOut, false, false),
+            transaction_code(OperationTimedOut, Severity::Retriable),
             Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN
         );
         assert_eq!(
-            transaction_code(OutOfOrderSequenceNumber, true, false),
+            transaction_code(OutOfOrderSequenceNumber, Severity::Fatal),
             Code::KAFKA_PRODUCE_FAILED
         );
     }

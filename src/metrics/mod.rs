@@ -98,6 +98,13 @@ fn unreachable_def(def: &Def, e: prometheus::Error) -> ! {
     panic!("metric definition {} is invalid: {e}", def.name)
 }
 
+/// Whether this relay streams from the slot or waits for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Active,
+    Standby,
+}
+
 impl Metrics {
     pub fn new(relay: &RelayConfig) -> Metrics {
         use names::*;
@@ -271,19 +278,27 @@ impl Metrics {
 
     // Health.
 
-    pub(crate) fn set_streaming(&self, on: bool) {
-        self.health.streaming.store(on, Ordering::Relaxed);
-        if on {
-            self.health.standby.store(false, Ordering::Relaxed);
-        }
+    /// A session streams: the relay is no standby.
+    pub(crate) fn streaming_began(&self) {
+        self.health.streaming.store(true, Ordering::Relaxed);
+        self.health.standby.store(false, Ordering::Relaxed);
     }
 
-    pub(crate) fn set_standby(&self, on: bool) {
-        self.health.standby.store(on, Ordering::Relaxed);
+    pub(crate) fn streaming_ended(&self) {
+        self.health.streaming.store(false, Ordering::Relaxed);
     }
 
-    pub(crate) fn set_kafka_reachable(&self, ok: bool) {
-        self.health.kafka_reachable.store(ok, Ordering::Relaxed);
+    pub(crate) fn set_role(&self, role: Role) {
+        self.health
+            .standby
+            .store(role == Role::Standby, Ordering::Relaxed);
+    }
+
+    /// What the last probe of Kafka found.
+    pub(crate) fn set_kafka(&self, probe: &Result<(), crate::error::Error>) {
+        self.health
+            .kafka_reachable
+            .store(probe.is_ok(), Ordering::Relaxed);
     }
 
     /// Why the relay is not streaming, in the words of the error that
@@ -296,7 +311,7 @@ impl Metrics {
 
     pub(crate) fn set_ended(&self) {
         self.health.ended.store(true, Ordering::Relaxed);
-        self.set_streaming(false);
+        self.streaming_ended();
     }
 
     pub fn is_alive(&self) -> bool {
@@ -427,13 +442,16 @@ mod tests {
     #[test]
     fn a_standby_is_alive_but_not_ready_and_says_so() {
         let m = Metrics::new(&config().relay);
-        m.set_kafka_reachable(true);
-        m.set_standby(true);
+        m.set_kafka(&Ok(()));
+        m.set_role(Role::Standby);
         assert!(m.is_alive() && !m.is_ready());
         assert!(m.readiness().contains("standby"), "{}", m.readiness());
-        m.set_streaming(true);
+        m.streaming_began();
         assert!(m.is_ready(), "{}", m.readiness());
-        m.set_kafka_reachable(false);
+        m.set_kafka(&Err(crate::error::Error::new(
+            crate::error::Code::KAFKA_UNREACHABLE,
+            "no answer",
+        )));
         assert!(!m.is_ready());
         assert!(m.readiness().contains("Kafka"), "{}", m.readiness());
     }

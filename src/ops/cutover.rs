@@ -126,12 +126,22 @@ pub(crate) async fn cutover(
     )?;
 
     let had_slot = slot.is_some();
-    let relay_active = slot.as_ref().is_some_and(|s| s.active);
+    let slot = match slot {
+        None => Slot::Missing,
+        Some(s) if s.active => Slot::Active,
+        Some(_) => Slot::Inactive,
+    };
+    let ctx = Ctx {
+        cfg,
+        env,
+        opts,
+        client: &client,
+    };
     if opts.recover {
-        return recover(cfg, env, opts, &client, declared.mode, backlog, out).await;
+        return recover(ctx, declared.mode, backlog, out).await;
     }
     match opts.target {
-        Target::Polling => back_to_polling(cfg, opts, &client, had_slot, relay_active, out).await,
+        Target::Polling => back_to_polling(ctx, slot, out).await,
         Target::Cdc | Target::Debezium => {
             let already = declared.mode == Some(RelayMode::ChangeDataCapture)
                 && had_slot
@@ -168,21 +178,40 @@ pub(crate) async fn cutover(
                 )?;
                 return Ok(());
             }
-            cut_over_to_cdc(cfg, env, opts, &client, had_slot, out).await
+            cut_over_to_cdc(ctx, slot, out).await
         }
     }
+}
+
+/// What every step of a cutover works with.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    cfg: &'a Config,
+    env: &'a Env,
+    opts: &'a CutoverOptions,
+    client: &'a Client,
+}
+
+/// The relay's slot as the cutover found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Missing,
+    Inactive,
+    /// A relay streams from it.
+    Active,
 }
 
 /// Gives the outbox back to the polling relay: both CDC relays must be
 /// stopped; their slots are dropped so they do not retain WAL.
 async fn back_to_polling(
-    cfg: &Config,
-    opts: &CutoverOptions,
-    client: &Client,
-    had_slot: bool,
-    relay_active: bool,
+    ctx: Ctx<'_>,
+    slot: Slot,
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
+    let Ctx {
+        cfg, opts, client, ..
+    } = ctx;
+    let (had_slot, relay_active) = (slot != Slot::Missing, slot == Slot::Active);
     if opts.dry_run {
         say(
             out,
@@ -246,13 +275,14 @@ fn say(out: &mut (dyn Write + Send), line: impl std::fmt::Display) -> Result<(),
 }
 
 async fn cut_over_to_cdc(
-    cfg: &Config,
-    env: &Env,
-    opts: &CutoverOptions,
-    client: &Client,
-    leftover_slot: bool,
+    ctx: Ctx<'_>,
+    slot: Slot,
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
+    let Ctx {
+        cfg, opts, client, ..
+    } = ctx;
+    let leftover_slot = slot != Slot::Missing;
     control::declare(
         client,
         &cfg.outbox,
@@ -295,7 +325,7 @@ async fn cut_over_to_cdc(
     if leftover_slot {
         drop_slot(client, &cfg.postgres.slot).await?;
     }
-    hand_over(cfg, env, opts, client, out).await
+    hand_over(ctx, out).await
 }
 
 /// After the slot was invalidated (or lost in a failover): the outbox still
@@ -303,14 +333,14 @@ async fn cut_over_to_cdc(
 /// not yet PUBLISHED or FAILED lose nothing. Rows published but not yet
 /// marked go out again (at least once).
 async fn recover(
-    cfg: &Config,
-    env: &Env,
-    opts: &CutoverOptions,
-    client: &Client,
+    ctx: Ctx<'_>,
     declared: Option<RelayMode>,
     backlog: i64,
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
+    let Ctx {
+        cfg, opts, client, ..
+    } = ctx;
     let refuse = |why: String| Err(Error::new(Code::RECOVERY_REFUSED, why));
     if opts.target != Target::Cdc {
         return refuse("--recover is for `--to cdc` only".into());
@@ -363,18 +393,18 @@ async fn recover(
             format_args!("dropped the invalidated slot {}", cfg.postgres.slot),
         )?;
     }
-    hand_over(cfg, env, opts, client, out).await
+    hand_over(ctx, out).await
 }
 
 /// Creates the slot with an exported snapshot and lists, under it, every
 /// row not yet PUBLISHED or FAILED for `run` to publish first.
-async fn hand_over(
-    cfg: &Config,
-    env: &Env,
-    opts: &CutoverOptions,
-    client: &Client,
-    out: &mut (dyn Write + Send),
-) -> Result<(), Error> {
+async fn hand_over(ctx: Ctx<'_>, out: &mut (dyn Write + Send)) -> Result<(), Error> {
+    let Ctx {
+        cfg,
+        env,
+        opts,
+        client,
+    } = ctx;
     handover::set_state(client, cfg, State::Preparing, 0, None).await?;
     handover::clear_list(client, cfg).await?;
 
@@ -382,8 +412,12 @@ async fn hand_over(
     let created = slot::create(
         &mut repl,
         &cfg.postgres.slot,
-        true,
-        cfg.postgres.failover_slot && opts.target == Target::Cdc,
+        slot::NewSlot {
+            snapshot: slot::Snapshot::Export,
+            failover: slot::Failover::from(
+                cfg.postgres.failover_slot && opts.target == Target::Cdc,
+            ),
+        },
     )
     .await?;
     let consistent = created.consistent_point;

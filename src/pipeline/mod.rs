@@ -243,7 +243,7 @@ impl Relay {
         };
         self.streamed.store(true, Ordering::Relaxed);
         let metrics = &self.shared.metrics;
-        metrics.set_standby(false);
+        metrics.set_role(crate::metrics::Role::Active);
         if attempt.after_standby {
             tracing::info!(slot = %self.source.slot, "the slot is free: taking over");
         }
@@ -258,7 +258,7 @@ impl Relay {
                 return Err(e);
             }
         };
-        metrics.set_streaming(true);
+        metrics.streaming_began();
         let end = match backlog::hand_over(&mut session, &sql, &self.cfg, shutdown).await {
             Ok(Flow::Continue) => {
                 session
@@ -268,7 +268,7 @@ impl Relay {
             Ok(Flow::Stopped) => Ok(()),
             Err(e) => Err(e),
         };
-        metrics.set_streaming(false);
+        metrics.streaming_ended();
         let end = session.finish(end).await;
         let reader = stream.stop().await;
         match (end, reader) {

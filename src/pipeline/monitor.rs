@@ -54,7 +54,7 @@ async fn run(cfg: Config, env: Arc<Env>, metrics: Arc<Metrics>, stop: Cancellati
             _ = stop.cancelled() => return,
             _ = check.tick() => {
                 let kafka = probe::reachable(&cfg, &*env).await;
-                metrics.set_kafka_reachable(kafka.is_ok());
+                metrics.set_kafka(&kafka);
                 if let Err(e) = kafka {
                     tracing::warn!(code = %e.code(), error = %e, "readiness: Kafka does not answer");
                 }

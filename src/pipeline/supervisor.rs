@@ -157,7 +157,7 @@ impl Supervisor {
                         announced_standby = true;
                     }
                     if let Some(m) = &self.metrics {
-                        m.set_standby(true);
+                        m.set_role(crate::metrics::Role::Standby);
                     }
                     attempt.after_standby = true;
                     self.standby_poll

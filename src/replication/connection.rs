@@ -106,6 +106,33 @@ impl AsyncWrite for Transport {
     }
 }
 
+/// What `START_REPLICATION` asks pgoutput for.
+#[derive(Debug, Clone, Copy)]
+pub struct StartReplication<'a> {
+    pub slot: &'a str,
+    /// The position to stream from.
+    pub from: Lsn,
+    pub publication: &'a str,
+    pub messages: Messages,
+    pub values: Values,
+}
+
+/// Whether logical decoding messages (the relay's heartbeats) come with
+/// the changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Messages {
+    Included,
+    Left,
+}
+
+/// How pgoutput sends column values: text, or binary where the server
+/// offers it (PostgreSQL 14+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Values {
+    Text,
+    Binary,
+}
+
 /// An authenticated replication session, ready for commands.
 pub struct ReplicationConnection {
     pub(crate) framed: Framed<Transport, PgCodec>,
@@ -498,21 +525,21 @@ impl ReplicationConnection {
     /// `START_REPLICATION` of a logical slot with pgoutput v1, waiting for
     /// CopyBoth. A refusal ends the session (the server sends the error
     /// instead of CopyBoth), so nothing is left to read.
-    pub async fn start_replication(
-        &mut self,
-        slot: &str,
-        start: Lsn,
-        publication: &str,
-        messages: bool,
-        binary: bool,
-    ) -> Result<(), Error> {
+    pub async fn start_replication(&mut self, start: &StartReplication<'_>) -> Result<(), Error> {
+        let slot = start.slot;
         let command = format!(
             "START_REPLICATION SLOT {} LOGICAL {} (\"proto_version\" '1', \"publication_names\" {}{}{})",
             crate::quote::ident(slot),
-            start,
-            crate::quote::literal(&crate::quote::ident(publication)),
-            if messages { ", \"messages\" 'true'" } else { "" },
-            if binary { ", \"binary\" 'true'" } else { "" }
+            start.from,
+            crate::quote::literal(&crate::quote::ident(start.publication)),
+            match start.messages {
+                Messages::Included => ", \"messages\" 'true'",
+                Messages::Left => "",
+            },
+            match start.values {
+                Values::Binary => ", \"binary\" 'true'",
+                Values::Text => "",
+            }
         );
         let msg = encode(|b| frontend::query(&command, b))?;
         self.send(msg).await?;

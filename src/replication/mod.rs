@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-pub use connection::{ConnectOptions, ReplicationConnection};
+pub use connection::{ConnectOptions, Messages, ReplicationConnection, StartReplication, Values};
 pub use reader::{Event, Events, Feedback, ReaderStats, Tuning};
 
 use crate::config::{Config, Env};
@@ -156,7 +156,11 @@ impl Stream {
                 (confirmed, false)
             }
             None => {
-                let made = slot::create(&mut conn, &opts.slot, false, opts.failover_slot).await?;
+                let new_slot = slot::NewSlot {
+                    snapshot: slot::Snapshot::None,
+                    failover: slot::Failover::from(opts.failover_slot),
+                };
+                let made = slot::create(&mut conn, &opts.slot, new_slot).await?;
                 tracing::warn!(
                     slot = %opts.slot,
                     "created the replication slot: rows committed before now are not streamed (hand them over with `outbox-cdc cutover`)"
@@ -166,8 +170,20 @@ impl Stream {
         };
         let start = confirmed.max(feedback.settled());
         let binary = opts.binary && server.version_num >= checks::BINARY_PGOUTPUT_VERSION_NUM;
-        conn.start_replication(&opts.slot, start, &opts.publication, opts.messages, binary)
-            .await?;
+        conn.start_replication(&StartReplication {
+            slot: &opts.slot,
+            from: start,
+            publication: &opts.publication,
+            messages: match opts.messages {
+                true => Messages::Included,
+                false => Messages::Left,
+            },
+            values: match binary {
+                true => Values::Binary,
+                false => Values::Text,
+            },
+        })
+        .await?;
 
         let (tx, events) = mpsc::channel(opts.tuning.channel_capacity);
         let cancel = CancellationToken::new();

@@ -245,6 +245,16 @@ struct State {
     in_transaction: Option<OpenTransaction>,
     last_sent_flush: Lsn,
     last_status: Instant,
+    tuning: Tuning,
+    stats: Arc<ReaderStats>,
+}
+
+/// Whether anything waits for the consumer when a keepalive is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Consumer {
+    /// Nothing waits: a keepalive now means the relay keeps up.
+    Idle,
+    Busy,
 }
 
 struct OpenTransaction {
@@ -299,17 +309,19 @@ impl Reader {
             in_transaction: None,
             last_sent_flush: Lsn::ZERO,
             last_status: Instant::now(),
+            tuning,
+            stats,
         };
         let mut pending = Batch::default();
         let mut ticker = tokio::time::interval(tuning.feedback_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        send_status(&mut conn, &mut st, &stats, false).await?;
+        send_status(&mut conn, &mut st).await?;
 
         loop {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
-                    return finish(conn, &mut st, &settled_rx, &stats).await;
+                    return finish(conn, &mut st, &settled_rx).await;
                 }
                 // Read on while frames are at hand and the batch has room;
                 // hand the batch over when the stream pauses or it is full.
@@ -333,9 +345,13 @@ impl Reader {
                             }
                             // Nothing waiting for the consumer: a keepalive read now
                             // means the relay, not only the walsender, keeps up.
-                            let consumer_idle = pending.events.is_empty()
-                                && events.capacity() == events.max_capacity();
-                            handle_copy_data(&mut conn, &mut st, &tuning, data, &mut pending, &stats, consumer_idle).await?;
+                            let consumer = match pending.events.is_empty()
+                                && events.capacity() == events.max_capacity()
+                            {
+                                true => Consumer::Idle,
+                                false => Consumer::Busy,
+                            };
+                            handle_copy_data(&mut conn, &mut st, data, &mut pending, consumer).await?;
                         }
                         Message::CopyDone | Message::CommandComplete(_) | Message::ReadyForQuery(_) => {
                             return Err(Error::new(Code::PG_CONNECTION_LOST, "the server ended the stream"))
@@ -350,13 +366,13 @@ impl Reader {
                 }
                 permit = events.reserve(), if !pending.events.is_empty() => {
                     let Ok(permit) = permit else {
-                        return finish(conn, &mut st, &settled_rx, &stats).await;
+                        return finish(conn, &mut st, &settled_rx).await;
                     };
                     permit.send(pending.take());
                     // Under a steady backlog the two branches above are always
                     // ready and the ticker below never polled: report here.
                     if st.last_status.elapsed() >= tuning.feedback_interval {
-                        report(&mut conn, &mut st, &tuning, &settled_rx, &stats).await?;
+                        report(&mut conn, &mut st, &settled_rx).await?;
                     }
                 }
                 // Settlement is read here rather than on every change: waking
@@ -364,9 +380,9 @@ impl Reader {
                 _ = ticker.tick() => {
                     if settled_rx.has_changed().is_err() {
                         // The consumer dropped its Feedback: report and stop.
-                        return finish(conn, &mut st, &settled_rx, &stats).await;
+                        return finish(conn, &mut st, &settled_rx).await;
                     }
-                    report(&mut conn, &mut st, &tuning, &settled_rx, &stats).await?;
+                    report(&mut conn, &mut st, &settled_rx).await?;
                 }
             }
         }
@@ -377,14 +393,12 @@ impl Reader {
 async fn report(
     conn: &mut ReplicationConnection,
     st: &mut State,
-    tuning: &Tuning,
     settled_rx: &watch::Receiver<Lsn>,
-    stats: &ReaderStats,
 ) -> Result<(), Error> {
     st.settled = st.settled.max(*settled_rx.borrow());
-    let due = st.last_status.elapsed() >= tuning.status_interval;
+    let due = st.last_status.elapsed() >= st.tuning.status_interval;
     if due || st.flush() != st.last_sent_flush {
-        send_status(conn, st, stats, false).await?;
+        send_status(conn, st).await?;
     }
     Ok(())
 }
@@ -394,10 +408,9 @@ async fn finish(
     mut conn: ReplicationConnection,
     st: &mut State,
     settled_rx: &watch::Receiver<Lsn>,
-    stats: &ReaderStats,
 ) -> Result<Lsn, Error> {
     st.settled = st.settled.max(*settled_rx.borrow());
-    send_status(&mut conn, st, stats, false).await?;
+    send_status(&mut conn, st).await?;
     let confirmed = st.last_sent_flush;
     conn.close().await;
     Ok(confirmed)
@@ -406,11 +419,9 @@ async fn finish(
 async fn handle_copy_data(
     conn: &mut ReplicationConnection,
     st: &mut State,
-    tuning: &Tuning,
     data: Bytes,
     pending: &mut Batch,
-    stats: &ReaderStats,
-    consumer_idle: bool,
+    consumer: Consumer,
 ) -> Result<(), Error> {
     match data.first() {
         Some(b'w') => {
@@ -419,24 +430,24 @@ async fn handle_copy_data(
             st.received = st.received.max(wal_start);
             let message =
                 pgoutput::decode(data.slice(25.min(data.len())..)).map_err(|e| malformed(e.0))?;
-            on_pgoutput(st, tuning, message, pending, stats)
+            on_pgoutput(st, message, pending)
         }
         Some(b'k') => {
             let wal_end = Lsn(be_u64(&data, 1)?);
             let reply = data.get(17).copied().unwrap_or(0) == 1;
-            if consumer_idle {
-                stats.keepalive_at.store(
+            if consumer == Consumer::Idle {
+                st.stats.keepalive_at.store(
                     crate::metrics::unix_micros().max(0) as u64,
                     Ordering::Relaxed,
                 );
-                stats.keepalive_sent.store(wal_end.0, Ordering::Relaxed);
+                st.stats.keepalive_sent.store(wal_end.0, Ordering::Relaxed);
             }
             st.received = st.received.max(wal_end);
             if st.in_transaction.is_none() {
                 st.idle_position = st.idle_position.max(wal_end);
             }
             if reply {
-                send_status(conn, st, stats, false).await?;
+                send_status(conn, st).await?;
             }
             Ok(())
         }
@@ -447,13 +458,7 @@ async fn handle_copy_data(
     }
 }
 
-fn on_pgoutput(
-    st: &mut State,
-    tuning: &Tuning,
-    message: PgOutput,
-    pending: &mut Batch,
-    stats: &ReaderStats,
-) -> Result<(), Error> {
+fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result<(), Error> {
     match message {
         PgOutput::Begin {
             final_lsn,
@@ -484,7 +489,7 @@ fn on_pgoutput(
                     )))
                 }
                 Some(false) => {
-                    stats.other_table_rows.fetch_add(1, Ordering::Relaxed);
+                    st.stats.other_table_rows.fetch_add(1, Ordering::Relaxed);
                 }
                 Some(true) if tx.skip => {}
                 Some(true) => {
@@ -501,8 +506,8 @@ fn on_pgoutput(
                         });
                     }
                     tx.chunk.push(row);
-                    stats.rows.fetch_add(1, Ordering::Relaxed);
-                    if tx.chunk.len() >= tuning.chunk_rows {
+                    st.stats.rows.fetch_add(1, Ordering::Relaxed);
+                    if tx.chunk.len() >= st.tuning.chunk_rows {
                         pending.push(Event::Rows(std::mem::take(&mut tx.chunk)));
                     }
                 }
@@ -529,18 +534,18 @@ fn on_pgoutput(
                     commit_time: Timestamp::from_pg_micros(commit_time),
                 });
                 st.last_delivered_end = end_lsn;
-                stats.transactions.fetch_add(1, Ordering::Relaxed);
+                st.stats.transactions.fetch_add(1, Ordering::Relaxed);
             } else {
                 // Nothing for the consumer: settled as soon as all before it is.
                 st.idle_position = st.idle_position.max(end_lsn);
             }
         }
         PgOutput::Update { .. } | PgOutput::Delete { .. } | PgOutput::Truncate { .. } => {
-            stats.skipped_changes.fetch_add(1, Ordering::Relaxed);
+            st.stats.skipped_changes.fetch_add(1, Ordering::Relaxed);
         }
         PgOutput::Message { prefix, .. } => {
             if prefix == super::HEARTBEAT_PREFIX {
-                stats.heartbeats.fetch_add(1, Ordering::Relaxed);
+                st.stats.heartbeats.fetch_add(1, Ordering::Relaxed);
             }
         }
         PgOutput::Origin { .. } | PgOutput::Type { .. } => {}
@@ -550,12 +555,7 @@ fn on_pgoutput(
 
 /// A standby status update: written = received, flushed = applied = settled
 /// (or the idle position when nothing is outstanding).
-async fn send_status(
-    conn: &mut ReplicationConnection,
-    st: &mut State,
-    stats: &ReaderStats,
-    reply: bool,
-) -> Result<(), Error> {
+async fn send_status(conn: &mut ReplicationConnection, st: &mut State) -> Result<(), Error> {
     let flush = st.flush();
     let written = st.received.max(flush);
     let mut msg = Vec::with_capacity(34);
@@ -564,12 +564,13 @@ async fn send_status(
     msg.extend_from_slice(&flush.0.to_be_bytes());
     msg.extend_from_slice(&flush.0.to_be_bytes());
     msg.extend_from_slice(&now_pg_micros().to_be_bytes());
-    msg.push(u8::from(reply));
+    // No reply asked of the server.
+    msg.push(0);
     conn.send_copy_data(&msg).await?;
     st.last_sent_flush = flush;
     st.last_status = Instant::now();
-    stats.status_updates.fetch_add(1, Ordering::Relaxed);
-    stats.confirmed.store(flush.0, Ordering::Relaxed);
+    st.stats.status_updates.fetch_add(1, Ordering::Relaxed);
+    st.stats.confirmed.store(flush.0, Ordering::Relaxed);
     Ok(())
 }
 

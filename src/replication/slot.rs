@@ -17,24 +17,57 @@ pub struct CreatedSlot {
     pub snapshot: Option<String>,
 }
 
+/// How a new slot is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewSlot {
+    pub snapshot: Snapshot,
+    pub failover: Failover,
+}
+
+/// Whether the creating session exports a snapshot of the database as of
+/// the slot's consistent point (a cutover lists the backlog under it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Snapshot {
+    Export,
+    None,
+}
+
+/// Whether standbys with `sync_replication_slots` keep a copy (17+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failover {
+    On,
+    Off,
+}
+
+/// `postgres.failover_slot`, as a slot option.
+impl From<bool> for Failover {
+    fn from(on: bool) -> Failover {
+        if on {
+            Failover::On
+        } else {
+            Failover::Off
+        }
+    }
+}
+
 /// `CREATE_REPLICATION_SLOT ... LOGICAL pgoutput`, exporting a snapshot when
 /// asked (a cutover lists the backlog under it), with `FAILOVER` when asked
 /// (PostgreSQL 17+: standbys with `sync_replication_slots` keep a copy).
 pub async fn create(
     conn: &mut ReplicationConnection,
     slot: &str,
-    export_snapshot: bool,
-    failover: bool,
+    options: NewSlot,
 ) -> Result<CreatedSlot, Error> {
-    let command = if failover {
+    let export = options.snapshot == Snapshot::Export;
+    let command = if options.failover == Failover::On {
         // The option list (PostgreSQL 15+) is the only form with FAILOVER.
-        let snapshot = if export_snapshot { "export" } else { "nothing" };
+        let snapshot = if export { "export" } else { "nothing" };
         format!(
             "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT '{snapshot}', FAILOVER true)",
             ident(slot)
         )
     } else {
-        let snapshot = if export_snapshot {
+        let snapshot = if export {
             "EXPORT_SNAPSHOT"
         } else {
             "NOEXPORT_SNAPSHOT"
@@ -60,7 +93,7 @@ pub async fn create(
         })?
         .parse()
         .map_err(|e| Error::new(Code::PG_PROTOCOL, format!("consistent point: {e}")))?;
-    tracing::info!(%slot, at = %consistent_point, failover, "created replication slot");
+    tracing::info!(%slot, at = %consistent_point, failover = ?options.failover, "created replication slot");
     Ok(CreatedSlot {
         consistent_point,
         snapshot: field(2),

@@ -151,7 +151,13 @@ async fn failure_paths(s: &Services) -> BTreeMap<&'static str, Failure> {
         .await
         .unwrap();
     let err = conn
-        .start_replication(&slot, Lsn::ZERO, rep::PUBLICATION, false, false)
+        .start_replication(&outbox_cdc::replication::StartReplication {
+            slot: &slot,
+            from: Lsn::ZERO,
+            publication: rep::PUBLICATION,
+            messages: outbox_cdc::replication::Messages::Left,
+            values: outbox_cdc::replication::Values::Text,
+        })
         .await
         .unwrap_err();
     seen.insert(

@@ -138,13 +138,13 @@ async fn run_refuses_beside_another_relay_and_leaves_the_slot_untouched() {
         .await
         .unwrap();
     holder
-        .start_replication(
-            &dbz_slot,
-            outbox_cdc::lsn::Lsn::ZERO,
-            "outbox_cdc_publication",
-            false,
-            false,
-        )
+        .start_replication(&outbox_cdc::replication::StartReplication {
+            slot: &dbz_slot,
+            from: outbox_cdc::lsn::Lsn::ZERO,
+            publication: "outbox_cdc_publication",
+            messages: outbox_cdc::replication::Messages::Left,
+            values: outbox_cdc::replication::Values::Text,
+        })
         .await
         .unwrap();
     let stderr = refuse(&["DUPLICATE_OUTBOX_RELAY"]).await;

@@ -891,7 +891,13 @@ async fn set_up_failures_have_their_own_codes() {
         .await
         .unwrap();
     let err = conn
-        .start_replication(&slot, Lsn::ZERO, PUBLICATION, false, false)
+        .start_replication(&outbox_cdc::replication::StartReplication {
+            slot: &slot,
+            from: Lsn::ZERO,
+            publication: PUBLICATION,
+            messages: outbox_cdc::replication::Messages::Left,
+            values: outbox_cdc::replication::Values::Text,
+        })
         .await
         .unwrap_err();
     assert_eq!(err.code(), "SLOT_IN_USE");
