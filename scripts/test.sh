@@ -31,8 +31,8 @@ export INSTA_UPDATE=no
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
 
 # Services: a fresh set in CI; locally, reuse running ones and leave them running.
 started=0

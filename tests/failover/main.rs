@@ -6,8 +6,9 @@
 //! its own, and a shared-service restart of `tests/faults` must not hit it.
 
 #[macro_use]
-#[path = "../common/mod.rs"]
-mod common;
+extern crate outbox_cdc_testkit;
+/// The shared harness (`tests/support`).
+use outbox_cdc_testkit as common;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -366,7 +367,7 @@ async fn slot_on(c: &Client, slot: &str) -> Option<(bool, bool, Option<Lsn>)> {
 /// `outbox-cdc check --format json` on `config`: (exit ok, the
 /// failover_slot finding's level and detail).
 fn check_failover(config: &std::path::Path) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+    let out = Command::new(crate::common::cli::bin())
         .args(["check", "--format", "json", "--config"])
         .arg(config)
         .env("OUTBOX_TEST_PG_PASSWORD", "unused-under-trust")
@@ -668,7 +669,7 @@ async fn rows_and_records(
 
 /// `outbox-cdc cutover --to cdc` with `config`, which must succeed.
 fn cutover_to_cdc(config: &std::path::Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+    let out = Command::new(crate::common::cli::bin())
         .args(["cutover", "--to", "cdc", "--config"])
         .arg(config)
         .stdin(Stdio::null())

@@ -3,8 +3,9 @@
 //! `tests/it`) and one at a time.
 
 #[macro_use]
-#[path = "../common/mod.rs"]
-mod common;
+extern crate outbox_cdc_testkit;
+/// The shared harness (`tests/support`).
+use outbox_cdc_testkit as common;
 
 mod relay_faults;
 mod replication_restart;

@@ -156,7 +156,7 @@ async fn an_invalidated_slot_is_recovered_and_every_row_reaches_kafka_in_key_ord
     let unmarked: HashSet<&String> = in_kafka.intersection(&pending).collect();
     assert!(!pending.is_empty(), "the test leaves a backlog");
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+    let out = std::process::Command::new(crate::common::cli::bin())
         .args(["cutover", "--to", "cdc", "--recover", "--config"])
         .arg(&config)
         .output()

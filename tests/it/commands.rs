@@ -1,21 +1,15 @@
 //! What people see from `tail` and `migrate`.
 
 use crate::common;
+use crate::common::cli::Cli;
 
-use std::process::Command;
 use std::time::Duration;
 
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
 
 fn outbox_cdc(args: &[&str], config: &std::path::Path, log: Option<&str>) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"));
-    cmd.args(args).arg("--config").arg(config);
-    match log {
-        Some(filter) => cmd.env("OUTBOX_CDC_LOG", filter),
-        None => cmd.env_remove("OUTBOX_CDC_LOG"),
-    };
-    cmd.output().unwrap()
+    Cli::new(args).config(config).log(log).output()
 }
 
 #[tokio::test]

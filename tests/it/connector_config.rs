@@ -2,9 +2,9 @@
 //! by snapshots, and saying what the contract says (checked against literals
 //! here, not against the definition that produced it).
 
+use crate::common::cli::Cli;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use outbox_cdc::config::Config;
 use outbox_cdc::contract::debezium::{render, Target};
@@ -185,12 +185,7 @@ fn the_json_body_carries_the_same_configuration() {
 }
 
 fn outbox_cdc(args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"));
-    cmd.args(args).current_dir(root());
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
+    Cli::new(args).current_dir(&root()).envs(envs).output()
 }
 
 fn temp_dir(label: &str) -> PathBuf {

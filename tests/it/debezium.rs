@@ -1134,7 +1134,7 @@ async fn the_documented_cutover_from_polling_to_debezium_loses_nothing() {
     let file = dir.join("outbox-cdc.toml");
     std::fs::write(&file, config_text(&services, &db.name, &prefix, "todbz")).unwrap();
     let cli = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        std::process::Command::new(crate::common::cli::bin())
             .args(args)
             .arg("--config")
             .arg(&file)

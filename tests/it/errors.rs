@@ -4,10 +4,11 @@
 //! `lc_messages` is German give the same codes.
 
 use crate::common;
+use crate::common::cli::Cli;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use std::time::{Duration, Instant};
 
@@ -17,12 +18,7 @@ use outbox_cdc::lsn::Lsn;
 use outbox_cdc::replication::ReplicationConnection;
 
 fn outbox_cdc(args: &[&str], config: &Path, envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"));
-    cmd.args(args).arg("--config").arg(config);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
+    Cli::new(args).config(config).envs(envs).output()
 }
 
 /// A configuration for `db` on `(host, port, user)` of `s`, written to disk.

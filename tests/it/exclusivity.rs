@@ -2,10 +2,10 @@
 //! hand-over under load, a standby taking over, and the `check` report.
 
 use crate::common;
+use crate::common::cli::Cli;
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::kafka;
@@ -16,12 +16,7 @@ use outbox_cdc::replication::ReplicationConnection;
 use tokio_postgres::Client;
 
 fn outbox_cdc(args: &[&str], config: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap()
+    Cli::new(args).config(config).output()
 }
 
 async fn slot_state(client: &Client, slot: &str) -> Option<String> {

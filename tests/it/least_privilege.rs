@@ -3,6 +3,7 @@
 //! taking any one grant away gives a code that names it, before anything is
 //! published or the slot moves.
 
+use crate::common::cli::Cli;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -10,13 +11,10 @@ use std::time::Duration;
 use crate::common::{self, kafka, relay, replication as rep};
 
 fn outbox_cdc(args: &[&str], config: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
+    Cli::new(args)
+        .config(config)
         .env("OUTBOX_TEST_PG_PASSWORD", "lp-pw")
         .output()
-        .unwrap()
 }
 
 fn text(out: &Output) -> String {
@@ -65,7 +63,7 @@ async fn a_least_privilege_role_runs_everything_and_each_missing_grant_is_named(
     db.client.batch_execute(&rows(1, 20)).await.unwrap();
     let cut = outbox_cdc(&["cutover", "--to", "cdc"], &config);
     assert!(cut.status.success(), "{}", text(&cut));
-    let relay = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+    let relay = Command::new(crate::common::cli::bin())
         .args(["run", "--config"])
         .arg(&config)
         .env("OUTBOX_TEST_PG_PASSWORD", "lp-pw")

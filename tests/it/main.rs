@@ -5,8 +5,9 @@
 //! another, so those restarts never hit these tests.
 
 #[macro_use]
-#[path = "../common/mod.rs"]
-mod common;
+extern crate outbox_cdc_testkit;
+/// The shared harness (`tests/support`).
+use outbox_cdc_testkit as common;
 
 mod bookkeeping;
 mod commands;

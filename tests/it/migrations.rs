@@ -13,11 +13,8 @@ use tokio_postgres::Client;
 const PUBLICATION: &str = "outbox_cdc_publication";
 
 async fn migrated(services: &common::Services, label: &str) -> (common::TestDb, Config) {
-    let mut db = services.fresh_db(label).await;
+    let db = common::migrated_db(services, label, "outbox.").await;
     let cfg = db.config("outbox.");
-    migrate::migrate(&mut db.client, &cfg, Scope::All)
-        .await
-        .unwrap_or_else(|e| panic!("migrate: {e}"));
     (db, cfg)
 }
 
@@ -399,7 +396,7 @@ fn outbox_cdc_check(db: &str) -> String {
         &s.kafka_bootstrap,
     );
     std::fs::write(&path, text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+    let out = std::process::Command::new(crate::common::cli::bin())
         .args(["check", "--config"])
         .arg(&path)
         .output()

@@ -5,6 +5,7 @@
 //! Kafka.
 
 use crate::common;
+use crate::common::cli::Cli;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -61,17 +62,11 @@ fn http_extra(port: u16) -> String {
     format!("slot_check_interval_secs = 1\n\n[http]\nlisten = \"127.0.0.1:{port}\"\n")
 }
 
-async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
-    let db = common::migrated_db(services, label, prefix).await;
-    db.declare_cdc().await;
-    db
-}
-
 #[tokio::test]
 async fn the_endpoint_serves_metrics_prometheus_scrapes_and_a_standby_is_healthy_but_not_ready() {
     let services = require_services!();
     let prefix = common::unique_prefix("met");
-    let db = migrated(&services, "metrics", &prefix).await;
+    let db = common::cdc_db(&services, "metrics", &prefix).await;
     let port = common::free_port();
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, &http_extra(port));
@@ -256,7 +251,7 @@ async fn the_endpoint_serves_metrics_prometheus_scrapes_and_a_standby_is_healthy
 
 #[test]
 fn the_shipped_alerting_rules_are_generated_valid_and_pass_their_unit_tests() {
-    let out = Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+    let out = Command::new(crate::common::cli::bin())
         .arg("alert-rules")
         .output()
         .unwrap();
@@ -291,7 +286,7 @@ fn the_shipped_alerting_rules_are_generated_valid_and_pass_their_unit_tests() {
 async fn a_heartbeat_moves_an_idle_outboxs_slot_while_another_database_writes() {
     let services = require_services!();
     let prefix = common::unique_prefix("hb");
-    let db = migrated(&services, "heartbeat", &prefix).await;
+    let db = common::cdc_db(&services, "heartbeat", &prefix).await;
     let busy = services.fresh_db("busy").await;
     let port = common::free_port();
     let slot = format!("{}_relay", db.name);
@@ -348,12 +343,7 @@ async fn a_heartbeat_moves_an_idle_outboxs_slot_while_another_database_writes() 
 }
 
 fn outbox_cdc(args: &[&str], config: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap()
+    Cli::new(args).config(config).output()
 }
 
 /// The number before `what` in a purge's last line.
@@ -376,7 +366,7 @@ const OLD_ROWS: &str = "INSERT INTO public.messaging_outbox (message_id, destina
 async fn purge_deletes_old_published_rows_in_batches_beside_a_streaming_relay() {
     let services = require_services!();
     let prefix = common::unique_prefix("purge");
-    let db = migrated(&services, "purge", &prefix).await;
+    let db = common::cdc_db(&services, "purge", &prefix).await;
     // History from before the relay: published long ago, published an hour
     // ago, failed long ago.
     let insert = db.client.prepare(OLD_ROWS).await.unwrap();
@@ -487,7 +477,7 @@ async fn purge_deletes_old_published_rows_in_batches_beside_a_streaming_relay() 
 async fn purge_never_deletes_a_row_whose_commit_the_slot_has_not_confirmed() {
     let services = require_services!();
     let prefix = common::unique_prefix("purgeslot");
-    let db = migrated(&services, "purgeslot", &prefix).await;
+    let db = common::cdc_db(&services, "purgeslot", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
@@ -535,7 +525,7 @@ async fn purge_never_deletes_a_row_whose_commit_the_slot_has_not_confirmed() {
 async fn redrive_publishes_failed_rows_once_their_cause_is_fixed_and_is_idempotent() {
     let services = require_services!();
     let prefix = common::unique_prefix("redrive");
-    let db = migrated(&services, "redrive", &prefix).await;
+    let db = common::cdc_db(&services, "redrive", &prefix).await;
     // The relay records a row Kafka refuses as too large.
     let small = format!("{prefix}small");
     kafka::create_topic_with(

@@ -12,12 +12,6 @@ use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
 use outbox_cdc::lsn::Lsn;
 
-async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
-    let db = common::migrated_db(services, label, prefix).await;
-    db.declare_cdc().await;
-    db
-}
-
 /// Stops the relay, drops its slot and the database.
 async fn finish(services: &common::Services, db: common::TestDb, slot: &str, relay: RelayProcess) {
     drop(relay);
@@ -33,7 +27,7 @@ fn h(name: &str, value: Option<&str>) -> (String, Option<Vec<u8>>) {
 async fn every_committed_insert_appears_in_kafka_as_the_contract_says() {
     let services = require_services!();
     let prefix = common::unique_prefix("rec");
-    let db = migrated(&services, "records", &prefix).await;
+    let db = common::cdc_db(&services, "records", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
@@ -193,7 +187,7 @@ async fn every_committed_insert_appears_in_kafka_as_the_contract_says() {
 async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
     let services = require_services!();
     let prefix = common::unique_prefix("ord");
-    let db = migrated(&services, "order", &prefix).await;
+    let db = common::cdc_db(&services, "order", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
@@ -235,7 +229,7 @@ async fn ten_thousand_messages_over_a_hundred_keys_keep_per_key_commit_order() {
 async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
     let services = require_services!();
     let prefix = common::unique_prefix("kill");
-    let db = migrated(&services, "crash", &prefix).await;
+    let db = common::cdc_db(&services, "crash", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
@@ -357,7 +351,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_per_key_order() {
 async fn rejected_and_refused_rows_become_failed_and_the_stream_goes_on() {
     let services = require_services!();
     let prefix = common::unique_prefix("fail");
-    let db = migrated(&services, "failed", &prefix).await;
+    let db = common::cdc_db(&services, "failed", &prefix).await;
     // An old table whose reserved-name constraint is missing.
     db.client
         .batch_execute(
@@ -461,7 +455,7 @@ async fn rejected_and_refused_rows_become_failed_and_the_stream_goes_on() {
 async fn after_sigterm_the_slot_covers_everything_acknowledged() {
     let services = require_services!();
     let prefix = common::unique_prefix("term");
-    let db = migrated(&services, "term", &prefix).await;
+    let db = common::cdc_db(&services, "term", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
@@ -527,7 +521,7 @@ async fn after_sigterm_the_slot_covers_everything_acknowledged() {
 async fn bad_configuration_ends_start_up_without_touching_the_slot() {
     let services = require_services!();
     let prefix = common::unique_prefix("bad");
-    let db = migrated(&services, "badcfg", &prefix).await;
+    let db = common::cdc_db(&services, "badcfg", &prefix).await;
     let slot_exists = |slot: String| {
         let client = &db.client;
         async move {
@@ -543,7 +537,7 @@ async fn bad_configuration_ends_start_up_without_touching_the_slot() {
         }
     };
     let run = |config: &std::path::Path, envs: &[(&str, &str)]| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"));
+        let mut cmd = std::process::Command::new(crate::common::cli::bin());
         cmd.args(["run", "--config"]).arg(config);
         for (k, v) in envs {
             cmd.env(k, v);
@@ -605,7 +599,7 @@ async fn bad_configuration_ends_start_up_without_touching_the_slot() {
 async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_changes_stream_on() {
     let services = require_services!();
     let prefix = common::unique_prefix("drift");
-    let db = migrated(&services, "drift", &prefix).await;
+    let db = common::cdc_db(&services, "drift", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let mut relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
@@ -721,7 +715,7 @@ async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_cha
 async fn failed_journal_writes_are_retried_and_a_stop_reports_what_it_could_not_write() {
     let services = require_services!();
     let prefix = common::unique_prefix("marks");
-    let db = migrated(&services, "marks", &prefix).await;
+    let db = common::cdc_db(&services, "marks", &prefix).await;
     // A gate that makes every write to the published journal fail while it
     // is closed.
     db.client

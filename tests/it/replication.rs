@@ -12,18 +12,8 @@ use outbox_cdc::contract::outbox;
 use outbox_cdc::contract::row::Value;
 use outbox_cdc::contract::value::Timestamp;
 use outbox_cdc::lsn::Lsn;
-use outbox_cdc::ops::migrate::{self, Scope};
 use outbox_cdc::replication::ReplicationConnection;
 use tokio_postgres::Client;
-
-async fn migrated(services: &common::Services, label: &str) -> common::TestDb {
-    let mut db = services.fresh_db(label).await;
-    let cfg = db.config("outbox.");
-    migrate::migrate(&mut db.client, &cfg, Scope::All)
-        .await
-        .unwrap();
-    db
-}
 
 const INSERT: &str = "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, \
     content_type, payload, headers, created_at, producer, occurred_at, correlation_id, causation_id, tenant, \
@@ -129,7 +119,7 @@ fn id_of(row: &outbox_cdc::contract::row::OutboxRow) -> String {
 #[tokio::test]
 async fn every_value_arrives_exactly_as_inserted() {
     let services = require_services!();
-    let db = migrated(&services, "values").await;
+    let db = common::migrated_db(&services, "values", "outbox.").await;
     let slot = format!("{}_s", db.name);
     let mut reader = rep::start(
         &db.client,
@@ -286,7 +276,7 @@ async fn every_value_arrives_exactly_as_inserted() {
 #[tokio::test]
 async fn large_and_concurrent_transactions_arrive_whole_once_and_in_commit_order() {
     let services = require_services!();
-    let db = migrated(&services, "bulk").await;
+    let db = common::migrated_db(&services, "bulk", "outbox.").await;
     db.client
         .batch_execute(
             "CREATE TABLE public.other_table (id bigint PRIMARY KEY, note text);
@@ -435,7 +425,7 @@ async fn insert_tx(client: &Client, ids: &[&str]) {
 #[tokio::test]
 async fn settlement_moves_the_slot_and_a_restarted_reader_resumes_after_it() {
     let services = require_services!();
-    let db = migrated(&services, "resume").await;
+    let db = common::migrated_db(&services, "resume", "outbox.").await;
     let slot = format!("{}_s", db.name);
     let source = rep::source(&services, &db.name, &slot, PUBLICATION);
     let mut reader = rep::start(&db.client, &source).await.unwrap();
@@ -514,7 +504,7 @@ async fn settlement_moves_the_slot_and_a_restarted_reader_resumes_after_it() {
 #[tokio::test]
 async fn an_idle_outbox_beside_a_busy_table_does_not_retain_wal() {
     let services = require_services!();
-    let db = migrated(&services, "idle").await;
+    let db = common::migrated_db(&services, "idle", "outbox.").await;
     db.client
         .batch_execute("CREATE TABLE public.busy (id bigint, filler text)")
         .await
@@ -569,7 +559,7 @@ async fn an_idle_outbox_beside_a_busy_table_does_not_retain_wal() {
 #[tokio::test]
 async fn updates_deletes_and_truncates_are_skipped_and_counted() {
     let services = require_services!();
-    let db = migrated(&services, "skip").await;
+    let db = common::migrated_db(&services, "skip", "outbox.").await;
     db.client
         .batch_execute(
             "CREATE PUBLICATION everything FOR TABLE public.messaging_outbox WITH (publish = 'insert')",
@@ -811,7 +801,7 @@ async fn tls_verify_full_works_with_the_test_ca_and_wrong_names_or_cas_fail() {
 #[tokio::test]
 async fn set_up_failures_have_their_own_codes() {
     let services = require_services!();
-    let db = migrated(&services, "setup").await;
+    let db = common::migrated_db(&services, "setup", "outbox.").await;
     let slot = format!("{}_s", db.name);
     let source =
         |slot: &str, publication: &str| rep::source(&services, &db.name, slot, publication);
@@ -912,7 +902,7 @@ async fn the_supervisor_stops_on_a_definite_failure_instead_of_looping() {
     use outbox_cdc::pipeline::Supervisor;
     use outbox_cdc::replication::{Feedback, Stream};
     let services = require_services!();
-    let db = migrated(&services, "definite").await;
+    let db = common::migrated_db(&services, "definite", "outbox.").await;
     let slot = format!("{}_s", db.name);
     let mut source = rep::source(&services, &db.name, &slot, PUBLICATION);
     source.create_slot = false;

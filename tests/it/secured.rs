@@ -141,7 +141,7 @@ async fn a_wrong_password_or_ca_ends_start_up_with_its_code_before_the_slot() {
         ),
     ] {
         let config = secured_config(&services, &sec, &db.name, &prefix, &password, &ca);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        let out = std::process::Command::new(crate::common::cli::bin())
             .args(["run", "--config"])
             .arg(&config)
             .output()
@@ -252,7 +252,7 @@ async fn a_missing_write_acl_holds_the_stream_and_fails_no_row_until_it_is_grant
     }
     assert_eq!(common::rows_with_status(&db.client, "FAILED").await, 0);
     // `check`, as the relay's principal, names the missing permission.
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+    let check = std::process::Command::new(crate::common::cli::bin())
         .args(["check", "--config"])
         .arg(&config)
         .output()
@@ -326,7 +326,7 @@ async fn no_password_or_scram_material_escapes_at_the_most_verbose_log_level() {
     let dir = config.with_extension("out");
     std::fs::create_dir_all(&dir).unwrap();
     let run = |args: &[&str], name: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+        let out = std::process::Command::new(crate::common::cli::bin())
             .args(args)
             .arg("--config")
             .arg(&config)
@@ -343,7 +343,7 @@ async fn no_password_or_scram_material_escapes_at_the_most_verbose_log_level() {
     };
 
     let log_path = dir.join("run.log");
-    let mut relay = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+    let mut relay = std::process::Command::new(crate::common::cli::bin())
         .args(["run", "--config"])
         .arg(&config)
         .env("OUTBOX_CDC_LOG", "trace")

@@ -3,8 +3,6 @@
 //! `tests/jvm/StrimziModel.java`), and the connector's `config` equal to the
 //! Kafka Connect target's, key for key.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -18,12 +18,6 @@ use outbox_cdc::lsn::Lsn;
 pub(crate) const TRANSACTIONAL: &str =
     "delivery = \"transactional\"\n[relay.transactional]\nmax_ms = 50\n";
 
-async fn migrated(services: &common::Services, label: &str, prefix: &str) -> common::TestDb {
-    let db = common::migrated_db(services, label, prefix).await;
-    db.declare_cdc().await;
-    db
-}
-
 fn config(
     services: &common::Services,
     db: &str,
@@ -77,7 +71,7 @@ fn assert_contiguous(records: &[Consumed], written: &HashMap<String, common::Wri
 async fn read_committed_consumers_see_every_source_transaction_whole_and_once_across_sigkills() {
     let services = require_services!();
     let prefix = common::unique_prefix("txk");
-    let db = migrated(&services, "txkill", &prefix).await;
+    let db = common::cdc_db(&services, "txkill", &prefix).await;
     let (slot, config) = config(&services, &db.name, &prefix, "");
     let mut relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
@@ -182,7 +176,7 @@ async fn read_committed_consumers_see_every_source_transaction_whole_and_once_ac
 async fn a_second_relay_with_the_same_transactional_id_fences_the_first_for_good() {
     let services = require_services!();
     let prefix = common::unique_prefix("txf");
-    let db = migrated(&services, "txfence", &prefix).await;
+    let db = common::cdc_db(&services, "txfence", &prefix).await;
     // Long transactions: the first relay is inside its first one when it is
     // frozen (2 s after it starts; it commits after 8 s).
     let (slot, config) = config(&services, &db.name, &prefix, "max_ms = 8000\n");
@@ -279,7 +273,7 @@ async fn a_second_relay_with_the_same_transactional_id_fences_the_first_for_good
 async fn a_row_kafka_refuses_is_failed_and_its_transaction_is_published_without_it() {
     let services = require_services!();
     let prefix = common::unique_prefix("txp");
-    let db = migrated(&services, "txpoison", &prefix).await;
+    let db = common::cdc_db(&services, "txpoison", &prefix).await;
     // The broker refuses records over 20 000 bytes on this topic only; the
     // producer's own limit (1 MB) lets them leave.
     kafka::create_topic_with(
@@ -396,7 +390,7 @@ async fn a_cutover_backlog_goes_out_in_committed_chunks_and_a_crash_repeats_at_m
         ))
         .await
         .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-cdc"))
+    let out = std::process::Command::new(crate::common::cli::bin())
         .args(["cutover", "--to", "cdc", "--config"])
         .arg(&config)
         .output()
