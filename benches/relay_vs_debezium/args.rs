@@ -1,0 +1,102 @@
+//! The bench's command line.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Result};
+
+use crate::engines::*;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Args {
+    pub(crate) rows: i64,
+    pub(crate) payload: i32,
+    pub(crate) tx_sizes: Vec<i64>,
+    pub(crate) rate: u32,
+    pub(crate) seconds: u32,
+    pub(crate) partitions: i32,
+    pub(crate) out: PathBuf,
+    /// Scenario groups to run (baselines, backlog, steady) and engines; for
+    /// profiling one part. The committed results come from a full run.
+    pub(crate) only: Vec<String>,
+    pub(crate) engines: Vec<Engine>,
+    /// Drains per backlog scenario; the table shows the median.
+    pub(crate) repeat: usize,
+    /// The one-transaction scenario (`--only bigtx`): its rows and payload.
+    pub(crate) big_rows: i64,
+    pub(crate) big_payload: i32,
+    /// The instructions scenario (`--only instructions`): its smaller backlog.
+    pub(crate) instr_rows: i64,
+}
+
+impl Args {
+    pub(crate) fn parse() -> Result<Args> {
+        let mut a = Args {
+            rows: 200_000,
+            payload: 500,
+            tx_sizes: vec![1, 100],
+            rate: 2_000,
+            seconds: 30,
+            partitions: 6,
+            out: PathBuf::from("docs"),
+            only: ["baselines", "backlog", "steady", "instructions", "bigtx"]
+                .map(String::from)
+                .to_vec(),
+            engines: vec![Engine::Relay, Engine::RelayUnmarked, Engine::Debezium],
+            repeat: 3,
+            big_rows: 1_000_000,
+            big_payload: 1024,
+            instr_rows: 20_000,
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().ok_or_else(|| anyhow!("{flag} needs a value"));
+            match flag.as_str() {
+                "--rows" => a.rows = value()?.parse()?,
+                "--payload" => a.payload = value()?.parse()?,
+                "--tx-sizes" => {
+                    a.tx_sizes = value()?
+                        .split(',')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()?
+                }
+                "--rate" => a.rate = value()?.parse()?,
+                "--seconds" => a.seconds = value()?.parse()?,
+                "--partitions" => a.partitions = value()?.parse()?,
+                "--out" => a.out = value()?.into(),
+                "--repeat" => a.repeat = value()?.parse()?,
+                "--big-rows" => a.big_rows = value()?.parse()?,
+                "--big-payload" => a.big_payload = value()?.parse()?,
+                "--instr-rows" => a.instr_rows = value()?.parse()?,
+                "--only" => a.only = value()?.split(',').map(str::to_string).collect(),
+                "--engines" => {
+                    a.engines = value()?
+                        .split(',')
+                        .map(|e| match e {
+                            "outbox-cdc" => Ok(Engine::Relay),
+                            "outbox-cdc-unmarked" => Ok(Engine::RelayUnmarked),
+                            "outbox-cdc-baseline" => Ok(Engine::RelayBaseline),
+                            "debezium" => Ok(Engine::Debezium),
+                            "outbox-cdc-transactional" => Ok(Engine::RelayTransactional),
+                            "outbox-cdc-metrics" => Ok(Engine::RelayMetrics),
+                            "debezium-exactly-once" => Ok(Engine::DebeziumExactlyOnce),
+                            other => Err(anyhow!("unknown engine {other}")),
+                        })
+                        .collect::<Result<_>>()?
+                }
+                // cargo bench passes --bench to harness=false programs.
+                "--bench" | "--render-only" => {}
+                other => bail!("unknown argument {other}"),
+            }
+        }
+        if a.repeat == 0
+            || a.rows < 2
+            || a.payload < 0
+            || a.rate == 0
+            || a.seconds == 0
+            || a.tx_sizes.is_empty()
+        {
+            bail!("rows >= 2, payload >= 0, rate > 0, seconds > 0 and at least one tx size");
+        }
+        Ok(a)
+    }
+}

@@ -1,0 +1,149 @@
+//! What the bench reads back: the records a consumer saw on a topic, with
+//! the broker's append times.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, Timestamp as KafkaTimestamp, TopicPartitionList};
+
+use outbox_cdc::contract::outbox;
+
+use crate::engines::*;
+use crate::services::*;
+
+/// What a consumer saw on a topic: for each message id, the broker's append
+/// time of its first copy.
+#[derive(Default)]
+pub(crate) struct Seen {
+    pub(crate) first: HashMap<String, i64>,
+    pub(crate) records: usize,
+    pub(crate) errors: usize,
+}
+
+pub(crate) struct Collector {
+    pub(crate) seen: Arc<Mutex<Seen>>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) thread: std::thread::JoinHandle<Result<()>>,
+}
+
+impl Collector {
+    pub(crate) fn start(
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        engine: Engine,
+    ) -> Result<Collector> {
+        let received = engine.transactional();
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set(
+                "isolation.level",
+                if received {
+                    "read_committed"
+                } else {
+                    "read_uncommitted"
+                },
+            )
+            .set("group.id", format!("bench-{topic}"))
+            .set("enable.auto.commit", "false")
+            // Engines timed by append time are read in large fetches, so the
+            // bench's own consumer costs the broker little; those timed on
+            // receipt are read as soon as the broker can answer.
+            .set("fetch.wait.max.ms", if received { "10" } else { "500" })
+            .set("fetch.min.bytes", if received { "1" } else { "1048576" })
+            .create()?;
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)?;
+        }
+        consumer.assign(&tpl)?;
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let (seen, stop) = (seen.clone(), stop.clone());
+            move || -> Result<()> {
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(msg) = consumer.poll(Duration::from_millis(100)) else {
+                        continue;
+                    };
+                    let mut seen = seen.lock().map_err(|_| anyhow!("poisoned"))?;
+                    let m = match msg {
+                        Ok(m) => m,
+                        Err(_) => {
+                            seen.errors += 1;
+                            continue;
+                        }
+                    };
+                    let KafkaTimestamp::LogAppendTime(appended) = m.timestamp() else {
+                        bail!("the bench topic does not carry LogAppendTime");
+                    };
+                    let at = if received { now_ms() as i64 } else { appended };
+                    let id = m
+                        .headers()
+                        .and_then(|h| h.iter().find(|h| h.key == outbox::ID_HEADER.name))
+                        .and_then(|h| h.value)
+                        .map(|v| String::from_utf8_lossy(v).to_string())
+                        .ok_or_else(|| anyhow!("a record without an id header"))?;
+                    seen.records += 1;
+                    seen.first.entry(id).or_insert(at);
+                }
+                Ok(())
+            }
+        });
+        Ok(Collector { seen, stop, thread })
+    }
+
+    pub(crate) fn distinct(&self) -> usize {
+        self.seen.lock().map(|s| s.first.len()).unwrap_or(0)
+    }
+
+    pub(crate) async fn wait_for(&self, n: usize, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while self.distinct() < n {
+            if Instant::now() > deadline || self.thread.is_finished() {
+                bail!(
+                    "{} of {n} messages reached Kafka within {timeout:?}",
+                    self.distinct()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> Result<Seen> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| anyhow!("consumer panicked"))??;
+        let seen = Arc::try_unwrap(self.seen).map_err(|_| anyhow!("consumer still shared"))?;
+        seen.into_inner().map_err(|_| anyhow!("poisoned"))
+    }
+}
+
+pub(crate) async fn wait_until_seen(
+    c: &Collector,
+    n: usize,
+    run: &mut Running,
+    s: &Services,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match c.wait_for(n, Duration::from_secs(5)).await {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => {
+                if let Some(why) = run.failed(s) {
+                    bail!("{why}");
+                }
+            }
+        }
+    }
+}

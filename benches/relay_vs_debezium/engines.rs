@@ -1,0 +1,495 @@
+//! The relays under measurement (outbox-cdc's engines and Debezium on
+//! Kafka Connect): a database, topic and configuration each, started and
+//! stopped, and the rows every scenario writes.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Result};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use serde_json::{json, Value as Json};
+use tokio_postgres::Client;
+
+use outbox_cdc::config::Config;
+use outbox_cdc::contract::debezium as connector_config;
+use outbox_cdc::kafka::settings;
+
+use crate::args::*;
+use crate::cpu::*;
+use crate::services::*;
+use crate::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Engine {
+    Relay,
+    /// The relay without its PUBLISHED bookkeeping, to show what that costs.
+    RelayUnmarked,
+    /// Another build of the relay (`BENCH_BASELINE_BIN`), to compare two
+    /// versions in one run.
+    RelayBaseline,
+    Debezium,
+    /// `relay.delivery = "transactional"`.
+    RelayTransactional,
+    /// The relay with its HTTP endpoint on and scraped every second, to
+    /// show what the metrics cost.
+    RelayMetrics,
+    /// Kafka Connect's exactly-once source support (KIP-618): the worker
+    /// with `exactly.once.source.support=enabled`, the connector with
+    /// `exactly.once.support=required`.
+    DebeziumExactlyOnce,
+}
+
+impl Engine {
+    pub(crate) fn tag(self) -> &'static str {
+        match self {
+            Engine::Relay => "outbox-cdc",
+            Engine::RelayUnmarked => "outbox-cdc (mark_published = false)",
+            Engine::RelayBaseline => "outbox-cdc (BENCH_BASELINE_BIN)",
+            Engine::Debezium => "debezium",
+            Engine::RelayTransactional => "outbox-cdc (delivery = transactional)",
+            Engine::RelayMetrics => "outbox-cdc ([http] on, /metrics scraped every second)",
+            Engine::DebeziumExactlyOnce => "debezium (exactly.once.support = required)",
+        }
+    }
+
+    /// Records become visible to read_committed consumers only when their
+    /// transaction commits: these engines are read that way, and timed by
+    /// when the consumer received a record, not by its append time.
+    pub(crate) fn transactional(self) -> bool {
+        matches!(
+            self,
+            Engine::RelayTransactional | Engine::DebeziumExactlyOnce
+        )
+    }
+
+    pub(crate) fn db_tag(self) -> &'static str {
+        match self {
+            Engine::Relay => "relay",
+            Engine::RelayUnmarked => "relay_unmarked",
+            Engine::RelayBaseline => "relay_baseline",
+            Engine::Debezium => "debezium",
+            Engine::RelayTransactional => "relay_tx",
+            Engine::RelayMetrics => "relay_metrics",
+            Engine::DebeziumExactlyOnce => "debezium_eos",
+        }
+    }
+
+    /// The relay binary this engine runs.
+    pub(crate) fn relay_bin(self) -> PathBuf {
+        match self {
+            Engine::RelayBaseline => std::env::var_os("BENCH_BASELINE_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(RELAY_BIN)),
+            _ => PathBuf::from(RELAY_BIN),
+        }
+    }
+}
+
+/// One database with the outbox, its bench topic and configuration.
+pub(crate) struct Bench {
+    pub(crate) db: String,
+    pub(crate) topic: String,
+    pub(crate) config_path: PathBuf,
+    pub(crate) config: Config,
+    pub(crate) client: Client,
+}
+
+pub(crate) fn now_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
+pub(crate) async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) -> Result<Bench> {
+    let admin = s.connect("postgres").await?;
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active",
+            &[&name],
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    admin
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1",
+            &[&name],
+        )
+        .await?;
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await?;
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await?;
+    // Unique per run: Kafka Connect keeps a connector's offsets by name.
+    let run = format!(
+        "{name}_{}",
+        SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs()
+    );
+    let prefix = format!("{run}.");
+    let topic = format!("{prefix}{DESTINATION}");
+    let relay_settings = format!(
+        "{}\n{}",
+        std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
+        match engine {
+            Engine::RelayUnmarked => "mark_published = false",
+            Engine::RelayTransactional => "delivery = \"transactional\"",
+            _ => "",
+        }
+    );
+    // The harness's head, as the integration tests write it.
+    let head = outbox_cdc_testkit::config_head(
+        (&s.base.pg_host, s.base.pg_port, &s.base.pg_user),
+        name,
+        Some(&format!("{name}_relay")),
+        &prefix,
+        &s.kafka,
+    );
+    let text = format!(
+        r#"{head}
+[debezium]
+connector_name = "{run}"
+slot = "{name}_dbz"
+topic_prefix = "{run}"
+
+[kafka.properties]
+{kafka_properties}
+
+[relay]
+{relay_settings}
+{http}"#,
+        kafka_properties = std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
+        relay_settings = relay_settings,
+        http = match engine {
+            Engine::RelayMetrics => format!("\n[http]\nlisten = \"127.0.0.1:{METRICS_PORT}\"\n"),
+            _ => String::new(),
+        },
+    );
+    let dir = PathBuf::from(".cache/bench");
+    std::fs::create_dir_all(&dir)?;
+    let config_path = dir.join(format!("{name}.toml"));
+    std::fs::write(&config_path, &text)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let config = Config::parse(&text, &config_path, &env).map_err(|e| anyhow!("{e}"))?;
+    // A build's migrations are part of it: the baseline migrates with its own.
+    relay_command(&engine.relay_bin(), &config_path, &["migrate"])?;
+    // The documented deployment: cutover declares the relay and creates its
+    // slot before any row is written.
+    let target = match engine {
+        Engine::Relay
+        | Engine::RelayUnmarked
+        | Engine::RelayBaseline
+        | Engine::RelayMetrics
+        | Engine::RelayTransactional => "cdc",
+        Engine::Debezium | Engine::DebeziumExactlyOnce => "debezium",
+    };
+    relay_command(
+        &engine.relay_bin(),
+        &config_path,
+        &["cutover", "--to", target],
+    )?;
+    create_topic(&s.kafka, &topic, a.partitions).await?;
+    let client = s.connect(name).await?;
+    Ok(Bench {
+        db: name.to_string(),
+        topic,
+        config_path,
+        config,
+        client,
+    })
+}
+
+pub(crate) fn relay_command(bin: &Path, config: &Path, args: &[&str]) -> Result<()> {
+    let out = Command::new(bin)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "outbox-cdc {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+pub(crate) async fn drop_bench(s: &Services, b: Bench) -> Result<()> {
+    drop(b.client);
+    let admin = s.connect("postgres").await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let active: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE database = $1 AND active",
+                &[&b.db],
+            )
+            .await?
+            .get(0);
+        if active == 0 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    admin
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active",
+            &[&b.db],
+        )
+        .await?;
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", b.db))
+        .await?;
+    delete_topic(&s.kafka, &b.topic).await
+}
+
+/// Deletes a scenario's topic once its records are counted: a full run
+/// writes gigabytes to Kafka, and kept topics filled the disk over a day.
+pub(crate) async fn delete_topic(bootstrap: &str, topic: &str) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    for r in admin.delete_topics(&[topic], &AdminOptions::new()).await? {
+        r.map_err(|(t, e)| anyhow!("deleting topic {t}: {e}"))?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1))
+        .set("message.timestamp.type", "LogAppendTime");
+    for r in admin.create_topics([&t], &AdminOptions::new()).await? {
+        r.map_err(|(t, e)| anyhow!("creating topic {t}: {e}"))?;
+    }
+    // Served before any engine's first record: Debezium's producer does not
+    // survive a partition the broker does not serve yet (KAFKA-15591).
+    let producer: rdkafka::producer::BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let name = topic.to_string();
+    let served = tokio::task::spawn_blocking(move || {
+        use rdkafka::producer::Producer;
+        outbox_cdc::kafka::readiness::wait_until_served(
+            producer.client(),
+            &name,
+            Duration::from_secs(60),
+        )
+    })
+    .await?;
+    served.map_err(|e| anyhow!("topic {topic} was not served within 60 s: {e}"))
+}
+
+/// The rows every scenario writes: one destination, 1 000 routing keys,
+/// the payload padded to the requested size.
+pub(crate) const INSERT_COLUMNS: &str =
+    "message_id, destination, message_type, message_version, content_type, payload, \
+     partition_key, tenant, traceparent, correlation_id";
+
+pub(crate) fn insert_values(g: &str, tag: &str, payload: i32) -> String {
+    format!(
+        "md5('{tag}' || {g})::uuid, '{DESTINATION}', 'OrderPlaced', 1, 'application/json', \
+         convert_to('{{\"n\":' || {g} || ',\"pad\":\"' || repeat('x', greatest({payload} - 20, 0)) || '\"}}', 'UTF8'), \
+         'customer-' || ({g} % 1000), 'acme', '{TRACEPARENT}', 'corr-' || {g}"
+    )
+}
+
+pub(crate) async fn write_backlog(c: &Client, rows: i64, payload: i32, per_tx: i64) -> Result<f64> {
+    let t = Instant::now();
+    let values = insert_values("g", "b", payload);
+    c.batch_execute(&format!(
+        "DO $$
+         DECLARE i bigint := 0;
+         BEGIN
+           WHILE i < {rows} LOOP
+             INSERT INTO messaging_outbox ({INSERT_COLUMNS})
+             SELECT {values} FROM generate_series(i + 1, least(i + {per_tx}, {rows})) g;
+             COMMIT;
+             i := i + {per_tx};
+           END LOOP;
+         END $$;"
+    ))
+    .await?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// A relay under measurement.
+pub(crate) enum Running {
+    Relay {
+        child: Child,
+        scraper: Option<Scraper>,
+    },
+    Debezium {
+        pid: u32,
+        name: String,
+    },
+}
+
+impl Running {
+    pub(crate) async fn start(s: &Services, engine: Engine, b: &Bench) -> Result<(Running, Usage)> {
+        match engine {
+            Engine::Relay
+            | Engine::RelayUnmarked
+            | Engine::RelayBaseline
+            | Engine::RelayMetrics
+            | Engine::RelayTransactional => {
+                let log = File::create(b.config_path.with_extension("log"))?;
+                let child = Command::new(engine.relay_bin())
+                    .args(["run", "--config"])
+                    .arg(&b.config_path)
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()?;
+                let scraper = (engine == Engine::RelayMetrics).then(Scraper::start);
+                Ok((Running::Relay { child, scraper }, Usage::default()))
+            }
+            Engine::Debezium | Engine::DebeziumExactlyOnce => {
+                // A fresh worker, so its peak memory and CPU are this run's.
+                s.services("stop-connect")?;
+                if engine == Engine::DebeziumExactlyOnce {
+                    s.services_with("start-connect", &[("CONNECT_EXACTLY_ONCE", "1")])?;
+                } else {
+                    s.services("start-connect")?;
+                }
+                let pid = s.connect_pid()?;
+                let before = usage(pid)?;
+                let mut config: serde_json::Map<String, Json> =
+                    connector_config::connector_properties(&b.config)
+                        .into_iter()
+                        .map(|(k, v)| (k, Json::String(v)))
+                        .collect();
+                for (k, v) in debezium_tuning() {
+                    config.insert(k, Json::String(v));
+                }
+                if engine == Engine::DebeziumExactlyOnce {
+                    config.insert("exactly.once.support".into(), json!("required"));
+                }
+                let name = b.config.debezium.connector_name.clone();
+                let body = json!({"name": name, "config": config}).to_string();
+                let (status, text) = s.rest("POST", "/connectors", Some(&body))?;
+                if status != 201 && status != 200 {
+                    bail!("creating the connector: {status} {text}");
+                }
+                Ok((Running::Debezium { pid, name }, before))
+            }
+        }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        match self {
+            Running::Relay { child, .. } => child.id(),
+            Running::Debezium { pid, .. } => *pid,
+        }
+    }
+
+    pub(crate) fn failed(&mut self, s: &Services) -> Option<String> {
+        match self {
+            Running::Relay { child, .. } => match child.try_wait() {
+                Ok(Some(status)) => Some(format!("outbox-cdc exited: {status}")),
+                _ => None,
+            },
+            Running::Debezium { name, .. } => {
+                let (_, text) = s
+                    .rest("GET", &format!("/connectors/{name}/status"), None)
+                    .ok()?;
+                text.contains("\"FAILED\"").then_some(text)
+            }
+        }
+    }
+
+    pub(crate) fn stop(self, s: &Services) -> Result<()> {
+        match self {
+            Running::Relay { mut child, scraper } => {
+                if let Some(s) = scraper {
+                    s.stop();
+                }
+                Command::new("kill")
+                    .arg("-TERM")
+                    .arg(child.id().to_string())
+                    .status()?;
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while child.try_wait()?.is_none() {
+                    if Instant::now() > deadline {
+                        child.kill()?;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            Running::Debezium { name, .. } => {
+                s.rest("DELETE", &format!("/connectors/{name}"), None)?;
+                s.services("stop-connect")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `[http]` port of the `outbox-cdc-metrics` engine.
+pub(crate) const METRICS_PORT: u16 = 29187;
+
+/// Scrapes the relay's `/metrics` every second, as a busy Prometheus would.
+pub(crate) struct Scraper {
+    pub(crate) stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) thread: std::thread::JoinHandle<u64>,
+}
+
+impl Scraper {
+    pub(crate) fn start() -> Scraper {
+        use std::io::{Read, Write};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut scrapes = 0;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", METRICS_PORT)) {
+                    let mut body = Vec::new();
+                    if c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").is_ok()
+                        && c.read_to_end(&mut body).is_ok()
+                    {
+                        scrapes += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            scrapes
+        });
+        Scraper { stop, thread }
+    }
+
+    pub(crate) fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(n) = self.thread.join() {
+            eprintln!("[bench] /metrics scraped {n} times");
+        }
+    }
+}
+
+pub(crate) fn debezium_tuning() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = DEBEZIUM_TUNING
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    // The relay's own linger, whatever its default is.
+    let linger = "linger.ms";
+    if let Some((_, v)) = settings::DEFAULTS.iter().find(|(k, _)| *k == linger) {
+        out.push((format!("producer.override.{linger}"), v.to_string()));
+    }
+    for pair in std::env::var("BENCH_DEBEZIUM_PROPERTIES")
+        .unwrap_or_default()
+        .split(',')
+    {
+        if let Some((k, v)) = pair.split_once('=') {
+            out.retain(|(x, _)| x != k.trim());
+            out.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    out
+}
