@@ -1,12 +1,15 @@
 //! Kafka publishing on rdkafka: an idempotent producer with `acks=all` and
 //! Java-compatible key placement, a delivery context that classifies every
-//! report into three outcomes, and no await per message.
+//! report into one of four outcomes, and no await per message.
 //!
-//! Error policy (the evidence is librdkafka's per-message persistence status,
-//! not the error code alone):
+//! How a report is classified (the evidence is librdkafka's per-message
+//! persistence status, not the error code alone):
 //! - persisted: `Confirmed`;
-//! - not persisted and refused for good (too large, not authorised, invalid
-//!   topic): `Rejected`, recorded as FAILED and never retried;
+//! - not persisted and refused for good: `Rejected`, with a code whose class
+//!   says whose fault it is: a row's (too large, an invalid record or topic
+//!   name: the settlement records the row FAILED) or an operator's (not
+//!   authorised, a missing topic, a policy: nothing is recorded, the slot
+//!   holds before it and the relay awaits the operator);
 //! - not persisted for a reason that may pass (timeout in queue, broker
 //!   down): `Retry` (`KAFKA_PRODUCE_FAILED`);
 //! - possibly persisted: `Ambiguous` (`KAFKA_DELIVERY_AMBIGUOUS`).

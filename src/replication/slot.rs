@@ -1,6 +1,7 @@
 //! Slot commands over a replication session. Whether a slot may be used is
-//! decided by [`crate::ops::preflight`] from the catalog; this module only speaks
-//! the replication protocol.
+//! judged by the rules of `pg::checks` (`slot_finding`) from the catalog,
+//! for `run` in [`super::Stream::open`] and for `check` in the preflight;
+//! this module only speaks the replication protocol.
 
 use super::connection::{Command, ReplicationConnection};
 use crate::error::{Code, Error};

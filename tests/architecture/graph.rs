@@ -259,3 +259,74 @@ fn the_checker_finds_a_cycle_and_ignores_parents() {
         vec![vec!["crate::a".to_string(), "crate::b".to_string()]]
     );
 }
+
+/// The settlement engine's own modules, which reach Kafka and PostgreSQL
+/// only through `pipeline::sink` and `pipeline::ledger`: what lets the unit
+/// tests put in-memory fakes behind them.
+const BEHIND_SEAMS: &[&str] = &[
+    "crate::pipeline::parts",
+    "crate::pipeline::recorder",
+    "crate::pipeline::session",
+    "crate::pipeline::settlement",
+    "crate::pipeline::settlement::idempotent",
+    "crate::pipeline::settlement::transactional",
+    "crate::pipeline::shared",
+    "crate::pipeline::supervisor",
+    "crate::pipeline::watermark",
+];
+
+/// First segments of every path a file names.
+struct Crates(std::collections::BTreeSet<String>);
+
+impl<'ast> Visit<'ast> for Crates {
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if let Some(first) = p.segments.first() {
+            self.0.insert(first.ident.to_string());
+        }
+        syn::visit::visit_path(self, p);
+    }
+
+    fn visit_use_tree(&mut self, t: &'ast syn::UseTree) {
+        match t {
+            syn::UseTree::Path(p) => {
+                self.0.insert(p.ident.to_string());
+            }
+            syn::UseTree::Name(n) => {
+                self.0.insert(n.ident.to_string());
+            }
+            _ => {}
+        }
+    }
+
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        let is_test = m.attrs.iter().any(|a| {
+            a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+        });
+        if !is_test {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+}
+
+#[test]
+fn the_settlement_engine_reaches_kafka_and_postgres_only_through_its_seams() {
+    let sources = super::sources();
+    let mut checked = 0;
+    for (path, module, text) in &sources {
+        if !BEHIND_SEAMS.contains(&module.as_str()) {
+            continue;
+        }
+        checked += 1;
+        let file = syn::parse_file(text).unwrap();
+        let mut crates = Crates(Default::default());
+        crates.visit_file(&file);
+        for client in ["rdkafka", "tokio_postgres"] {
+            assert!(
+                !crates.0.contains(client),
+                "{} names {client}: go through pipeline::sink or pipeline::ledger",
+                path.display()
+            );
+        }
+    }
+    assert_eq!(checked, BEHIND_SEAMS.len(), "a module of the list moved");
+}

@@ -1,8 +1,12 @@
 //! What the database must look like for the relay to run: the server's
 //! settings, the publication, the slot, the outbox's schema and who owns the
-//! outbox. Facts are read with typed queries; rules are pure functions over
-//! them that give [`Finding`]s. `run` stops on the first error, `check`
-//! reports them all: one condition, one code, in both.
+//! outbox. Most rules are pure functions over facts read with typed queries
+//! (`server`, `publication`, `slot`, `ownership`, `drift_findings`), so they
+//! are tested without a database; a few query and judge in one step
+//! (`schema_findings`, `heartbeat_finding`, `pending_destinations`) and are
+//! tested against PostgreSQL. Each gives [`Finding`](crate::finding::Finding)s:
+//! `run` stops on the first error, `check` reports them all: one condition,
+//! one code, in both.
 //!
 //! One file per subject: `server`, `publication`, `slot`, `schema`,
 //! `ownership`.
