@@ -94,9 +94,9 @@ fn fetch_metadata(cc: &rdkafka::ClientConfig, servers: &str) -> Result<Metadata,
 }
 
 /// Fails unless the cluster answers a metadata request.
-pub(crate) async fn reachable(cfg: &Config, env: &Env) -> Result<(), Error> {
-    let cc = settings::producer_config(&cfg.kafka_cluster(env)?, None);
-    let servers = cfg.kafka.bootstrap_servers.clone();
+pub(crate) async fn reachable(cluster: &settings::Cluster) -> Result<(), Error> {
+    let cc = settings::producer_config(cluster, None);
+    let servers = cluster.bootstrap_servers.clone();
     tokio::task::spawn_blocking(move || fetch_metadata(&cc, &servers).map(|_| ()))
         .await
         .map_err(|e| Error::new(Code::INTERNAL, format!("the Kafka probe task: {e}")))?

@@ -98,12 +98,12 @@ pub(crate) async fn cutover(
         &client,
         &format!(
             "SELECT count(*) FROM ({}) b",
-            handover::backlog_query(cfg, BacklogOrder::CreatedAt)
+            handover::backlog_query(&handover::Lists::of(cfg), BacklogOrder::CreatedAt)
         ),
     )
     .await?;
     let slot = control::slot_activity(&client, &cfg.postgres.slot).await?;
-    let state = handover::state(&client, cfg).await?;
+    let state = handover::state(&client, &handover::Lists::of(cfg)).await?;
     let mode = declared.mode.map_or("undeclared", RelayMode::as_str);
     say(
         out,
@@ -248,7 +248,7 @@ async fn back_to_polling(
     if debezium.is_some() {
         drop_slot(client, &cfg.debezium.slot).await?;
     }
-    handover::clear_list(client, cfg).await?;
+    handover::clear_list(client, &handover::Lists::of(cfg)).await?;
     client
         .execute(
             &format!(
@@ -405,10 +405,11 @@ async fn hand_over(ctx: Ctx<'_>, out: &mut (dyn Write + Send)) -> Result<(), Err
         opts,
         client,
     } = ctx;
-    handover::set_state(client, cfg, State::Preparing, 0, None).await?;
-    handover::clear_list(client, cfg).await?;
+    handover::set_state(client, &handover::Lists::of(cfg), State::Preparing, 0, None).await?;
+    handover::clear_list(client, &handover::Lists::of(cfg)).await?;
 
-    let mut repl = ReplicationConnection::connect(&ConnectOptions::from_config(cfg, env)?).await?;
+    let mut repl =
+        ReplicationConnection::connect(&ConnectOptions::from_postgres(&cfg.postgres, env)?).await?;
     let created = slot::create(
         &mut repl,
         &cfg.postgres.slot,
@@ -431,10 +432,10 @@ async fn hand_over(ctx: Ctx<'_>, out: &mut (dyn Write + Send)) -> Result<(), Err
     let (ids, order) = backlog_as_of(cfg, env, &snapshot).await?;
     repl.close().await;
 
-    handover::write_list(client, cfg, &ids).await?;
+    handover::write_list(client, &handover::Lists::of(cfg), &ids).await?;
     handover::set_state(
         client,
-        cfg,
+        &handover::Lists::of(cfg),
         State::Ready,
         ids.len() as i64,
         Some(consistent),
@@ -481,7 +482,10 @@ async fn backlog_as_of(
     .await
     .map_err(&listing)?;
     let ids: Vec<String> = tx
-        .query(&handover::backlog_query(cfg, order), &[])
+        .query(
+            &handover::backlog_query(&handover::Lists::of(cfg), order),
+            &[],
+        )
         .await
         .map_err(&listing)?
         .iter()

@@ -63,7 +63,7 @@ pub async fn report(cfg: &Config, env: &Env) -> Report {
             Err(e) => findings.push(Finding::failed("postgres", &e)),
         },
     }
-    let log_in = match ConnectOptions::from_config(cfg, env) {
+    let log_in = match ConnectOptions::from_postgres(&cfg.postgres, env) {
         Ok(opts) => replication::check_log_in(&opts).await,
         Err(e) => Err(e),
     };

@@ -5,7 +5,7 @@
 use tokio_postgres::Client;
 
 use super::sqlstate::query_error;
-use crate::config::Config;
+use crate::config::{Config, OutboxConfig};
 use crate::contract::outbox::{self, objects, Status};
 use crate::contract::row::OutboxRow;
 use crate::error::{Code, Error};
@@ -36,23 +36,44 @@ impl State {
     }
 }
 
-fn state_table(cfg: &Config) -> String {
-    format!("{}.{}", cfg.outbox.schema, objects::HANDOVER_STATE_TABLE)
+/// The hand-over tables of one outbox, and the slot a hand-over is for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lists<'a> {
+    pub(crate) outbox: &'a OutboxConfig,
+    pub(crate) slot: &'a str,
 }
 
-fn list_table(cfg: &Config) -> String {
-    format!("{}.{}", cfg.outbox.schema, objects::HANDOVER_TABLE)
+impl<'a> Lists<'a> {
+    /// The relay's slot's (`postgres.slot`; a cutover to Debezium passes a
+    /// configuration whose slot is Debezium's).
+    pub(crate) fn of(cfg: &'a Config) -> Lists<'a> {
+        Lists {
+            outbox: &cfg.outbox,
+            slot: &cfg.postgres.slot,
+        }
+    }
+}
+
+fn state_table(lists: &Lists<'_>) -> String {
+    format!("{}.{}", lists.outbox.schema, objects::HANDOVER_STATE_TABLE)
+}
+
+fn list_table(lists: &Lists<'_>) -> String {
+    format!("{}.{}", lists.outbox.schema, objects::HANDOVER_TABLE)
 }
 
 /// The hand-over state of this outbox and the slot it belongs to.
-pub(crate) async fn state(client: &Client, cfg: &Config) -> Result<Option<(State, String)>, Error> {
+pub(crate) async fn state(
+    client: &Client,
+    lists: &Lists<'_>,
+) -> Result<Option<(State, String)>, Error> {
     let row = client
         .query_opt(
             &format!(
                 "SELECT state, slot FROM {} WHERE outbox_table = $1",
-                state_table(cfg)
+                state_table(lists)
             ),
-            &[&cfg.qualified_table()],
+            &[&lists.outbox.qualified_table()],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))?;
@@ -61,7 +82,7 @@ pub(crate) async fn state(client: &Client, cfg: &Config) -> Result<Option<(State
 
 pub(crate) async fn set_state(
     client: &Client,
-    cfg: &Config,
+    lists: &Lists<'_>,
     state: State,
     rows: i64,
     consistent_point: Option<Lsn>,
@@ -76,9 +97,9 @@ pub(crate) async fn set_state(
                      rows_listed = EXCLUDED.rows_listed,
                      consistent_point = COALESCE(EXCLUDED.consistent_point, {0}.consistent_point),
                      changed_at = now()",
-                state_table(cfg)
+                state_table(lists)
             ),
-            &[&cfg.qualified_table(), &cfg.postgres.slot, &state.as_str(), &rows, &point],
+            &[&lists.outbox.qualified_table(), &lists.slot, &state.as_str(), &rows, &point],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))?;
@@ -86,25 +107,25 @@ pub(crate) async fn set_state(
 }
 
 /// Rows on the hand-over list.
-pub(crate) async fn list_len(client: &Client, cfg: &Config) -> Result<i64, Error> {
+pub(crate) async fn list_len(client: &Client, lists: &Lists<'_>) -> Result<i64, Error> {
     Ok(client
         .query_one(
             &format!(
                 "SELECT count(*) FROM {} WHERE outbox_table = $1",
-                list_table(cfg)
+                list_table(lists)
             ),
-            &[&cfg.qualified_table()],
+            &[&lists.outbox.qualified_table()],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))?
         .get(0))
 }
 
-pub(crate) async fn clear_list(client: &Client, cfg: &Config) -> Result<u64, Error> {
+pub(crate) async fn clear_list(client: &Client, lists: &Lists<'_>) -> Result<u64, Error> {
     client
         .execute(
-            &format!("DELETE FROM {} WHERE outbox_table = $1", list_table(cfg)),
-            &[&cfg.qualified_table()],
+            &format!("DELETE FROM {} WHERE outbox_table = $1", list_table(lists)),
+            &[&lists.outbox.qualified_table()],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))
@@ -155,7 +176,7 @@ impl BacklogOrder {
 /// never attempted) has that transaction as its `xmin`; it is placed by its
 /// commit time, any other row (or one whose commit time is unknown: frozen,
 /// or from before the setting) by `created_at`, which precedes its commit.
-pub(crate) fn backlog_query(cfg: &Config, order: BacklogOrder) -> String {
+pub(crate) fn backlog_query(lists: &Lists<'_>, order: BacklogOrder) -> String {
     let created = outbox::CREATED_AT.name;
     let first = match order {
         BacklogOrder::CommitTime => format!(
@@ -171,7 +192,7 @@ pub(crate) fn backlog_query(cfg: &Config, order: BacklogOrder) -> String {
     format!(
         "SELECT {id}::text FROM {table} WHERE {status} NOT IN ('{published}', '{failed}') ORDER BY {first}{created}, {id}",
         id = outbox::MESSAGE_ID.name,
-        table = cfg.qualified_table(),
+        table = lists.outbox.qualified_table(),
         status = outbox::STATUS.name,
         published = Status::Published.as_str(),
         failed = Status::Failed.as_str(),
@@ -179,7 +200,11 @@ pub(crate) fn backlog_query(cfg: &Config, order: BacklogOrder) -> String {
 }
 
 /// Writes the list (in chunks) in the given order.
-pub(crate) async fn write_list(client: &Client, cfg: &Config, ids: &[String]) -> Result<(), Error> {
+pub(crate) async fn write_list(
+    client: &Client,
+    lists: &Lists<'_>,
+    ids: &[String],
+) -> Result<(), Error> {
     for (chunk_index, chunk) in ids.chunks(10_000).enumerate() {
         let offset = (chunk_index * 10_000) as i64;
         client
@@ -187,9 +212,9 @@ pub(crate) async fn write_list(client: &Client, cfg: &Config, ids: &[String]) ->
                 &format!(
                     "INSERT INTO {} (outbox_table, seq, message_id)
                      SELECT $1, $2 + t.ord, t.id::uuid FROM unnest($3::text[]) WITH ORDINALITY AS t(id, ord)",
-                    list_table(cfg)
+                    list_table(lists)
                 ),
-                &[&cfg.qualified_table(), &offset, &chunk],
+                &[&lists.outbox.qualified_table(), &offset, &chunk],
             )
             .await
         .map_err(query_error(Code::HANDOVER_FAILED))?;
@@ -201,7 +226,7 @@ pub(crate) async fn write_list(client: &Client, cfg: &Config, ids: &[String]) ->
 /// streamed rows. Returns `(seq, row)` pairs.
 pub(crate) async fn read_chunk(
     client: &Client,
-    cfg: &Config,
+    lists: &Lists<'_>,
     after_seq: i64,
     limit: i64,
 ) -> Result<Vec<(i64, OutboxRow)>, Error> {
@@ -212,14 +237,14 @@ pub(crate) async fn read_chunk(
                 "SELECT h.seq, {columns} FROM {list} h JOIN {table} o ON o.{id} = h.message_id
                  WHERE h.outbox_table = $1 AND h.seq > $2 AND o.{status} NOT IN ('{published}', '{failed}')
                  ORDER BY h.seq LIMIT $3",
-                list = list_table(cfg),
-                table = cfg.qualified_table(),
+                list = list_table(lists),
+                table = lists.outbox.qualified_table(),
                 id = outbox::MESSAGE_ID.name,
                 status = outbox::STATUS.name,
                 published = Status::Published.as_str(),
                 failed = Status::Failed.as_str(),
             ),
-            &[&cfg.qualified_table(), &after_seq, &limit],
+            &[&lists.outbox.qualified_table(), &after_seq, &limit],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))?;
@@ -300,7 +325,7 @@ fn failed_predicate() -> String {
 /// streamed rows; the cursor moves past them.
 pub(crate) async fn failed_chunk(
     client: &Client,
-    cfg: &Config,
+    lists: &Lists<'_>,
     filter: &FailedFilter,
     cursor: &mut FailedCursor,
     limit: i64,
@@ -314,7 +339,7 @@ pub(crate) async fn failed_chunk(
                  ORDER BY {created}, {id} LIMIT $6",
                 created = outbox::CREATED_AT.name,
                 id = outbox::MESSAGE_ID.name,
-                table = cfg.qualified_table(),
+                table = lists.outbox.qualified_table(),
                 predicate = failed_predicate(),
             ),
             &[
@@ -338,7 +363,7 @@ pub(crate) async fn failed_chunk(
 /// How many FAILED rows match `filter`, by code and destination.
 pub(crate) async fn failed_counts(
     client: &Client,
-    cfg: &Config,
+    lists: &Lists<'_>,
     filter: &FailedFilter,
 ) -> Result<Vec<(Option<String>, String, i64)>, Error> {
     let rows = client
@@ -348,7 +373,7 @@ pub(crate) async fn failed_counts(
                  GROUP BY 1, 2 ORDER BY 1, 2",
                 code = outbox::LAST_FAILURE_CODE.name,
                 destination = outbox::DESTINATION.name,
-                table = cfg.qualified_table(),
+                table = lists.outbox.qualified_table(),
                 predicate = failed_predicate(),
             ),
             &[&filter.code, &filter.destination, &filter.since],

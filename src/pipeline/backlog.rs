@@ -16,12 +16,11 @@ use super::ledger::Ledger;
 use super::session::{Flow, Session};
 use super::settlement::Settlement;
 use super::sink::Sink;
-use crate::config::Config;
 use crate::contract::outbox;
 use crate::contract::row::{OutboxRow, Value};
 use crate::contract::value::Timestamp;
 use crate::error::{Code, Error};
-use crate::pg::handover::{self, FailedCursor, FailedFilter, State};
+use crate::pg::handover::{self, FailedCursor, FailedFilter, Lists, State};
 use crate::pg::row_status::Guard;
 
 /// Rows read from the list per query.
@@ -43,20 +42,20 @@ pub(super) fn created_at(row: &OutboxRow) -> Timestamp {
 pub(super) async fn hand_over<K: Sink, L: Ledger, S: Settlement>(
     session: &mut Session<'_, K, L, S>,
     sql: &tokio_postgres::Client,
-    cfg: &Config,
+    lists: &Lists<'_>,
     shutdown: &CancellationToken,
 ) -> Result<Flow, Error> {
-    if !matches!(handover::state(sql, cfg).await?, Some((State::Ready, _))) {
+    if !matches!(handover::state(sql, lists).await?, Some((State::Ready, _))) {
         return Ok(Flow::Continue);
     }
     let tx = session.parts.watermark.begin();
     let mut after = 0i64;
     let mut handed = 0u64;
-    let listed = handover::list_len(sql, cfg).await?;
+    let listed = handover::list_len(sql, lists).await?;
     let backlog = &session.parts.shared.metrics.handover_backlog;
     backlog.set(listed);
     loop {
-        let chunk = handover::read_chunk(sql, cfg, after, CHUNK).await?;
+        let chunk = handover::read_chunk(sql, lists, after, CHUNK).await?;
         let Some((last, _)) = chunk.last() else { break };
         after = *last;
         let rows: Vec<_> = chunk.into_iter().map(|(_, row)| row).collect();
@@ -72,8 +71,8 @@ pub(super) async fn hand_over<K: Sink, L: Ledger, S: Settlement>(
         mark(session, Guard::HandedOver).await?;
     }
     let done = i64::try_from(handed).unwrap_or(i64::MAX);
-    handover::set_state(sql, cfg, State::Done, done, None).await?;
-    handover::clear_list(sql, cfg).await?;
+    handover::set_state(sql, lists, State::Done, done, None).await?;
+    handover::clear_list(sql, lists).await?;
     backlog.set(0);
     session.parts.watermark = super::watermark::Watermark::new();
     tracing::info!(rows = handed, "published the cutover's backlog");
@@ -116,10 +115,10 @@ pub(super) fn interrupted(reason: Error) -> Error {
 /// Refuses to stream while a cutover is half done.
 pub(super) async fn require_not_preparing(
     sql: &tokio_postgres::Client,
-    cfg: &Config,
+    lists: &Lists<'_>,
 ) -> Result<(), Error> {
     if matches!(
-        handover::state(sql, cfg).await?,
+        handover::state(sql, lists).await?,
         Some((State::Preparing, _))
     ) {
         return Err(Error::new(
@@ -144,7 +143,7 @@ pub struct Redriven {
 pub(super) async fn redrive<K: Sink, L: Ledger, S: Settlement>(
     session: &mut Session<'_, K, L, S>,
     sql: &tokio_postgres::Client,
-    cfg: &Config,
+    lists: &Lists<'_>,
     filter: &FailedFilter,
     shutdown: &CancellationToken,
 ) -> Result<Redriven, Error> {
@@ -153,7 +152,7 @@ pub(super) async fn redrive<K: Sink, L: Ledger, S: Settlement>(
     let tx = session.parts.watermark.begin();
     let backlog = &session.parts.shared.metrics.handover_backlog;
     loop {
-        let rows = handover::failed_chunk(sql, cfg, filter, &mut cursor, CHUNK).await?;
+        let rows = handover::failed_chunk(sql, lists, filter, &mut cursor, CHUNK).await?;
         if rows.is_empty() {
             break;
         }

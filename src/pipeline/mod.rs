@@ -49,6 +49,7 @@ use crate::kafka::{probe, settings};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::pg::checks::{self, Purpose};
+use crate::pg::handover::Lists;
 use crate::pg::row_status::Marker;
 use crate::pg::{connect, grants};
 use crate::replication::{self, Feedback, SourceOptions, Stream};
@@ -75,6 +76,8 @@ pub struct Relay {
     progress: Option<Arc<Progress>>,
     mode: Mode,
     shared: Shared,
+    /// The slot guard's settings; taken when `run` starts it.
+    watch: Option<monitor::Watch>,
     pub stats: Arc<RelayStats>,
 }
 
@@ -87,7 +90,7 @@ impl Relay {
             &cfg.kafka_cluster(&*env)?,
             cfg.producer_transactional_id().as_deref(),
         );
-        probe::reachable(&cfg, &*env).await?;
+        probe::reachable(&cfg.kafka_cluster(&*env)?).await?;
         let sql = connect::connect(&cfg.postgres, &*env).await?;
         finding::first_error(grants::findings(&sql, &cfg).await?)?;
         let ownership = checks::ownership(&sql, &cfg).await?;
@@ -98,7 +101,7 @@ impl Relay {
                 create_slot: cfg.relay.create_slot,
             },
         ))?;
-        backlog::require_not_preparing(&sql, &cfg).await?;
+        backlog::require_not_preparing(&sql, &Lists::of(&cfg)).await?;
         let source = SourceOptions::from_config(&cfg, &*env)?;
         replication::check_log_in(&source.connect).await?;
         let (mode, progress) = match cfg.relay.delivery() {
@@ -112,7 +115,9 @@ impl Relay {
         };
         let stats = Arc::new(RelayStats::default());
         let shared = shared(&cfg, env.clone(), stats.clone());
+        let watch = Some(monitor::Watch::new(&cfg, env.clone())?);
         Ok(Relay {
+            watch,
             marker: Marker::new(&cfg.outbox),
             cfg,
             env,
@@ -136,11 +141,12 @@ impl Relay {
     /// policy says. Queued marks are recorded at any stop.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
         let metrics = self.shared.metrics.clone();
+        let watch = self.watch.take();
         let mut supervisor =
             Supervisor::new(self.shared.feedback.clone()).with_metrics(metrics.clone());
         let this = &self;
         let result = {
-            let _guard = monitor::start(&self.cfg, self.env.clone(), metrics.clone(), &shutdown);
+            let _guard = watch.map(|w| monitor::start(w, metrics.clone(), &shutdown));
             supervisor
                 .run(&shutdown, |attempt| this.session(attempt, &shutdown))
                 .await
@@ -173,7 +179,7 @@ impl Relay {
         let sql = self.sql.lock().await;
         let sink = KafkaSink::new(&self.producer, self.progress.clone())?;
         let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
-        let end = backlog::hand_over(&mut session, &sql, &self.cfg, shutdown)
+        let end = backlog::hand_over(&mut session, &sql, &Lists::of(&self.cfg), shutdown)
             .await
             .map_err(backlog::interrupted);
         session.finish(end.map(|_| ())).await
@@ -202,7 +208,8 @@ impl Relay {
         let sql = self.sql.lock().await;
         let sink = KafkaSink::new(&self.producer, self.progress.clone())?;
         let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
-        let done = backlog::redrive(&mut session, &sql, &self.cfg, filter, shutdown).await;
+        let done =
+            backlog::redrive(&mut session, &sql, &Lists::of(&self.cfg), filter, shutdown).await;
         let end = done.as_ref().map(|_| ()).map_err(Clone::clone);
         session.finish(end).await.and(done)
     }
@@ -259,15 +266,16 @@ impl Relay {
             }
         };
         metrics.streaming_began();
-        let end = match backlog::hand_over(&mut session, &sql, &self.cfg, shutdown).await {
-            Ok(Flow::Continue) => {
-                session
-                    .pump(&mut stream.events, &stream.stats, shutdown)
-                    .await
-            }
-            Ok(Flow::Stopped) => Ok(()),
-            Err(e) => Err(e),
-        };
+        let end =
+            match backlog::hand_over(&mut session, &sql, &Lists::of(&self.cfg), shutdown).await {
+                Ok(Flow::Continue) => {
+                    session
+                        .pump(&mut stream.events, &stream.stats, shutdown)
+                        .await
+                }
+                Ok(Flow::Stopped) => Ok(()),
+                Err(e) => Err(e),
+            };
         metrics.streaming_ended();
         let end = session.finish(end).await;
         let reader = stream.stop().await;

@@ -17,62 +17,99 @@ use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::config::{Config, Env};
+use crate::config::{Config, Env, PostgresConfig};
 use crate::error::{Code, Error};
-use crate::kafka::probe;
+use crate::kafka::{probe, settings};
 use crate::metrics::{Metrics, SlotFigures};
 use crate::pg::{checks, connect};
 use crate::replication::HEARTBEAT_PREFIX;
 
+/// What the guard watches and how often, from `[postgres]`, `[kafka]` and
+/// `[relay]`.
+pub(super) struct Watch {
+    postgres: PostgresConfig,
+    env: Arc<Env>,
+    cluster: settings::Cluster,
+    check_every: Duration,
+    /// Zero: no heartbeats.
+    heartbeat_every: Duration,
+    /// `relay.slot_wal_margin_bytes`.
+    margin: u64,
+}
+
+impl Watch {
+    pub(super) fn new(cfg: &Config, env: Arc<Env>) -> Result<Watch, Error> {
+        Ok(Watch {
+            postgres: cfg.postgres.clone(),
+            cluster: cfg.kafka_cluster(&*env)?,
+            env,
+            check_every: Duration::from_secs(cfg.relay.slot_check_interval_secs),
+            heartbeat_every: Duration::from_secs(cfg.relay.heartbeat_interval_secs),
+            margin: cfg.relay.slot_wal_margin_bytes,
+        })
+    }
+
+    fn slot(&self) -> &str {
+        &self.postgres.slot
+    }
+
+    /// The guard's connection, made again after a failure.
+    async fn client<'a>(&self, sql: &'a mut Option<Client>) -> Result<&'a Client, Error> {
+        if sql.as_ref().is_none_or(|c| c.is_closed()) {
+            *sql = Some(connect::connect(&self.postgres, &*self.env).await?);
+        }
+        sql.as_ref()
+            .ok_or_else(|| Error::new(Code::INTERNAL, "no SQL connection"))
+    }
+}
+
 /// Starts the task; it stops when the guard drops or at shutdown.
 pub(super) fn start(
-    cfg: &Config,
-    env: Arc<Env>,
+    watch: Watch,
     metrics: Arc<Metrics>,
     shutdown: &CancellationToken,
 ) -> DropGuard {
     let token = shutdown.child_token();
     let guard = token.clone().drop_guard();
-    tokio::spawn(run(cfg.clone(), env, metrics, token));
+    tokio::spawn(run(watch, metrics, token));
     guard
 }
 
 /// Every this many checks at risk, the warning is logged again.
 const REPEAT_WARNING_EVERY: u64 = 20;
 
-async fn run(cfg: Config, env: Arc<Env>, metrics: Arc<Metrics>, stop: CancellationToken) {
+async fn run(w: Watch, metrics: Arc<Metrics>, stop: CancellationToken) {
     let mut sql: Option<Client> = None;
-    let mut check = tokio::time::interval(Duration::from_secs(cfg.relay.slot_check_interval_secs));
+    let mut check = tokio::time::interval(w.check_every);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let heartbeat_every = Duration::from_secs(cfg.relay.heartbeat_interval_secs);
-    let mut heartbeat = tokio::time::interval(heartbeat_every.max(Duration::from_secs(1)));
+    let mut heartbeat = tokio::time::interval(w.heartbeat_every.max(Duration::from_secs(1)));
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let heartbeats = !heartbeat_every.is_zero();
+    let heartbeats = !w.heartbeat_every.is_zero();
     let mut at_risk_checks = 0u64;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = check.tick() => {
-                let kafka = probe::reachable(&cfg, &*env).await;
+                let kafka = probe::reachable(&w.cluster).await;
                 metrics.set_kafka(&kafka);
                 if let Err(e) = kafka {
-                    tracing::warn!(code = %e.code(), error = %e, "readiness: Kafka does not answer");
+                    crate::log_error!(warn, e, "readiness: Kafka does not answer");
                 }
-                match slot_figures(&mut sql, &cfg, &*env).await {
+                match slot_figures(&w, &mut sql).await {
                     Ok(figures) => {
                         metrics.set_slot(figures.as_ref());
-                        guard(&cfg, figures.as_ref(), &mut at_risk_checks);
+                        guard(&w, figures.as_ref(), &mut at_risk_checks);
                     }
                     Err(e) => {
                         metrics.slot_checks_failed.inc();
-                        tracing::warn!(code = %e.code(), error = %e, "slot guard: cannot read the slot");
+                        crate::log_error!(warn, e, "slot guard: cannot read the slot");
                     }
                 }
             }
             _ = heartbeat.tick(), if heartbeats => {
-                match emit_heartbeat(&mut sql, &cfg, &*env).await {
+                match emit_heartbeat(&w, &mut sql).await {
                     Ok(()) => metrics.heartbeats.inc(),
-                    Err(e) => tracing::warn!(code = %e.code(), error = %e, "heartbeat not written"),
+                    Err(e) => crate::log_error!(warn, e, "heartbeat not written"),
                 }
             }
         }
@@ -80,11 +117,11 @@ async fn run(cfg: Config, env: Arc<Env>, metrics: Arc<Metrics>, stop: Cancellati
 }
 
 /// Logs what the operator must know about the slot.
-fn guard(cfg: &Config, slot: Option<&SlotFigures>, at_risk_checks: &mut u64) {
+fn guard(w: &Watch, slot: Option<&SlotFigures>, at_risk_checks: &mut u64) {
     let Some(s) = slot else {
         return;
     };
-    let slot_name = &cfg.postgres.slot;
+    let slot_name = w.slot();
     if s.wal_status.as_deref() == Some("lost") {
         tracing::error!(
             code = %Code::SLOT_INVALIDATED,
@@ -94,13 +131,13 @@ fn guard(cfg: &Config, slot: Option<&SlotFigures>, at_risk_checks: &mut u64) {
         return;
     }
     match s.safe_wal_size {
-        Some(safe) if safe < cfg.relay.slot_wal_margin_bytes as i64 => {
+        Some(safe) if safe < w.margin as i64 => {
             if *at_risk_checks % REPEAT_WARNING_EVERY == 0 {
                 tracing::warn!(
                     code = %Code::SLOT_WAL_AT_RISK,
                     slot = %slot_name,
                     safe_wal_size = safe,
-                    margin = cfg.relay.slot_wal_margin_bytes,
+                    margin = w.margin,
                     wal_status = s.wal_status.as_deref().unwrap_or("?"),
                     "the slot is close to max_slot_wal_keep_size: when safe_wal_size reaches 0 the server invalidates it"
                 );
@@ -116,30 +153,13 @@ fn guard(cfg: &Config, slot: Option<&SlotFigures>, at_risk_checks: &mut u64) {
     }
 }
 
-/// The guard's connection, made again after a failure.
-async fn client<'a>(
-    sql: &'a mut Option<Client>,
-    cfg: &Config,
-    env: &Env,
-) -> Result<&'a Client, Error> {
-    if sql.as_ref().is_none_or(|c| c.is_closed()) {
-        *sql = Some(connect::connect(&cfg.postgres, env).await?);
-    }
-    sql.as_ref()
-        .ok_or_else(|| Error::new(Code::INTERNAL, "no SQL connection"))
+async fn slot_figures(w: &Watch, sql: &mut Option<Client>) -> Result<Option<SlotFigures>, Error> {
+    let c = w.client(sql).await?;
+    checks::slot_figures(c, w.slot()).await
 }
 
-async fn slot_figures(
-    sql: &mut Option<Client>,
-    cfg: &Config,
-    env: &Env,
-) -> Result<Option<SlotFigures>, Error> {
-    let c = client(sql, cfg, env).await?;
-    checks::slot_figures(c, &cfg.postgres.slot).await
-}
-
-async fn emit_heartbeat(sql: &mut Option<Client>, cfg: &Config, env: &Env) -> Result<(), Error> {
-    let c = client(sql, cfg, env).await?;
+async fn emit_heartbeat(w: &Watch, sql: &mut Option<Client>) -> Result<(), Error> {
+    let c = w.client(sql).await?;
     // Transactional: a non-transactional message is decoded outside any
     // transaction, so it gives the relay nothing to confirm.
     c.execute(

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
 use super::codec::{Backend, PgCodec};
-use crate::config::{Config, Env, Secret, SslMode};
+use crate::config::{Env, PostgresConfig, Secret, SslMode};
 use crate::error::{Cause, Code, Error};
 use crate::lsn::Lsn;
 use crate::pg::sqlstate::{self, Phase, ServerError};
@@ -43,8 +43,7 @@ pub struct ConnectOptions {
 }
 
 impl ConnectOptions {
-    pub fn from_config(cfg: &Config, env: &Env) -> Result<ConnectOptions, Error> {
-        let pg = &cfg.postgres;
+    pub fn from_postgres(pg: &PostgresConfig, env: &Env) -> Result<ConnectOptions, Error> {
         let mut endpoints = pg.endpoints().into_iter();
         let (host, port) = endpoints.next().unwrap_or_else(|| (pg.host.clone(), 5432));
         Ok(ConnectOptions {
@@ -53,7 +52,7 @@ impl ConnectOptions {
             more_hosts: endpoints.collect(),
             dbname: pg.dbname.clone(),
             user: pg.user.clone(),
-            password: cfg.postgres_password(env)?,
+            password: pg.password(env)?,
             sslmode: pg.sslmode,
             sslrootcert: pg.sslrootcert.clone(),
             application_name: pg.application_name.clone(),

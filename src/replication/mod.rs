@@ -71,7 +71,7 @@ pub const HEARTBEAT_PREFIX: &str = "outbox-cdc.heartbeat";
 impl SourceOptions {
     pub fn from_config(cfg: &Config, env: &Env) -> Result<SourceOptions, Error> {
         Ok(SourceOptions {
-            connect: ConnectOptions::from_config(cfg, env)?,
+            connect: ConnectOptions::from_postgres(&cfg.postgres, env)?,
             slot: cfg.postgres.slot.clone(),
             messages: cfg.relay.heartbeat_interval_secs > 0,
             binary: cfg.relay.pgoutput_binary,
