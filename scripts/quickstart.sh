@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Quickstart on local services: starts PostgreSQL 15 and Kafka (left running;
-# `scripts/services.sh stop` stops them), creates a demo database, migrates
-# it, generates the Debezium configuration, runs the relay, inserts sample
-# rows and shows the records as they arrive in Kafka.
+# Quickstart on local services: installs and starts only PostgreSQL 15 and
+# Kafka (left running; `scripts/services.sh stop` stops them), builds the
+# release binary, creates a demo database, migrates it, generates the
+# Debezium configuration, runs the relay, inserts sample rows and shows the
+# records as they arrive in Kafka.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-scripts/services.sh start
+# The build and the services' installs go side by side.
+build_log=.cache/quickstart/build.log
+mkdir -p .cache/quickstart
+cargo build --release --quiet --bin outbox-cdc >"$build_log" 2>&1 &
+build=$!
+scripts/services.sh start-core
 eval "$(scripts/services.sh env)"
+wait $build || { cat "$build_log" >&2; exit 1; }
 export PGPASSWORD=$OUTBOX_TEST_PG_PASSWORD
 psql_demo() { psql -X -q -v ON_ERROR_STOP=1 -h "$OUTBOX_TEST_PG_HOST" -p "$OUTBOX_TEST_PG_PORT" -U "$OUTBOX_TEST_PG_USER" "$@"; }
 
@@ -15,7 +22,6 @@ if ! psql_demo -d postgres -Atc "SELECT 1 FROM pg_database WHERE datname = 'outb
   psql_demo -d postgres -c "CREATE DATABASE outbox_demo"
 fi
 
-mkdir -p .cache/quickstart
 config=.cache/quickstart/outbox-cdc.toml
 cat >"$config" <<TOML
 [postgres]
@@ -36,8 +42,7 @@ bootstrap_servers = "$OUTBOX_TEST_KAFKA_BOOTSTRAP"
 listen = "127.0.0.1:9187"
 TOML
 
-cargo build --quiet
-bin=target/debug/outbox-cdc
+bin=target/release/outbox-cdc
 echo "==> outbox-cdc migrate"
 "$bin" migrate --config "$config"
 echo "==> outbox-cdc connector-config (.cache/quickstart/debezium.properties)"

@@ -12,5 +12,6 @@ for pair in connect:outbox-cdc.properties connect-json:outbox-cdc.json \
     --target "${pair%%:*}" --out "connector-config/${pair#*:}"
 done
 cargo run --quiet -- alert-rules >monitoring/outbox-cdc.rules.yml
+cp monitoring/outbox-cdc.rules.yml deploy/helm/outbox-cdc/files/outbox-cdc.rules.yml
 INSTA_UPDATE=always cargo test --quiet --test it connector_config::snapshots_pin_the_generated_configuration
-git status --short connector-config snapshots monitoring
+git status --short connector-config snapshots monitoring deploy

@@ -7,6 +7,9 @@
 #
 #   scripts/services.sh install   install what is missing (apt, Maven Central)
 #   scripts/services.sh start     install, start and wait until both accept work
+#   scripts/services.sh start-core  only PostgreSQL 15 and Kafka: what the
+#                                 quickstart runs (no Connect, no other majors,
+#                                 no Prometheus tools, no Debezium Server)
 #   scripts/services.sh stop      stop both and leave no process behind
 #   scripts/services.sh status    say what runs
 #   scripts/services.sh env       print the exports the tests and tools read
@@ -621,6 +624,7 @@ EOF
 case "${1:-}" in
   install) install ;;
   start) install; start_pg; start_kafka; start_connect; log "services are up (state in $STATE)" ;;
+  start-core) install_pg; install_jvm_profile kafka; start_pg; start_kafka; log "PostgreSQL and Kafka are up (state in $STATE)" ;;
   stop) stop_connect; stop_kafka; stop_every_pg ;;
   status)
     if pg_running; then echo "postgresql: running on 127.0.0.1:$PG_PORT"; else echo "postgresql: stopped"; fi

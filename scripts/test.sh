@@ -2,10 +2,12 @@
 # The whole test suite, from a fresh clone on a fresh machine:
 # formatting, lints, unit and integration tests (against a real PostgreSQL 15
 # and a real Kafka broker, which this script installs, starts and stops), the
-# check that the committed Debezium configuration matches the definition, and
-# the version matrix: the core of the suite again on PostgreSQL 14, 16, 17 and
-# 18, and the Debezium parity test on 18, the newest major Debezium 3.6.1 is
-# tested against (its connector's pom.xml has profiles postgres-14 to -18).
+# check that the committed Debezium configuration matches the definition, the
+# shipped artifacts (the container image and its tests under podman, the
+# Helm chart, the Debian package), and the version matrix: the core of the
+# suite again on PostgreSQL 14, 16, 17 and 18, and the Debezium parity test
+# on 18, the newest major Debezium 3.6.1 is tested against (its connector's
+# pom.xml has profiles postgres-14 to -18).
 #
 # OUTBOX_TEST_PG_MAJORS="14 16 17 18" picks the matrix's majors (all of them
 # unless set; an empty value runs PostgreSQL 15 only, for quick local runs).
@@ -48,7 +50,12 @@ step "starting PostgreSQL and Kafka"
 scripts/services.sh start
 eval "$(scripts/services.sh env)"
 
-step "cargo test on PostgreSQL 15 (unit, integration, failover, drift of connector-config/ and snapshots/)"
+# The container image the image tests run (release build, podman).
+step "container image (scripts/image.sh)"
+image=$(scripts/image.sh | head -1)
+export OUTBOX_TEST_IMAGE=$image
+
+step "cargo test on PostgreSQL 15 (unit, integration, failover, packaging, drift of connector-config/ and snapshots/)"
 log=$(mktemp)
 status=0
 # Libraries, binaries and tests; the benches are run by hand, never here.
@@ -74,6 +81,12 @@ for major in ${OUTBOX_TEST_PG_MAJORS-14 16 17 18}; do
   OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh stop-postgres
 done
 eval "$(OUTBOX_TEST_PG_MAJOR=15 env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
+
+# The chart and the Debian package, each built and checked by its script.
+step "Helm chart (scripts/chart-check.sh)"
+scripts/chart-check.sh || status=$?
+step "Debian package (scripts/deb.sh)"
+scripts/deb.sh || status=$?
 
 passed=$(awk '/^test result:/ {sub(";","",$4); p+=$4} END {print p+0}' "$log")
 failed=$(awk '/^test result:/ {sub(";","",$6); f+=$6} END {print f+0}' "$log")

@@ -1,6 +1,7 @@
 //! The command line: argument parsing, logging, the runtime, and one thin
 //! module per command that calls the engine. Exit status: 0 on success, 2
-//! for a configuration the operator must fix, 1 for anything else; every
+//! for a configuration the operator must fix, 1 for anything else an
+//! operator must act on, 75 for a failure that may pass (restart it); every
 //! error is printed once, starting with its code.
 
 mod alert_rules;
@@ -21,10 +22,26 @@ use clap::{Parser, Subcommand};
 use crate::config::Config;
 use crate::error::{Code, Error};
 
+/// `--version`: what the binary is and what it was built with.
+fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let (_, librdkafka) = rdkafka::util::get_rdkafka_version();
+        format!(
+            "{}\ncommit: {}\nrustc: {}\nlibrdkafka: {librdkafka}\nDebezium (generated configuration): {}",
+            env!("CARGO_PKG_VERSION"),
+            crate::metrics::BUILD_COMMIT,
+            env!("OUTBOX_CDC_RUSTC"),
+            crate::contract::debezium::DEBEZIUM_VERSION,
+        )
+    })
+}
+
 #[derive(Parser)]
 #[command(
     name = "outbox-cdc",
     version,
+    long_version = long_version(),
     about = "Change-data-capture relay for a transactional outbox: PostgreSQL to Kafka"
 )]
 struct Cli {
@@ -128,17 +145,38 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// 2 for a configuration the operator must fix, 1 for everything else.
+/// Exit status: an operator must act (permissions, schema, ownership, a
+/// fenced producer, `check` found errors).
+pub const EXIT_OPERATOR: u8 = 1;
+/// Exit status: the configuration must be fixed.
+pub const EXIT_CONFIG: u8 = 2;
+/// Exit status: a failure that may pass (the database or Kafka unreachable
+/// at start, a relay that awaits an operator's grant): a supervisor such as
+/// systemd starts it again (`EX_TEMPFAIL`).
+pub const EXIT_TEMPORARY: u8 = 75;
+
+/// The exit status for `e`, from what the retry policy says of it.
 fn exit_status(e: &Error) -> u8 {
-    match e.code() {
-        Code::CONFIG_UNREADABLE
-        | Code::CONFIG_SYNTAX
-        | Code::CONFIG_UNKNOWN_KEY
-        | Code::CONFIG_MISSING_KEY
-        | Code::CONFIG_INVALID_VALUE
-        | Code::CONFIG_SECRET_IN_FILE
-        | Code::CONFIG_SECRET_UNAVAILABLE => 2,
-        _ => 1,
+    use crate::error::policy::{directive, Directive};
+    match (e.code(), directive(e)) {
+        (
+            Code::CONFIG_UNREADABLE
+            | Code::CONFIG_SYNTAX
+            | Code::CONFIG_UNKNOWN_KEY
+            | Code::CONFIG_MISSING_KEY
+            | Code::CONFIG_INVALID_VALUE
+            | Code::CONFIG_SECRET_IN_FILE
+            | Code::CONFIG_SECRET_UNAVAILABLE,
+            _,
+        ) => EXIT_CONFIG,
+        (_, Directive::Stop | Directive::Fatal) => EXIT_OPERATOR,
+        (
+            _,
+            Directive::Retry
+            | Directive::AwaitOperator
+            | Directive::RecordFailed
+            | Directive::Standby,
+        ) => EXIT_TEMPORARY,
     }
 }
 
@@ -175,4 +213,26 @@ fn runtime() -> Result<tokio::runtime::Runtime, Error> {
                 format!("cannot start the async runtime: {e}"),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Code;
+
+    #[test]
+    fn the_exit_status_says_whether_a_restart_can_help() {
+        for (code, status) in [
+            (Code::CONFIG_SYNTAX, EXIT_CONFIG),
+            (Code::CONFIG_SECRET_UNAVAILABLE, EXIT_CONFIG),
+            (Code::DUPLICATE_OUTBOX_RELAY, EXIT_OPERATOR),
+            (Code::KAFKA_PRODUCER_FENCED, EXIT_OPERATOR),
+            (Code::UNHEALTHY, EXIT_OPERATOR),
+            (Code::KAFKA_UNREACHABLE, EXIT_TEMPORARY),
+            (Code::PG_CONNECT_FAILED, EXIT_TEMPORARY),
+            (Code::TOPIC_AUTHORIZATION_FAILED, EXIT_TEMPORARY),
+        ] {
+            assert_eq!(exit_status(&Error::new(code, "x")), status, "{code}");
+        }
+    }
 }

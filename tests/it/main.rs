@@ -16,6 +16,7 @@ mod debezium;
 mod docs;
 mod errors;
 mod exclusivity;
+mod image;
 mod kafka_roundtrip;
 mod least_privilege;
 mod mapper;

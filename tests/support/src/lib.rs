@@ -8,12 +8,14 @@
 //! - `db`: databases, the rows tests write, what they read back;
 //! - `config`: configuration files for the relay under test;
 //! - `cli`: the binary as a command;
+//! - `container`: the image under podman;
 //! - `relay`: the binary as a child process, with its log;
 //! - `replication`: a reader against a test database;
 //! - `kafka`: topics, consumers, Java's partitioner.
 
 pub mod cli;
 pub mod config;
+pub mod container;
 pub mod db;
 pub mod kafka;
 pub mod relay;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Checks the Helm chart without a cluster: `helm lint`, then `helm
+# template` with the default values and with a secured cluster's
+# (tests/k8s/secured-values.yaml), each rendered object decoded strictly
+# into its upstream Go type (tests/k8s: k8s.io/api and the Prometheus
+# operator's types; an unknown field fails as the API server would refuse
+# it). Helm and the checker are built with `go install`/`go build` into
+# .cache/go, pinned. Exit status 0 only when every step passes.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+HELM_VERSION=${OUTBOX_HELM_VERSION:-v3.22.0}
+# The version Go's module proxy approves when the one asked for is refused.
+HELM_FALLBACK=v3.21.4
+GO_CACHE=$PWD/.cache/go
+chart=deploy/helm/outbox-cdc
+log() { printf '[chart] %s\n' "$*" >&2; }
+
+command -v go >/dev/null || { log "Go is needed to build helm (go install)"; exit 1; }
+mkdir -p "$GO_CACHE/bin"
+helm=$GO_CACHE/bin/helm
+if [ ! -x "$helm" ]; then
+  for v in "$HELM_VERSION" "$HELM_FALLBACK"; do
+    log "building helm $v with go install (a few minutes the first time)"
+    if GOBIN="$GO_CACHE/bin" go install "helm.sh/helm/v3/cmd/helm@$v" >&2; then break; fi
+    log "helm $v did not build"
+  done
+  [ -x "$helm" ] || { log "no helm"; exit 1; }
+fi
+checker=$GO_CACHE/bin/k8s-check
+if [ ! -x "$checker" ] || [ tests/k8s/main.go -nt "$checker" ] || [ tests/k8s/go.mod -nt "$checker" ]; then
+  log "building the strict decoder (tests/k8s)"
+  (cd tests/k8s && go build -o "$checker" .) >&2
+fi
+
+log "$("$helm" version --short)"
+"$helm" lint --strict "$chart" >&2
+"$helm" lint --strict "$chart" -f tests/k8s/secured-values.yaml >&2
+for values in "" tests/k8s/secured-values.yaml; do
+  args=(template outbox-cdc "$chart" --namespace outbox)
+  [ -n "$values" ] && args+=(-f "$values")
+  log "helm ${args[*]} | strict decoding"
+  "$helm" "${args[@]}" | "$checker"
+done
+log "the chart lints and renders objects the API would take"

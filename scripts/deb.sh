@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the Debian package and checks it where it will run:
+#
+#   scripts/deb.sh          cargo deb, then in a container made from a Debian
+#                           bookworm root file system (mmdebstrap):
+#                           dpkg -i, outbox-cdc --version, systemd-analyze verify
+#
+# cargo-deb (pinned) installs into .cache/cargo; the root file system is
+# cached in .cache/debian. Needs root (podman rootful, mmdebstrap).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+CARGO_DEB_VERSION=3.8.0
+log() { printf '[deb] %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+tools=$PWD/.cache/cargo
+if [ ! -x "$tools/bin/cargo-deb" ]; then
+  log "installing cargo-deb $CARGO_DEB_VERSION into .cache/cargo"
+  cargo install --quiet --locked --root "$tools" cargo-deb --version "$CARGO_DEB_VERSION" >&2
+fi
+export PATH="$tools/bin:$PATH"
+
+log "building the release binary and the package"
+cargo build --release --quiet --bin outbox-cdc
+deb=$(cargo deb --no-build --quiet 2>/dev/null | tail -1)
+[ -f "$deb" ] || deb=$(ls -t target/debian/outbox-cdc_*_amd64.deb | head -1)
+[ -f "$deb" ] || die "cargo deb made no package"
+log "package $deb ($(du -h "$deb" | cut -f1))"
+
+rootfs=.cache/debian/bookworm-systemd.tar
+if [ ! -f "$rootfs" ]; then
+  command -v mmdebstrap >/dev/null || {
+    [ "$(id -u)" = 0 ] || die "mmdebstrap is missing (apt-get install mmdebstrap)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
+  }
+  mkdir -p .cache/debian
+  log "making a Debian bookworm root file system with mmdebstrap (once)"
+  mmdebstrap --quiet --variant=minbase --include=systemd,passwd,ca-certificates \
+    bookworm "$rootfs.partial" http://deb.debian.org/debian >&2
+  mv "$rootfs.partial" "$rootfs"
+fi
+image=localhost/outbox-cdc-debian-test:bookworm
+if ! scripts/podman.sh image exists "$image"; then
+  scripts/podman.sh import "$rootfs" "$image" >&2
+fi
+
+log "dpkg -i, outbox-cdc --version, systemd-analyze verify, in $image"
+scripts/podman.sh run --rm --network none -v "$PWD/target/debian:/pkg:ro" "$image" sh -euc '
+  dpkg -i /pkg/'"$(basename "$deb")"'
+  id outbox-cdc
+  test -f /etc/outbox-cdc/outbox-cdc.toml.example
+  /usr/bin/outbox-cdc --version
+  systemd-analyze verify /lib/systemd/system/outbox-cdc.service
+  echo "deb: installed, runs, unit verified"
+' >&2
+echo "$deb"
