@@ -12,7 +12,10 @@ use crate::common::{self, kafka, relay, replication as rep};
 fn the_image_names_its_build_runs_as_a_user_and_has_no_shell() {
     let image = image();
     let out = podman_ok(&["run", "--rm", "--network", "none", &image, "--version"]);
-    assert!(out.starts_with(env!("CARGO_PKG_VERSION")), "{out}");
+    assert!(
+        out.starts_with(concat!("outbox-cdc ", env!("CARGO_PKG_VERSION"))),
+        "{out}"
+    );
     let commit = out
         .lines()
         .find_map(|l| l.strip_prefix("commit: "))
