@@ -4,6 +4,7 @@
 #   scripts/deb.sh          cargo deb, then in a container made from a Debian
 #                           bookworm root file system (mmdebstrap):
 #                           dpkg -i, outbox-cdc --version, systemd-analyze verify
+#   scripts/deb.sh tools    only install cargo-deb and make the root file system
 #
 # cargo-deb (pinned) installs into .cache/cargo; the root file system is
 # cached in .cache/debian. Needs root (podman rootful, mmdebstrap).
@@ -21,32 +22,37 @@ if [ ! -x "$tools/bin/cargo-deb" ]; then
 fi
 export PATH="$tools/bin:$PATH"
 
-log "building the release binary and the package"
-cargo build --release --quiet --bin outbox-cdc
-deb=$(cargo deb --no-build --quiet 2>/dev/null | tail -1)
-[ -f "$deb" ] || deb=$(ls -t target/debian/outbox-cdc_*_amd64.deb | head -1)
-[ -f "$deb" ] || die "cargo deb made no package"
-log "package $deb ($(du -h "$deb" | cut -f1))"
-
-rootfs=.cache/debian/bookworm-systemd.tar
-if [ ! -f "$rootfs" ]; then
+prepare_rootfs() {
+  rootfs=.cache/debian/bookworm-systemd.tar
+  if [ -f "$rootfs" ]; then return; fi
   command -v mmdebstrap >/dev/null || {
     [ "$(id -u)" = 0 ] || die "mmdebstrap is missing (apt-get install mmdebstrap)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
   }
   mkdir -p .cache/debian
   log "making a Debian bookworm root file system with mmdebstrap (once)"
+  partial=.cache/debian/partial.tar
   mmdebstrap --quiet --variant=minbase --include=systemd,passwd,ca-certificates \
-    bookworm "$rootfs.partial" http://deb.debian.org/debian >&2
-  mv "$rootfs.partial" "$rootfs"
-fi
+    bookworm "$partial" http://deb.debian.org/debian >&2
+  mv "$partial" "$rootfs"
+}
+prepare_rootfs
+if [ "${1:-}" = tools ]; then exit 0; fi
+
+log "building the release binary and the package"
+cargo build --release --quiet --bin outbox-cdc
+deb=$(cargo deb --no-build --quiet 2>/dev/null | tail -1)
+[ -f "$deb" ] || deb=$(ls -t "${CARGO_TARGET_DIR:-target}"/debian/outbox-cdc_*_amd64.deb | head -1)
+[ -f "$deb" ] || die "cargo deb made no package"
+log "package $deb ($(du -h "$deb" | cut -f1))"
+
 image=localhost/outbox-cdc-debian-test:bookworm
 if ! scripts/podman.sh image exists "$image"; then
   scripts/podman.sh import "$rootfs" "$image" >&2
 fi
 
 log "dpkg -i, outbox-cdc --version, systemd-analyze verify, in $image"
-scripts/podman.sh run --rm --network none -v "$PWD/target/debian:/pkg:ro" "$image" sh -euc '
+scripts/podman.sh run --rm --network none -v "$(cd "$(dirname "$deb")" && pwd):/pkg:ro" "$image" sh -euc '
   dpkg -i /pkg/'"$(basename "$deb")"'
   id outbox-cdc
   test -f /etc/outbox-cdc/outbox-cdc.toml.example

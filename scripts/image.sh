@@ -26,7 +26,7 @@ rootfs=$out/rootfs
 
 log "building the release binary"
 cargo build --release --quiet --bin outbox-cdc
-bin=target/release/outbox-cdc
+bin=${CARGO_TARGET_DIR:-target}/release/outbox-cdc
 
 log "assembling the root file system"
 rm -rf "$rootfs"

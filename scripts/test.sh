@@ -50,16 +50,28 @@ step "starting PostgreSQL and Kafka"
 scripts/services.sh start
 eval "$(scripts/services.sh env)"
 
-# The container image the image tests run (release build, podman).
-step "container image (scripts/image.sh)"
-image=$(scripts/image.sh | head -1)
-export OUTBOX_TEST_IMAGE=$image
+# The shipped artifacts are built beside the tests, at the lowest priority
+# (so they take the machine's idle time, not the tests'), in a target
+# directory of their own: the release build and the container image, the
+# Helm chart's checks, the Debian package's tools. Their results are read
+# at the end.
+step "building the shipped artifacts in the background (image, chart, package tools)"
+artifacts_log=$(mktemp)
+image_file=$(mktemp)
+(
+  export CARGO_TARGET_DIR=$PWD/target/ship
+  nice -n 19 scripts/image.sh >"$image_file"
+  nice -n 19 scripts/chart-check.sh
+  nice -n 19 scripts/deb.sh tools
+) >"$artifacts_log" 2>&1 &
+artifacts=$!
 
 step "cargo test on PostgreSQL 15 (unit, integration, failover, packaging, drift of connector-config/ and snapshots/)"
 log=$(mktemp)
 status=0
 # Libraries, binaries and tests; the benches are run by hand, never here.
-cargo test --lib --bins --tests --no-fail-fast 2>&1 | tee "$log" || status=$?
+# The image's tests run once the image is built, at the end.
+cargo test --lib --bins --tests --no-fail-fast -- --skip image:: 2>&1 | tee "$log" || status=$?
 
 # The core of the suite on each other major: migrations, the replication
 # reader, the relay end to end (per-key order, SIGKILLs, FAILED rows), the
@@ -82,11 +94,21 @@ for major in ${OUTBOX_TEST_PG_MAJORS-14 16 17 18}; do
 done
 eval "$(OUTBOX_TEST_PG_MAJOR=15 env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
 
-# The chart and the Debian package, each built and checked by its script.
-step "Helm chart (scripts/chart-check.sh)"
-scripts/chart-check.sh || status=$?
-step "Debian package (scripts/deb.sh)"
-scripts/deb.sh || status=$?
+step "the shipped artifacts: image (scripts/image.sh), chart (scripts/chart-check.sh)"
+if wait "$artifacts"; then
+  cat "$artifacts_log" >&2
+  OUTBOX_TEST_IMAGE=$(head -1 "$image_file")
+  export OUTBOX_TEST_IMAGE
+  step "the image's tests ($OUTBOX_TEST_IMAGE, PostgreSQL 15)"
+  cargo test --test it --no-fail-fast -- image:: 2>&1 | tee -a "$log" || status=$?
+  step "Debian package (scripts/deb.sh)"
+  CARGO_TARGET_DIR=$PWD/target/ship scripts/deb.sh || status=$?
+else
+  cat "$artifacts_log" >&2
+  echo "building or checking the shipped artifacts failed" >&2
+  status=1
+fi
+rm -f "$artifacts_log" "$image_file"
 
 passed=$(awk '/^test result:/ {sub(";","",$4); p+=$4} END {print p+0}' "$log")
 failed=$(awk '/^test result:/ {sub(";","",$6); f+=$6} END {print f+0}' "$log")
