@@ -207,7 +207,28 @@ async fn a_second_relay_with_the_same_transactional_id_fences_the_first_for_good
             ids
         })
     };
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The first relay is inside its first transaction once a record of it
+    // is visible to read_uncommitted (it commits 8 s after it began).
+    let begun = {
+        let bootstrap = services.kafka_bootstrap.clone();
+        let topic = format!("{prefix}fenced");
+        tokio::task::spawn_blocking(move || {
+            kafka::consume_ids_at(
+                &bootstrap,
+                &[&topic],
+                1,
+                Duration::from_secs(30),
+                READ_UNCOMMITTED,
+            )
+        })
+        .await
+        .unwrap()
+    };
+    assert!(
+        !begun.is_empty(),
+        "the first relay publishes: {}",
+        zombie.log_text()
+    );
     // The first relay freezes (a long GC pause, a stalled VM) and its
     // replication connection is cut, so the slot is free for another.
     zombie.signal("STOP");
@@ -224,10 +245,10 @@ async fn a_second_relay_with_the_same_transactional_id_fences_the_first_for_good
     tokio::time::sleep(Duration::from_secs(3)).await;
     // It wakes up inside its transaction: Kafka has fenced it.
     zombie.signal("CONT");
-    let status = zombie
-        .wait(Duration::from_secs(60))
-        .expect("the fenced relay stops");
+    // An abort may block up to its 60 s call timeout before it reports.
+    let status = zombie.wait(Duration::from_secs(90));
     let log = zombie.log_text();
+    let status = status.unwrap_or_else(|| panic!("the fenced relay stops: {log}"));
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(log.contains("KAFKA_PRODUCER_FENCED"), "{log}");
     assert!(
