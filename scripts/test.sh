@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-step() { printf '\n==> %s\n' "$*" >&2; }
+step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 # Build prerequisites of rdkafka's bundled librdkafka (C toolchain, OpenSSL).
 if ! command -v cc >/dev/null || ! command -v make >/dev/null || ! pkg-config --exists openssl 2>/dev/null; then
@@ -116,5 +116,6 @@ rm -f "$log"
 cleanup
 trap - EXIT
 echo
+step "done"
 echo "tests: $passed passed, $failed failed"
 exit "$status"
