@@ -184,6 +184,15 @@ codes! {
     /// Warning: a new topic's partitions were not all served by their
     /// leaders in time (the cause says why); the relay produced anyway.
     TOPIC_NOT_SERVED => Transient,
+    /// The broker refused a batch as too large although its records fit
+    /// the topic on their own, or a topic's limit is below the producer's
+    /// batch size: the session restarts and publishes them again in
+    /// batches under the topic's limit (learned again). No row is FAILED.
+    BATCH_OVER_TOPIC_LIMIT => Transient,
+    /// The principal may not describe a topic's configuration
+    /// (DESCRIBE_CONFIGS): its `max.message.bytes` is learned from the
+    /// batches the broker refuses instead.
+    TOPIC_LIMIT_UNKNOWN => Operator,
 
     // The broker refused a record for a reason of the operator's (an ACL, a
     // missing topic, a policy): no row is marked FAILED for it; the session

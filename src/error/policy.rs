@@ -67,7 +67,8 @@ pub const fn for_code(code: Code) -> Directive {
         Code::TOPIC_AUTHORIZATION_FAILED
         | Code::KAFKA_NOT_AUTHORIZED
         | Code::TOPIC_UNKNOWN
-        | Code::POLICY_VIOLATION => Directive::AwaitOperator,
+        | Code::POLICY_VIOLATION
+        | Code::TOPIC_LIMIT_UNKNOWN => Directive::AwaitOperator,
         Code::KAFKA_PRODUCER_FENCED | Code::INTERNAL => Directive::Fatal,
         _ => match code.class() {
             Class::Transient => Directive::Retry,
@@ -160,6 +161,8 @@ mod tests {
             ("KAFKA_TRANSACTION_OUTCOME_UNKNOWN", Retry),
             ("TOPIC_MISSING", Stop),
             ("TOPIC_NOT_SERVED", Retry),
+            ("BATCH_OVER_TOPIC_LIMIT", Retry),
+            ("TOPIC_LIMIT_UNKNOWN", AwaitOperator),
             ("TOPIC_AUTHORIZATION_FAILED", AwaitOperator),
             ("TOPIC_UNKNOWN", AwaitOperator),
             ("POLICY_VIOLATION", AwaitOperator),

@@ -3,6 +3,7 @@
 //! `tail` consumer.
 
 pub(crate) mod access;
+pub mod limits;
 pub(crate) mod probe;
 pub(crate) mod progress;
 pub(crate) mod publisher;

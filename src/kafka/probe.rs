@@ -12,7 +12,7 @@ use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::ClientContext;
 
 use super::access::{self, Access};
-use super::settings;
+use super::{limits, settings};
 use crate::config::{Config, Env};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
@@ -154,6 +154,69 @@ async fn access_findings(cc: &rdkafka::ClientConfig, topics: Vec<String>) -> Vec
     out
 }
 
+/// Each present topic's `max.message.bytes`: a warning when the principal
+/// may not describe it, the limits below the producer's batch size.
+async fn limit_findings(
+    cluster: &Result<settings::Cluster, crate::error::Error>,
+    topics: Vec<String>,
+) -> Vec<Finding> {
+    let Ok(cluster) = cluster else {
+        return Vec::new();
+    };
+    if topics.is_empty() {
+        return Vec::new();
+    }
+    let (admin, batch_size) = match (
+        limits::admin(cluster),
+        limits::configured_batch_size(cluster),
+    ) {
+        (Ok(admin), Ok(batch_size)) => (admin, batch_size),
+        (Err(e), _) | (_, Err(e)) => return vec![Finding::failed("topic_limits", &e)],
+    };
+    let mut below = Vec::new();
+    let mut unknown = Vec::new();
+    for topic in &topics {
+        match limits::describe(&admin, topic).await {
+            Ok(limit) if limits::batch_size_under(limit) < batch_size => {
+                below.push(format!("{topic} ({limit})"));
+            }
+            Ok(_) => {}
+            Err(e) => unknown.push(format!("{topic} ({})", e.detail())),
+        }
+    }
+    let mut out = Vec::new();
+    if !unknown.is_empty() {
+        out.push(Finding::warn(
+            "topic_limits",
+            Code::TOPIC_LIMIT_UNKNOWN,
+            format!(
+                "cannot describe the configuration of {}: grant DESCRIBE_CONFIGS on the topic prefix, or the relay learns max.message.bytes from the batches the broker refuses",
+                unknown.join(", ")
+            ),
+        ));
+    }
+    if below.is_empty() {
+        if unknown.is_empty() {
+            out.push(Finding::ok(
+                "topic_limits",
+                format!(
+                    "{} target topics take batches of batch.size ({batch_size} bytes)",
+                    topics.len()
+                ),
+            ));
+        }
+    } else {
+        out.push(Finding::ok(
+            "topic_limits",
+            format!(
+                "max.message.bytes below batch.size ({batch_size}): {}; the relay batches under it and refuses larger records before sending",
+                below.join(", ")
+            ),
+        ));
+    }
+    out
+}
+
 /// Reachability, then whether the topics of `destinations` exist or will be
 /// auto-created.
 pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -> Vec<Finding> {
@@ -193,11 +256,12 @@ pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -
             "topics",
             format!("{} target topics present", destinations.len()),
         ));
-        let present = destinations
+        let present: Vec<String> = destinations
             .iter()
             .map(|d| format!("{prefix}{d}"))
             .collect();
-        out.extend(access_findings(&cc, present).await);
+        out.extend(access_findings(&cc, present.clone()).await);
+        out.extend(limit_findings(&cfg.kafka_cluster(env), present).await);
         return out;
     }
     let present: Vec<String> = destinations
@@ -205,7 +269,8 @@ pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -
         .map(|d| format!("{prefix}{d}"))
         .filter(|t| existing.contains(&t.as_str()))
         .collect();
-    out.extend(access_findings(&cc, present).await);
+    out.extend(access_findings(&cc, present.clone()).await);
+    out.extend(limit_findings(&cfg.kafka_cluster(env), present).await);
     let broker = md.brokers().first().map(|b| b.id()).unwrap_or(0);
     let admin: Option<AdminClient<DefaultClientContext>> = cc.create().ok();
     let Some(admin) = admin else {

@@ -45,7 +45,7 @@ use crate::config::{Config, Delivery, Env, TransactionalConfig};
 use crate::error::{policy, Code, Error};
 use crate::finding;
 use crate::kafka::progress::Progress;
-use crate::kafka::{probe, settings};
+use crate::kafka::{limits, probe, settings};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::pg::checks::{self, Purpose};
@@ -64,6 +64,10 @@ pub struct Relay {
     cfg: Config,
     env: Arc<Env>,
     producer: ClientConfig,
+    /// The producer's `batch.size` when no topic's limit asks for less.
+    batch_size: usize,
+    /// Describes destinations' limits.
+    admin: Arc<sink::Admin>,
     source: SourceOptions,
     marker: Marker,
     /// FAILED rows, the hand-over and the preflight; reconnected by the
@@ -115,6 +119,9 @@ impl Relay {
         };
         let stats = Arc::new(RelayStats::default());
         let shared = shared(&cfg, env.clone(), stats.clone());
+        let cluster = cfg.kafka_cluster(&*env)?;
+        let batch_size = limits::configured_batch_size(&cluster)?;
+        let admin = limits::admin(&cluster)?;
         let watch = Some(monitor::Watch::new(&cfg, env.clone())?);
         Ok(Relay {
             watch,
@@ -122,6 +129,8 @@ impl Relay {
             cfg,
             env,
             producer,
+            batch_size,
+            admin: Arc::new(admin),
             source,
             sql: tokio::sync::Mutex::new(sql),
             streamed: AtomicBool::new(false),
@@ -177,7 +186,7 @@ impl Relay {
 
     async fn handover<S: Settlement>(&self, shutdown: &CancellationToken) -> Result<(), Error> {
         let sql = self.sql.lock().await;
-        let sink = KafkaSink::new(&self.producer, self.progress.clone())?;
+        let sink = self.sink()?;
         let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
         let end = backlog::hand_over(&mut session, &sql, &Lists::of(&self.cfg), shutdown)
             .await
@@ -206,12 +215,31 @@ impl Relay {
         shutdown: &CancellationToken,
     ) -> Result<Redriven, Error> {
         let sql = self.sql.lock().await;
-        let sink = KafkaSink::new(&self.producer, self.progress.clone())?;
+        let sink = self.sink()?;
         let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
         let done =
             backlog::redrive(&mut session, &sql, &Lists::of(&self.cfg), filter, shutdown).await;
         let end = done.as_ref().map(|_| ()).map_err(Clone::clone);
         session.finish(end).await.and(done)
+    }
+
+    /// A new producer, batching under every limit learned so far.
+    fn sink(&self) -> Result<KafkaSink, Error> {
+        let batch_size = self.shared.limits.batch_size(self.batch_size);
+        if batch_size < self.batch_size {
+            tracing::info!(
+                batch_size,
+                "batching under the smallest destination limit learned"
+            );
+        }
+        KafkaSink::new(
+            &self.producer,
+            batch_size,
+            sink::SinkParts {
+                progress: self.progress.clone(),
+                admin: self.admin.clone(),
+            },
+        )
     }
 
     fn ledger<'s>(&'s self, sql: &'s Client) -> PgLedger<'s> {
@@ -254,7 +282,7 @@ impl Relay {
         if attempt.after_standby {
             tracing::info!(slot = %self.source.slot, "the slot is free: taking over");
         }
-        let opened = match KafkaSink::new(&self.producer, self.progress.clone()) {
+        let opened = match self.sink() {
             Ok(sink) => Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await,
             Err(e) => Err(e),
         };
@@ -376,5 +404,6 @@ fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
         recorder,
         stalled,
         poison: std::sync::Mutex::new(HashSet::new()),
+        limits: limits::Limits::default(),
     }
 }

@@ -12,10 +12,11 @@ use tokio::time::Instant;
 use super::ledger::Ledger;
 use super::recorder::{MARK_BATCH, MARK_INTERVAL};
 use super::shared::Shared;
-use super::sink::{Delivery, Sink};
+use super::sink::{Delivery, Sink, Ticket};
 use super::watermark::{TxSeq, Watermark};
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{policy, Code, Error};
+use crate::kafka::limits::Limit;
 use crate::kafka::publisher::Outcome;
 use crate::lsn::Lsn;
 use crate::metrics::names;
@@ -65,11 +66,26 @@ pub(crate) struct Parts<'a, K, L> {
     pub(crate) settles: Option<Lsn>,
     /// Set by the first failure that ends the session.
     pub(crate) ending: Option<Error>,
-    /// Topics seen in this session and their published counters: a report
-    /// counts by index, without a lookup by name.
+    /// Topics seen in this session, by name and by index: a report names
+    /// its topic by index, without a lookup by name.
     destinations: HashMap<String, u32>,
-    published_by_destination: Vec<IntCounter>,
+    by_index: Vec<Destination>,
+    /// Whether the producer's queue was purged after a refused batch.
+    purged: Purged,
     last_mark: Instant,
+}
+
+/// A topic this session writes to.
+struct Destination {
+    name: String,
+    published: IntCounter,
+    limit: Option<Limit>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purged {
+    No,
+    Yes,
 }
 
 impl<K: Sink, L: Ledger> Parts<'_, K, L> {
@@ -96,8 +112,8 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
 
     /// Counts a confirmed record as published to its destination.
     pub(crate) fn count_published(&self, destination: u32, n: u64) {
-        if let Some(c) = self.published_by_destination.get(destination as usize) {
-            c.inc_by(n);
+        if let Some(d) = self.by_index.get(destination as usize) {
+            d.published.inc_by(n);
         }
     }
 
@@ -161,11 +177,14 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
         }
     }
 
-    /// The index of `topic`'s published counter; a session's first record
-    /// for a topic first waits until the topic is served.
-    pub(crate) async fn destination(&mut self, topic: &str) -> u32 {
+    /// The index of `topic` and its limit, when known. A session's first
+    /// record for a topic first waits until the topic is served and learns
+    /// its limit; a limit below the producer's batch size ends the session
+    /// (`BATCH_OVER_TOPIC_LIMIT`): the next producer batches under it.
+    pub(crate) async fn destination(&mut self, topic: &str) -> (u32, Option<Limit>) {
         if let Some(i) = self.destinations.get(topic) {
-            return *i;
+            let limit = self.by_index.get(*i as usize).and_then(|d| d.limit);
+            return (*i, limit);
         }
         if let Err(e) = self.sink.topic_ready(topic).await {
             crate::log_error!(
@@ -175,11 +194,77 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
                 "the topic is not served on every partition yet; producing anyway"
             );
         }
-        let i = self.published_by_destination.len() as u32;
-        self.published_by_destination
-            .push(self.shared.metrics.published_counter(topic));
+        let limit = self.learn_limit(topic).await;
+        let i = self.by_index.len() as u32;
+        self.by_index.push(Destination {
+            name: topic.to_string(),
+            published: self.shared.metrics.published_counter(topic),
+            limit,
+        });
         self.destinations.insert(topic.to_string(), i);
-        i
+        (i, limit)
+    }
+
+    async fn learn_limit(&mut self, topic: &str) -> Option<Limit> {
+        let limits = &self.shared.limits;
+        let limit = match limits.get(topic) {
+            Some(known) => known,
+            None => match self.sink.topic_limit(topic).await {
+                Ok(bytes) => {
+                    limits.learn(topic, Limit::Described(bytes));
+                    Limit::Described(bytes)
+                }
+                Err(e) => {
+                    crate::log_error!(
+                        warn,
+                        e,
+                        topic,
+                        "the topic's max.message.bytes is unknown: a batch the broker refuses as too large is published again in smaller ones"
+                    );
+                    return None;
+                }
+            },
+        };
+        let batch_size = self.sink.batch_size();
+        if limits.batch_size(batch_size) < batch_size {
+            self.end_with(Error::new(
+                Code::BATCH_OVER_TOPIC_LIMIT,
+                format!(
+                    "topic {topic} takes batches up to {limit:?} bytes, under the producer's batch.size of {batch_size}: the next session batches under it"
+                ),
+            ));
+        }
+        Some(limit)
+    }
+
+    /// A record the broker refused as too large: the row's fault when the
+    /// record was a batch of its own or is over its topic's known limit.
+    /// Otherwise the batch was, and the record fits: the producer's queue
+    /// is dropped, the limit is learned again, and the session ends so the
+    /// next one publishes it again in smaller batches.
+    pub(crate) fn too_large(&mut self, ticket: &Ticket, refusal: Error) -> Outcome {
+        let destination = self.by_index.get(ticket.destination as usize);
+        let limit = destination
+            .and_then(|d| d.limit)
+            .and_then(Limit::record_bound);
+        let batch_size = self.sink.batch_size();
+        let alone = ticket.bytes > batch_size;
+        if alone || limit.is_some_and(|l| ticket.bytes > l) {
+            let bound = limit.map_or_else(|| "unknown".to_string(), |l| l.to_string());
+            return Outcome::Rejected(refusal.context(format!(
+                "a record of {} bytes as a batch of its own (the topic's max.message.bytes: {bound})",
+                ticket.bytes
+            )));
+        }
+        let topic = destination.map_or("", |d| d.name.as_str());
+        self.shared.limits.refused(topic, batch_size);
+        if self.purged == Purged::No {
+            self.purged = Purged::Yes;
+            self.sink.purge();
+        }
+        Outcome::Retry(refusal.recoded(Code::BATCH_OVER_TOPIC_LIMIT).context(format!(
+            "a batch for topic {topic} was refused as too large; its records fit on their own and are published again in smaller batches"
+        )))
     }
 }
 
@@ -196,7 +281,8 @@ impl<'a, K, L> Parts<'a, K, L> {
             settles: None,
             ending: None,
             destinations: HashMap::new(),
-            published_by_destination: Vec::new(),
+            by_index: Vec::new(),
+            purged: Purged::No,
             last_mark: Instant::now(),
         }
     }

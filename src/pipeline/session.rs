@@ -34,7 +34,8 @@ use crate::contract::mapper::{self, Record};
 use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Code, Error};
-use crate::kafka::publisher::SendError;
+use crate::kafka::limits::{self, Limit};
+use crate::kafka::publisher::{Outcome, SendError};
 use crate::lsn::Lsn;
 use crate::pg::row_status::Guard;
 use crate::replication::{Event, Events, ReaderStats};
@@ -213,7 +214,12 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
         }
     }
 
-    pub(super) fn on_delivery(&mut self, d: Delivery) {
+    pub(super) fn on_delivery(&mut self, mut d: Delivery) {
+        if let Outcome::Rejected(e) = &d.outcome {
+            if e.code() == Code::MESSAGE_TOO_LARGE {
+                d.outcome = self.parts.too_large(&d.ticket, e.clone());
+            }
+        }
         self.parts.account(&d);
         self.settlement.on_delivery(&mut self.parts, d);
     }
@@ -306,12 +312,29 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
 
     /// Enqueues one record; waits only when librdkafka's queue is full.
     async fn produce(&mut self, tx: TxSeq, record: &Record) {
-        let bytes = record.size();
+        let (destination, limit) = self.parts.destination(&record.topic).await;
+        if self.parts.ending.is_some() {
+            return;
+        }
+        let bytes = limits::framed_size(record);
+        if let Some(bound) = limit.and_then(Limit::record_bound) {
+            if bytes > bound {
+                let refusal = Error::new(
+                    Code::MESSAGE_TOO_LARGE,
+                    format!(
+                        "a record of {bytes} bytes as a batch of its own is over topic {}'s max.message.bytes of {bound}; not sent",
+                        record.topic
+                    ),
+                );
+                self.settlement
+                    .rejected(&mut self.parts, tx, record.message_id, refusal);
+                return;
+            }
+        }
         if let Err(e) = self.settlement.before_send(&mut self.parts, bytes) {
             self.parts.end_with(e);
             return;
         }
-        let destination = self.parts.destination(&record.topic).await;
         let ticket = Ticket {
             tag: tx,
             message_id: record.message_id,

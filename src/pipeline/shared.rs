@@ -67,6 +67,9 @@ pub(crate) struct Options {
 
 pub(crate) struct Shared {
     pub(crate) options: Options,
+    /// Destinations' limits learned so far: each session's producer
+    /// batches under them.
+    pub(crate) limits: crate::kafka::limits::Limits,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) stats: Arc<RelayStats>,
     /// The settled position, across sessions: a new session starts after it.

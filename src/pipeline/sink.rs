@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use super::watermark::TxSeq;
 use crate::contract::mapper::Record;
 use crate::error::Error;
+use crate::kafka::limits;
 use crate::kafka::progress::Progress;
 use crate::kafka::publisher::{Publisher, SendError};
 use crate::lsn::Lsn;
@@ -43,6 +44,14 @@ pub(crate) trait Sink: Send + Sync {
     /// session produces anyway and the report says what is wrong).
     fn topic_ready(&self, topic: &str) -> impl Future<Output = Result<(), Error>> + Send;
 
+    /// `topic`'s effective `max.message.bytes`; `KAFKA_NOT_AUTHORIZED`
+    /// when the principal may not describe it.
+    fn topic_limit(&self, topic: &str) -> impl Future<Output = Result<usize, Error>> + Send;
+
+    /// The producer's `batch.size`: a record framed larger is always a
+    /// batch of its own.
+    fn batch_size(&self) -> usize;
+
     /// Drops whatever is queued or in flight (a session that did not stop
     /// cleanly: the next one publishes it again).
     fn purge(&self);
@@ -72,18 +81,36 @@ pub(crate) struct KafkaSink {
     reports: mpsc::UnboundedReceiver<Delivery>,
     /// Transactional delivery's progress; `None` when idempotent.
     progress: Option<Arc<Progress>>,
+    /// Describes topics' limits; shared by the relay's sessions.
+    admin: Arc<Admin>,
+    batch_size: usize,
+}
+
+pub(crate) type Admin = rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>;
+
+/// What a session's sink is made of, besides the producer's settings.
+#[derive(Clone)]
+pub(crate) struct SinkParts {
+    pub(crate) progress: Option<Arc<Progress>>,
+    pub(crate) admin: Arc<Admin>,
 }
 
 impl KafkaSink {
+    /// A producer from `producer` with `batch_size` as its `batch.size`.
     pub(crate) fn new(
         producer: &ClientConfig,
-        progress: Option<Arc<Progress>>,
+        batch_size: usize,
+        parts: SinkParts,
     ) -> Result<KafkaSink, Error> {
-        let (publisher, reports) = Publisher::new(producer)?;
+        let mut producer = producer.clone();
+        producer.set(limits::BATCH_SIZE, batch_size.to_string());
+        let (publisher, reports) = Publisher::new(&producer)?;
         Ok(KafkaSink {
             publisher,
             reports,
-            progress,
+            progress: parts.progress,
+            admin: parts.admin,
+            batch_size,
         })
     }
 }
@@ -99,6 +126,14 @@ impl Sink for KafkaSink {
 
     async fn topic_ready(&self, topic: &str) -> Result<(), Error> {
         self.publisher.topic_ready(topic, TOPIC_READY_WAIT).await
+    }
+
+    async fn topic_limit(&self, topic: &str) -> Result<usize, Error> {
+        limits::describe(&self.admin, topic).await
+    }
+
+    fn batch_size(&self) -> usize {
+        self.batch_size
     }
 
     fn purge(&self) {

@@ -23,8 +23,10 @@ use crate::pipeline::sink::{Delivery, Sink, Ticket};
 /// Partitions per topic.
 pub(crate) const PARTITIONS: u64 = 3;
 
-/// Records whose value is larger than this are refused as too large.
-pub(crate) const MAX_VALUE: usize = 64;
+/// Every topic's `max.message.bytes`: a record framed larger is refused as
+/// too large. The test rows are under it, and a row made too large has a
+/// value of this size alone.
+pub(crate) const LIMIT: usize = 1024;
 
 /// When the broker answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +44,10 @@ pub(crate) enum Fault {
     Retry,
     /// Possibly stored: `stored` says whether it was.
     Ambiguous { stored: bool },
+    /// Refused as too large with the batch it was in, though it fits on
+    /// its own; nothing later of the partition is appended (the broker
+    /// expects the refused sequence numbers first).
+    BatchTooLarge,
 }
 
 /// Whether a stored record is visible to a read_committed consumer.
@@ -95,7 +101,22 @@ pub(crate) struct State {
     pub(crate) commit_fails: Option<Code>,
     /// Sends refused with a full queue, one each.
     pub(crate) queue_full: usize,
+    /// Whether the relay's principal may describe topics.
+    pub(crate) describe: Describe,
 }
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Describe {
+    #[default]
+    Allowed,
+    /// DESCRIBE_CONFIGS is not granted: limits are learned from refusals.
+    Denied,
+}
+
+/// The producers' `batch.size`: what the relay sets under [`LIMIT`], so no
+/// session restarts to batch under it, and a record the broker refuses is
+/// one framed larger, a batch of its own.
+pub(crate) const BATCH_SIZE: usize = 1024;
 
 /// The test's handle on the broker.
 #[derive(Clone, Default)]
@@ -112,8 +133,8 @@ impl Broker {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A new producer: a session's sink.
-    pub(crate) fn producer(&self) -> FakeSink {
+    /// A new producer with `batch_size`: a session's sink.
+    pub(crate) fn producer(&self, batch_size: usize) -> FakeSink {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut s = self.state();
         let id = s.next_producer;
@@ -123,6 +144,7 @@ impl Broker {
             broker: self.clone(),
             id,
             reports: rx,
+            batch_size,
         }
     }
 
@@ -185,6 +207,12 @@ impl State {
             Outcome::Retry(Error::new(Code::KAFKA_PRODUCE_FAILED, "fenced"))
         } else if p.too_large {
             Outcome::Rejected(Error::new(Code::MESSAGE_TOO_LARGE, "too large"))
+        } else if fault == Some(Fault::BatchTooLarge) {
+            self.broken.insert((p.producer, partition_of(&p.key)));
+            Outcome::Rejected(Error::new(
+                Code::MESSAGE_TOO_LARGE,
+                "the batch is too large",
+            ))
         } else if self.denied.contains(&p.topic) {
             // Nothing after it in the partition is appended: the broker
             // expects its sequence number first (an idempotent producer).
@@ -269,6 +297,7 @@ pub(crate) struct FakeSink {
     broker: Broker,
     pub(crate) id: u64,
     reports: mpsc::UnboundedReceiver<Delivery>,
+    batch_size: usize,
 }
 
 /// A producer dropped purges what it still holds, as rdkafka's does.
@@ -290,7 +319,7 @@ impl Sink for FakeSink {
             id: record.message_id,
             key: record.key.to_vec(),
             topic: record.topic.clone(),
-            too_large: record.value.len() > MAX_VALUE,
+            too_large: crate::kafka::limits::framed_size(record) > LIMIT,
             producer: self.id,
         };
         let partition = partition_of(&pending.key);
@@ -308,6 +337,20 @@ impl Sink for FakeSink {
 
     async fn topic_ready(&self, _: &str) -> Result<(), Error> {
         Ok(())
+    }
+
+    async fn topic_limit(&self, topic: &str) -> Result<usize, Error> {
+        match self.broker.state().describe {
+            Describe::Allowed => Ok(LIMIT),
+            Describe::Denied => Err(Error::new(
+                Code::KAFKA_NOT_AUTHORIZED,
+                format!("describing topic {topic}: denied"),
+            )),
+        }
+    }
+
+    fn batch_size(&self) -> usize {
+        self.batch_size
     }
 
     fn purge(&self) {

@@ -187,6 +187,94 @@ const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "a row the broker refuses alone is FAILED when the topic's limit is unknown",
+        modes: BOTH,
+        answers: Answers::Immediate,
+        steps: || {
+            vec![
+                Step::DenyDescribe,
+                Step::Commit(vec![row(1)]),
+                Step::Commit(vec![row(2).too_large(), row(3)]),
+                Step::Commit(vec![row(4)]),
+                Step::Deliver(3),
+                Step::Wait(2_000),
+            ]
+        },
+        expect: |r| {
+            assert_eq!(
+                r.world.table.status(&row(2).id),
+                Some(Status::Failed(Code::MESSAGE_TOO_LARGE))
+            );
+            let visible: Vec<_> = r.world.broker.visible().iter().map(|v| v.id).collect();
+            for n in [1, 3, 4] {
+                assert!(visible.contains(&row(n).id), "row {n} in Kafka");
+            }
+            assert_eq!(r.settled(), end_of(r, 2));
+        },
+    },
+    Case {
+        name: "a row over its topic's known limit is never sent",
+        modes: BOTH,
+        answers: Answers::Immediate,
+        steps: || {
+            vec![
+                Step::Commit(vec![row(1), row(2).too_large(), row(3)]),
+                Step::Deliver(1),
+                Step::Wait(1_000),
+            ]
+        },
+        expect: |r| {
+            assert!(r.ends.is_empty(), "no session ends: {:?}", r.ends);
+            assert_eq!(
+                r.world.table.status(&row(2).id),
+                Some(Status::Failed(Code::MESSAGE_TOO_LARGE))
+            );
+            let stored: Vec<_> = r.world.broker.state().log.iter().map(|v| v.id).collect();
+            assert_eq!(stored, vec![row(1).id, row(3).id], "the broker never saw it");
+            assert_eq!(r.settled(), end_of(r, 0));
+        },
+    },
+    Case {
+        name: "a batch refused as too large fails no row: its records go out again in order",
+        modes: BOTH,
+        answers: Answers::Held,
+        steps: || {
+            let p = partition_of(b"k");
+            vec![
+                Step::Commit(vec![Row::new(1, "k")]),
+                Step::Commit(vec![Row::new(2, "k")]),
+                Step::Deliver(2),
+                Step::Answer {
+                    partition: Some(p),
+                    n: 2,
+                    fault: Some(Fault::BatchTooLarge),
+                },
+                Step::Wait(10),
+                Step::Deliver(2),
+                Step::Answer {
+                    partition: None,
+                    n: 10,
+                    fault: None,
+                },
+                Step::Wait(1_000),
+            ]
+        },
+        expect: |r| {
+            assert_eq!(r.ends.first(), Some(&Err(Code::BATCH_OVER_TOPIC_LIMIT)));
+            for n in [1, 2] {
+                let row = Row::new(n, "k");
+                assert_ne!(
+                    r.world.table.status(&row.id),
+                    Some(Status::Failed(Code::MESSAGE_TOO_LARGE)),
+                    "row {n} fits"
+                );
+            }
+            let ids: Vec<_> = r.world.broker.visible().iter().map(|v| v.id).collect();
+            assert_eq!(ids, vec![Row::new(1, "k").id, Row::new(2, "k").id]);
+            assert_eq!(r.settled(), end_of(r, 1));
+        },
+    },
+    Case {
         name: "an ambiguous delivery restarts from the last settled position under the same ids",
         modes: IDEMPOTENT,
         answers: Answers::Held,
@@ -253,6 +341,7 @@ const CASES: &[Case] = &[
         answers: Answers::Immediate,
         steps: || {
             vec![
+                Step::DenyDescribe,
                 Step::Commit(vec![row(1), row(2).too_large(), row(3)]),
                 Step::Deliver(1),
                 Step::Wait(500),

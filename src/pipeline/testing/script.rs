@@ -48,6 +48,9 @@ pub(crate) enum Step {
     FailCommit(Code),
     /// Another producer starts with the relay's transactional id.
     Fence,
+    /// The relay's principal may no longer describe topics: limits are
+    /// learned from the broker's refusals.
+    DenyDescribe,
     /// SIGTERM: the session drains and the process stops; a new one starts.
     Shutdown,
     /// SIGKILL: the process dies; a new one starts from the slot.
@@ -155,6 +158,9 @@ impl Runner {
             }
             Step::FailCommit(code) => self.world.broker.state().commit_fails = Some(*code),
             Step::Fence => self.world.broker.fence(),
+            Step::DenyDescribe => {
+                self.world.broker.state().describe = super::broker::Describe::Denied
+            }
             Step::Shutdown => self.shutdown().await,
             Step::Crash => self.crash(),
         }

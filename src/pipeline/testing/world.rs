@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::broker::{Answers, Broker, MAX_VALUE};
+use super::broker::{Answers, Broker, LIMIT};
 use super::table::Table;
 use crate::config::{Config, RelayConfig};
 use crate::contract::row::OutboxRow;
@@ -63,7 +63,7 @@ impl Row {
 
     fn decoded(&self) -> OutboxRow {
         let payload = if self.too_large {
-            format!("\\x{}", "ab".repeat(MAX_VALUE + 1))
+            format!("\\x{}", "ab".repeat(LIMIT))
         } else {
             "\\x01".to_string()
         };
@@ -188,6 +188,7 @@ impl Process {
         });
         Process {
             shared: Arc::new(Shared {
+                limits: crate::kafka::limits::Limits::default(),
                 options: Options {
                     topic_prefix: "t.".into(),
                     marks: setup.marks,
@@ -293,7 +294,9 @@ impl Run {
         let (tx, rx) = mpsc::channel(1024);
         let from = process.settled().max(world.slot);
         let next = world.wal.iter().take_while(|t| t.end_lsn <= from).count();
-        let sink = world.broker.producer();
+        let sink = world
+            .broker
+            .producer(process.shared.limits.batch_size(super::broker::BATCH_SIZE));
         let producer = sink.id;
         let ledger = world.table.clone();
         let shutdown = CancellationToken::new();
