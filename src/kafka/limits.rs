@@ -186,7 +186,7 @@ pub fn admin(cluster: &Cluster) -> Result<AdminClient<DefaultClientContext>, Err
 }
 
 /// Asks the cluster for `topic`'s effective `max.message.bytes` (its own
-/// setting, or the broker's default it inherits). `KAFKA_NOT_AUTHORIZED`
+/// setting, or the broker's default it inherits). `TOPIC_LIMIT_UNKNOWN`
 /// when the principal may not describe the topic's configuration.
 pub async fn describe(
     admin: &AdminClient<DefaultClientContext>,
@@ -237,7 +237,7 @@ fn describe_error(topic: &str, e: &KafkaError) -> Error {
 fn refused(topic: &str, code: RDKafkaErrorCode) -> Error {
     use RDKafkaErrorCode::*;
     let relay_code = match code {
-        TopicAuthorizationFailed | ClusterAuthorizationFailed => Code::KAFKA_NOT_AUTHORIZED,
+        TopicAuthorizationFailed | ClusterAuthorizationFailed => Code::TOPIC_LIMIT_UNKNOWN,
         _ => Code::KAFKA_PRODUCE_FAILED,
     };
     Error::new(

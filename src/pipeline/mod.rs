@@ -176,10 +176,13 @@ impl Relay {
     /// Publishes a READY hand-over list and returns without streaming: the
     /// backlog of a cutover to Debezium, which streams from its own slot.
     pub async fn handover_only(mut self, shutdown: CancellationToken) -> Result<(), Error> {
-        let result = match self.mode {
-            Mode::Idempotent => self.handover::<Idempotent>(&shutdown).await,
-            Mode::Transactional => self.handover::<Transactional>(&shutdown).await,
-        };
+        let result = relearning(|| async {
+            match self.mode {
+                Mode::Idempotent => self.handover::<Idempotent>(&shutdown).await,
+                Mode::Transactional => self.handover::<Transactional>(&shutdown).await,
+            }
+        })
+        .await;
         self.finish_marks().await;
         result
     }
@@ -201,10 +204,13 @@ impl Relay {
         filter: &crate::pg::handover::FailedFilter,
         shutdown: CancellationToken,
     ) -> Result<Redriven, Error> {
-        let result = match self.mode {
-            Mode::Idempotent => self.redrive_with::<Idempotent>(filter, &shutdown).await,
-            Mode::Transactional => self.redrive_with::<Transactional>(filter, &shutdown).await,
-        };
+        let result = relearning(|| async {
+            match self.mode {
+                Mode::Idempotent => self.redrive_with::<Idempotent>(filter, &shutdown).await,
+                Mode::Transactional => self.redrive_with::<Transactional>(filter, &shutdown).await,
+            }
+        })
+        .await;
         self.finish_marks().await;
         result
     }
@@ -363,6 +369,27 @@ impl Relay {
 
 /// The sessions' shared state, with the recorder started when rows are
 /// marked.
+/// Runs a one-off backlog (a hand-over, a redrive) again while it ends
+/// only to batch under a topic limit it just learned: a few topics' worth.
+async fn relearning<T, F, Fut>(mut attempt: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    const RELEARNS: usize = 8;
+    let mut result = attempt().await;
+    for _ in 0..RELEARNS {
+        match &result {
+            Err(e) if e.code() == Code::BATCH_OVER_TOPIC_LIMIT => {
+                crate::log_error!(info, e, "publishing the backlog again under the limit");
+                result = attempt().await;
+            }
+            _ => break,
+        }
+    }
+    result
+}
+
 fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
     let relay = &cfg.relay;
     let metrics = Arc::new(Metrics::new(&cfg.relay));

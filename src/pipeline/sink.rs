@@ -44,7 +44,7 @@ pub(crate) trait Sink: Send + Sync {
     /// session produces anyway and the report says what is wrong).
     fn topic_ready(&self, topic: &str) -> impl Future<Output = Result<(), Error>> + Send;
 
-    /// `topic`'s effective `max.message.bytes`; `KAFKA_NOT_AUTHORIZED`
+    /// `topic`'s effective `max.message.bytes`; `TOPIC_LIMIT_UNKNOWN`
     /// when the principal may not describe it.
     fn topic_limit(&self, topic: &str) -> impl Future<Output = Result<usize, Error>> + Send;
 

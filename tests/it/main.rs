@@ -19,6 +19,7 @@ mod exclusivity;
 mod image;
 mod kafka_roundtrip;
 mod least_privilege;
+mod limits;
 mod mapper;
 mod migrations;
 mod operations;

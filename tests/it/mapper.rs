@@ -56,7 +56,7 @@ fn row(overrides: &[(&str, Option<&str>)]) -> OutboxRow {
     }))
 }
 
-fn map(overrides: &[(&str, Option<&str>)]) -> Result<Record, Error> {
+pub(crate) fn map(overrides: &[(&str, Option<&str>)]) -> Result<Record, Error> {
     let commit = parse_timestamptz("2024-05-06 07:08:10.5+00").unwrap();
     mapper::map(row(overrides), "outbox.", commit)
 }

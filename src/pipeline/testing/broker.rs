@@ -343,7 +343,7 @@ impl Sink for FakeSink {
         match self.broker.state().describe {
             Describe::Allowed => Ok(LIMIT),
             Describe::Denied => Err(Error::new(
-                Code::KAFKA_NOT_AUTHORIZED,
+                Code::TOPIC_LIMIT_UNKNOWN,
                 format!("describing topic {topic}: denied"),
             )),
         }
