@@ -277,7 +277,12 @@ impl<J: Journal> Task<J> {
                 ?delay,
                 "could not record published rows; retrying"
             );
-            tokio::time::sleep(delay).await;
+            // A stop sets the deadline: the next try comes at once, so a
+            // backoff of up to 10 s never outlasts the drain.
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                Ok(()) = self.deadline.changed() => {}
+            }
         }
     }
 
@@ -366,5 +371,49 @@ impl<J: Journal> Task<J> {
         if self.unfolded {
             tracing::info!("stopped before the published journal was folded into the table; the next start folds the rest");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::pipeline::testing::table::Table;
+    use crate::pipeline::testing::world::relay_config;
+
+    /// A stop that comes while the recorder waits out a long backoff ends
+    /// it at once: the rows it could not write are said, within the drain.
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_during_a_backoff_gives_up_within_the_drain() {
+        let table = Table::default();
+        table.state().journal_failures = usize::MAX;
+        let metrics = Metrics::new(&relay_config());
+        let stats = Arc::new(RelayStats::default());
+        let (feedback, _) = Feedback::new(Lsn::ZERO);
+        let recorder = Recorder::start(
+            table.journal(),
+            Links {
+                stats: stats.clone(),
+                journaled: metrics.journaled.clone(),
+                folded: metrics.marks_written.clone(),
+                feedback: feedback.clone(),
+                stalled: Arc::new(tokio::sync::Notify::new()),
+            },
+        );
+        recorder.queue(vec![Uuid([7; 16])], Some(Lsn(100))).await;
+        // Long enough for the backoff to reach its 10 s ceiling.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let tries = stats.mark_failures.load(Ordering::Relaxed);
+        assert!(tries > 5, "{tries} tries");
+        let started = Instant::now();
+        recorder.finish(Duration::from_secs(3)).await;
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(3), "the stop took {took:?}");
+        assert_eq!(
+            feedback.settled(),
+            Lsn::ZERO,
+            "nothing settled past the rows"
+        );
+        assert_eq!(stats.marks_written.load(Ordering::Relaxed), 0);
     }
 }

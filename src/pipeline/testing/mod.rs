@@ -7,5 +7,5 @@ mod broker;
 mod invariants;
 mod model;
 mod script;
-mod table;
-mod world;
+pub(super) mod table;
+pub(super) mod world;

@@ -159,7 +159,7 @@ pub(crate) struct Process {
     pub(crate) shared: Arc<Shared>,
 }
 
-fn relay_config() -> RelayConfig {
+pub(crate) fn relay_config() -> RelayConfig {
     let text = "[postgres]\ndbname = \"d\"\nuser = \"u\"\n[outbox]\n[kafka]\nbootstrap_servers = \"k:1\"\n";
     match Config::parse(text, std::path::Path::new("test.toml"), &|_| None) {
         Ok(c) => c.relay,
