@@ -33,10 +33,9 @@ export INSTA_UPDATE=no
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
-step "cargo clippy --workspace --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
 
-# Services: a fresh set in CI; locally, reuse running ones and leave them running.
+# Services: a fresh set in CI; locally, reuse running ones and leave them
+# running. They start (installs, JVMs) while clippy and the build run.
 started=0
 if [ -n "${CI:-}" ]; then scripts/services.sh reset; fi
 running=$(scripts/services.sh status)
@@ -46,12 +45,23 @@ case "$running" in
 esac
 cleanup() { if [ "$started" = 1 ]; then scripts/services.sh stop || true; fi; }
 trap cleanup EXIT
-step "starting PostgreSQL and Kafka"
-scripts/services.sh start
+step "starting PostgreSQL and Kafka in the background"
+services_log=$(mktemp)
+scripts/services.sh start >"$services_log" 2>&1 &
+services=$!
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+step "building the tests"
+cargo test --lib --bins --tests --no-run
+if ! wait "$services"; then cat "$services_log" >&2; exit 1; fi
+cat "$services_log" >&2
+rm -f "$services_log"
 eval "$(scripts/services.sh env)"
 
-# The shipped artifacts are built beside the tests, at the lowest priority
-# (so they take the machine's idle time, not the tests'), in a target
+# The shipped artifacts are built beside the tests, once the tests are
+# built, at the lowest priority (so they take the machine's idle time while
+# the tests wait on the services, not the tests' build), in a target
 # directory of their own: the release build and the container image, the
 # Helm chart's checks, the Debian package's tools. Their results are read
 # at the end.
