@@ -257,9 +257,11 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
             )));
         }
         let topic = destination.map_or("", |d| d.name.as_str());
-        self.shared.limits.refused(topic, batch_size);
+        // One refused batch reports each of its records: the limit is
+        // learned (or halved) once per session.
         if self.purged == Purged::No {
             self.purged = Purged::Yes;
+            self.shared.limits.refused(topic, batch_size);
             self.sink.purge();
         }
         Outcome::Retry(refusal.recoded(Code::BATCH_OVER_TOPIC_LIMIT).context(format!(
