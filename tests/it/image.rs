@@ -108,10 +108,23 @@ async fn a_read_only_relay_and_its_standby_hand_over_through_a_sigkill_and_drain
     let ids = kafka::by_id(&records);
     assert_eq!(ids.len(), TOTAL, "nothing lost:\n{}", standby.logs());
     assert!(standby.logs().contains("taking over"), "{}", standby.logs());
+    // One more row: a position inside its transaction, before its commit
+    // record, which the slot must pass once the row is published. (The
+    // server's insert position after the commit would include other
+    // databases' WAL, which this slot need not confirm.)
+    db.client.batch_execute("BEGIN").await.unwrap();
+    db.client
+        .batch_execute(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
+             VALUES (gen_random_uuid(), 'keyed', 'T', 1, 'x', '\\x01', 'last')",
+        )
+        .await
+        .unwrap();
+    let end = rep::insert_lsn(&db.client).await;
+    db.client.batch_execute("COMMIT").await.unwrap();
     common::wait_until_marked(&db.client).await;
 
     // SIGTERM drains and exits 0, with the slot past every row.
-    let end = rep::insert_lsn(&db.client).await;
     standby.stop(Duration::from_secs(60));
     assert_eq!(
         standby.wait_exit(Duration::from_secs(60)),

@@ -79,6 +79,8 @@ impl Container {
         let mut args = vec![
             "run",
             "--detach",
+            // A container a failed run left behind under this name goes.
+            "--replace",
             "--name",
             run.name,
             "--network",
