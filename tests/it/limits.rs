@@ -77,9 +77,46 @@ async fn failed(client: &tokio_postgres::Client) -> Vec<(String, String)> {
     .await
 }
 
-fn sorted(mut ids: Vec<String>) -> Vec<String> {
-    ids.sort();
-    ids
+/// Exactly `ids` are FAILED, each with `MESSAGE_TOO_LARGE`.
+async fn assert_failed_too_large(
+    client: &tokio_postgres::Client,
+    ids: &[String],
+    why: &str,
+    log: &str,
+) {
+    let mut expected: Vec<(String, String)> = ids
+        .iter()
+        .map(|id| (id.clone(), "MESSAGE_TOO_LARGE".to_string()))
+        .collect();
+    expected.sort();
+    assert_eq!(failed(client).await, expected, "{why}: {log}");
+}
+
+/// `{prefix}small`: 3 partitions that take batches of at most 20 000 bytes.
+async fn small_limit_topic(services: &common::Services, prefix: &str) -> String {
+    let topic = format!("{prefix}small");
+    kafka::create_topic_with(
+        &services.kafka_bootstrap,
+        &topic,
+        3,
+        &[("max.message.bytes", "20000")],
+    )
+    .await;
+    topic
+}
+
+/// SIGTERM: the relay drains and exits 0; then the slot and the database go.
+async fn stop_and_drop(
+    mut relay: RelayProcess,
+    db: common::TestDb,
+    slot: &str,
+    services: &common::Services,
+) {
+    relay.signal("TERM");
+    let status = relay.wait(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| s.success()), "{}", relay.log_text());
+    rep::drop_slot(&db.client, slot).await;
+    db.drop(services).await;
 }
 
 /// Every small row in Kafka (once each for `isolation` when `once`), first
@@ -107,31 +144,17 @@ async fn run_scenario(label: &str, extra: &str, isolation: &str) {
     let services = require_services!();
     let prefix = common::unique_prefix(label);
     let db = common::cdc_db(&services, label, &prefix).await;
-    let topic = format!("{prefix}small");
-    kafka::create_topic_with(
-        &services.kafka_bootstrap,
-        &topic,
-        3,
-        &[("max.message.bytes", "20000")],
-    )
-    .await;
+    let topic = small_limit_topic(&services, &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, extra);
-    let mut relay = RelayProcess::spawn(&config);
+    let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
     relay.signal("STOP");
     let (small, big) = write_scenario(&db.client).await;
     relay.signal("CONT");
     common::wait_until_marked(&db.client).await;
     let log = relay.log_text();
-    assert_eq!(
-        failed(&db.client).await,
-        sorted(big.clone())
-            .into_iter()
-            .map(|id| (id, "MESSAGE_TOO_LARGE".to_string()))
-            .collect::<Vec<_>>(),
-        "only the oversized rows are FAILED: {log}"
-    );
+    assert_failed_too_large(&db.client, &big, "only the oversized rows are FAILED", &log).await;
     kafka::consume_ids_at(
         &services.kafka_bootstrap,
         &[&topic],
@@ -155,11 +178,7 @@ async fn run_scenario(label: &str, extra: &str, isolation: &str) {
         log.contains("not sent"),
         "the big rows were refused before sending: {log}"
     );
-    relay.signal("TERM");
-    let status = relay.wait(Duration::from_secs(30)).expect("stops");
-    assert!(status.success(), "{}", relay.log_text());
-    rep::drop_slot(&db.client, &slot).await;
-    db.drop(&services).await;
+    stop_and_drop(relay, db, &slot, &services).await;
 }
 
 #[tokio::test]
@@ -240,14 +259,7 @@ async fn a_backlog_of_small_rows_to_a_small_limit_with_lz4_fails_nothing() {
     let services = require_services!();
     let prefix = common::unique_prefix("lz4lim");
     let db = common::cdc_db(&services, "lz4lim", &prefix).await;
-    let topic = format!("{prefix}small");
-    kafka::create_topic_with(
-        &services.kafka_bootstrap,
-        &topic,
-        3,
-        &[("max.message.bytes", "20000")],
-    )
-    .await;
+    let topic = small_limit_topic(&services, &prefix).await;
     let slot = format!("{}_relay", db.name);
     let config = relay::config(&services, &db.name, &prefix, &slot, "");
     let text = std::fs::read_to_string(&config).unwrap();
@@ -259,7 +271,7 @@ async fn a_backlog_of_small_rows_to_a_small_limit_with_lz4_fails_nothing() {
         ),
     )
     .unwrap();
-    let mut relay = RelayProcess::spawn(&config);
+    let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
     relay.signal("STOP");
     const ROWS: i32 = 20_000;
@@ -286,12 +298,7 @@ async fn a_backlog_of_small_rows_to_a_small_limit_with_lz4_fails_nothing() {
         Duration::from_secs(60),
     );
     assert_eq!(kafka::by_id(&records).len(), ROWS as usize);
-    relay.signal("TERM");
-    assert!(relay
-        .wait(Duration::from_secs(30))
-        .is_some_and(|s| s.success()));
-    rep::drop_slot(&db.client, &slot).await;
-    db.drop(&services).await;
+    stop_and_drop(relay, db, &slot, &services).await;
 }
 
 #[tokio::test]
@@ -302,7 +309,7 @@ async fn a_limit_lowered_while_the_relay_streams_fails_only_rows_over_it() {
     let topic = format!("{prefix}small");
     kafka::create_topic(&services.kafka_bootstrap, &topic, 3).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
-    let mut relay = RelayProcess::spawn(&config);
+    let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
     let mut seq: BTreeMap<String, u32> = BTreeMap::new();
     let mut write = |i: usize| {
@@ -347,14 +354,13 @@ async fn a_limit_lowered_while_the_relay_streams_fails_only_rows_over_it() {
     db.client.batch_execute("COMMIT").await.unwrap();
     common::wait_until_marked(&db.client).await;
     let log = relay.log_text();
-    assert_eq!(
-        failed(&db.client).await,
-        sorted(large.clone())
-            .into_iter()
-            .map(|id| (id, "MESSAGE_TOO_LARGE".to_string()))
-            .collect::<Vec<_>>(),
-        "only rows over the new limit are FAILED: {log}"
-    );
+    assert_failed_too_large(
+        &db.client,
+        &large,
+        "only rows over the new limit are FAILED",
+        &log,
+    )
+    .await;
     let mut published = before;
     published.extend(small.iter().cloned());
     let records = kafka::consume_ids(
@@ -372,12 +378,7 @@ async fn a_limit_lowered_while_the_relay_streams_fails_only_rows_over_it() {
         expected.sort();
         assert_eq!(ns, expected, "{key}: first deliveries in commit order");
     }
-    relay.signal("TERM");
-    assert!(relay
-        .wait(Duration::from_secs(30))
-        .is_some_and(|s| s.success()));
-    rep::drop_slot(&db.client, &slot).await;
-    db.drop(&services).await;
+    stop_and_drop(relay, db, &slot, &services).await;
 }
 
 #[tokio::test]
@@ -386,14 +387,7 @@ async fn without_describe_configs_the_refusals_teach_the_limit_and_check_warns()
     let sec = common::Secured::from_env();
     let prefix = format!("{}{}", sec.prefix, common::unique_prefix("nodesc"));
     let db = common::cdc_db(&services, "nodesc", &prefix).await;
-    let topic = format!("{prefix}small");
-    kafka::create_topic_with(
-        &services.kafka_bootstrap,
-        &topic,
-        3,
-        &[("max.message.bytes", "20000")],
-    )
-    .await;
+    let topic = small_limit_topic(&services, &prefix).await;
     let slot = format!("{}_relay", db.name);
     let plain = relay::config(&services, &db.name, &prefix, &slot, "");
     let text = std::fs::read_to_string(&plain).unwrap();
@@ -408,7 +402,7 @@ async fn without_describe_configs_the_refusals_teach_the_limit_and_check_warns()
     )
     .unwrap();
 
-    let mut relay = RelayProcess::spawn(&config);
+    let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
     relay.signal("STOP");
     let (small, big) = write_scenario(&db.client).await;
@@ -428,14 +422,7 @@ async fn without_describe_configs_the_refusals_teach_the_limit_and_check_warns()
     relay.signal("CONT");
     common::wait_until_marked(&db.client).await;
     let log = relay.log_text();
-    assert_eq!(
-        failed(&db.client).await,
-        sorted(big.clone())
-            .into_iter()
-            .map(|id| (id, "MESSAGE_TOO_LARGE".to_string()))
-            .collect::<Vec<_>>(),
-        "only the oversized rows are FAILED: {log}"
-    );
+    assert_failed_too_large(&db.client, &big, "only the oversized rows are FAILED", &log).await;
     assert!(
         log.contains("TOPIC_LIMIT_UNKNOWN") || log.contains("max.message.bytes is unknown"),
         "{log}"
@@ -455,10 +442,5 @@ async fn without_describe_configs_the_refusals_teach_the_limit_and_check_warns()
         records.len(),
         small.len()
     );
-    relay.signal("TERM");
-    assert!(relay
-        .wait(Duration::from_secs(30))
-        .is_some_and(|s| s.success()));
-    rep::drop_slot(&db.client, &slot).await;
-    db.drop(&services).await;
+    stop_and_drop(relay, db, &slot, &services).await;
 }

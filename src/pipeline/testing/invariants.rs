@@ -45,6 +45,29 @@ fn directives(r: &Runner) -> Vec<Directive> {
         .collect()
 }
 
+/// Rows 1 to 4 in three transactions; row 2 is too large.
+fn a_too_large_row_among_small_ones() -> Vec<Step> {
+    vec![
+        Step::Commit(vec![row(1)]),
+        Step::Commit(vec![row(2).too_large(), row(3)]),
+        Step::Commit(vec![row(4)]),
+        Step::Deliver(3),
+        Step::Wait(2_000),
+    ]
+}
+
+fn only_the_too_large_row_failed(r: &Runner) {
+    assert_eq!(
+        r.world.table.status(&row(2).id),
+        Some(Status::Failed(Code::MESSAGE_TOO_LARGE))
+    );
+    let visible: Vec<_> = r.world.broker.visible().iter().map(|v| v.id).collect();
+    for n in [1, 3, 4] {
+        assert!(visible.contains(&row(n).id), "row {n} in Kafka");
+    }
+    assert_eq!(r.settled(), end_of(r, 2), "the slot passed them all");
+}
+
 const CASES: &[Case] = &[
     Case {
         name: "the slot waits until confirmed rows are journaled",
@@ -108,25 +131,9 @@ const CASES: &[Case] = &[
         name: "a row's fault fails that row alone and the stream goes on",
         modes: BOTH,
         answers: Answers::Immediate,
-        steps: || {
-            vec![
-                Step::Commit(vec![row(1)]),
-                Step::Commit(vec![row(2).too_large(), row(3)]),
-                Step::Commit(vec![row(4)]),
-                Step::Deliver(3),
-                Step::Wait(2_000),
-            ]
-        },
+        steps: a_too_large_row_among_small_ones,
         expect: |r| {
-            assert_eq!(
-                r.world.table.status(&row(2).id),
-                Some(Status::Failed(Code::MESSAGE_TOO_LARGE))
-            );
-            let visible: Vec<_> = r.world.broker.visible().iter().map(|v| v.id).collect();
-            for n in [1, 3, 4] {
-                assert!(visible.contains(&row(n).id), "row {n} in Kafka");
-            }
-            assert_eq!(r.settled(), end_of(r, 2), "the slot passed them all");
+            only_the_too_large_row_failed(r);
             assert!(
                 directives(r).iter().all(|d| *d == Directive::Retry),
                 "at most a republication: {:?}",
@@ -191,26 +198,11 @@ const CASES: &[Case] = &[
         modes: BOTH,
         answers: Answers::Immediate,
         steps: || {
-            vec![
-                Step::DenyDescribe,
-                Step::Commit(vec![row(1)]),
-                Step::Commit(vec![row(2).too_large(), row(3)]),
-                Step::Commit(vec![row(4)]),
-                Step::Deliver(3),
-                Step::Wait(2_000),
-            ]
+            let mut steps = vec![Step::DenyDescribe];
+            steps.extend(a_too_large_row_among_small_ones());
+            steps
         },
-        expect: |r| {
-            assert_eq!(
-                r.world.table.status(&row(2).id),
-                Some(Status::Failed(Code::MESSAGE_TOO_LARGE))
-            );
-            let visible: Vec<_> = r.world.broker.visible().iter().map(|v| v.id).collect();
-            for n in [1, 3, 4] {
-                assert!(visible.contains(&row(n).id), "row {n} in Kafka");
-            }
-            assert_eq!(r.settled(), end_of(r, 2));
-        },
+        expect: only_the_too_large_row_failed,
     },
     Case {
         name: "a row over its topic's known limit is never sent",
