@@ -22,6 +22,8 @@
 #                                 Debezium Server 3.6.1 on that file, in the foreground
 #   scripts/services.sh strimzi-model FILE...
 #                                 read Strimzi resources with Strimzi's own model
+#   scripts/services.sh start-proxies  Toxiproxy with a proxy on PostgreSQL 15's
+#                                 link and one on Kafka's (see below)
 #   scripts/services.sh pg-bin MAJOR
 #                                 install that major's server if missing and print
 #                                 its bin directory (for tests that run their own
@@ -38,6 +40,12 @@
 # The broker has a second listener (OUTBOX_TEST_KAFKA_SECURE_PORT) with TLS
 # and SASL/SCRAM-SHA-512 under ACLs, for the relay's principal
 # (OUTBOX_TEST_KAFKA_RELAY_USER); `env` prints where its password and CA are.
+#
+# Toxiproxy (pinned, built into .cache/go) puts a proxy on each link for
+# the network fault tests: `pg` in front of PostgreSQL 15 and `kafka` in
+# front of the broker's third listener (PROXIED), which advertises the
+# proxy's address, so a client that bootstraps through the proxy keeps every
+# broker connection on it. The plain listeners and ports stay as they are.
 #
 # Every command is idempotent. Ports and paths can be moved with the variables
 # below; state lives outside the work tree so several clones do not mix. The
@@ -59,6 +67,11 @@ KAFKA_SECURE_PORT=${OUTBOX_TEST_KAFKA_SECURE_PORT:-$((KAFKA_PORT + 2))}
 # ACLs cover.
 KAFKA_RELAY_USER=${OUTBOX_TEST_KAFKA_RELAY_USER:-relay}
 KAFKA_SECURE_PREFIX=${OUTBOX_TEST_KAFKA_SECURE_PREFIX:-sec.}
+# The listener behind the Kafka proxy, and the proxy's own address, which
+# that listener advertises.
+KAFKA_PROXIED_PORT=${OUTBOX_TEST_KAFKA_PROXIED_PORT:-$((KAFKA_PORT + 4))}
+KAFKA_PROXY_PORT=${OUTBOX_TEST_KAFKA_PROXY_PORT:-$((KAFKA_PORT + 5))}
+TOXIPROXY_PORT=${OUTBOX_TEST_TOXIPROXY_PORT:-28474}
 CONNECT_PORT=${OUTBOX_TEST_CONNECT_PORT:-28083}
 PG_PASSWORD=${OUTBOX_TEST_PG_PASSWORD:-outbox-cdc-test}
 STATE=${OUTBOX_TEST_STATE_DIR:-${TMPDIR:-/tmp}/outbox-cdc-services-$(id -u)-$KAFKA_PORT}
@@ -271,7 +284,65 @@ install_prometheus() {
   ) 9>"$GO_CACHE/.lock"
 }
 
+# Toxiproxy, pinned (`@latest` resolves to an old release); Go names the
+# binaries `server` and `cli`, kept here as toxiproxy-server and -cli.
+TOXIPROXY_VERSION=v2.12.0
+install_toxiproxy() {
+  command -v go >/dev/null || die "Go is needed to build Toxiproxy (go install)"
+  mkdir -p "$GO_CACHE/bin"
+  (
+    flock 9
+    if [ -x "$GO_CACHE/bin/toxiproxy-server" ] && [ -x "$GO_CACHE/bin/toxiproxy-cli" ] \
+      && [ "$(cat "$GO_CACHE/bin/.toxiproxy.version" 2>/dev/null)" = "$TOXIPROXY_VERSION" ]; then exit 0; fi
+    log "building Toxiproxy $TOXIPROXY_VERSION with go install"
+    local tmp
+    tmp=$(mktemp -d)
+    GOBIN="$tmp" go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+      "github.com/Shopify/toxiproxy/v2/cmd/cli@$TOXIPROXY_VERSION" || { rm -rf "$tmp"; die "go install of Toxiproxy $TOXIPROXY_VERSION failed"; }
+    mv "$tmp/server" "$GO_CACHE/bin/toxiproxy-server"
+    mv "$tmp/cli" "$GO_CACHE/bin/toxiproxy-cli"
+    rm -rf "$tmp"
+    echo "$TOXIPROXY_VERSION" >"$GO_CACHE/bin/.toxiproxy.version"
+  ) 9>"$GO_CACHE/.lock-toxiproxy"
+}
+
+toxiproxy_pid() { pid_of toxiproxy; }
+
+# The proxies, made afresh (no toxics, enabled) each start: `pg` listens on
+# PostgreSQL 15's port + 1000, `kafka` on the PROXIED listener's
+# advertised port.
+PG_PROXY_PORT=${OUTBOX_TEST_PG_PROXY_PORT:-26329}
+start_toxiproxy() {
+  install_toxiproxy
+  if ! toxiproxy_pid >/dev/null; then
+    mkdir -p "$STATE"
+    log "starting Toxiproxy on 127.0.0.1:$TOXIPROXY_PORT"
+    setsid nohup "$GO_CACHE/bin/toxiproxy-server" -host 127.0.0.1 -port "$TOXIPROXY_PORT" \
+      >"$STATE/toxiproxy.log" 2>&1 </dev/null &
+    echo $! >"$STATE/toxiproxy.pid"
+    local deadline=$((SECONDS + 30))
+    until curl -fsS "http://127.0.0.1:$TOXIPROXY_PORT/version" >/dev/null 2>&1; do
+      toxiproxy_pid >/dev/null || { tail -n 20 "$STATE/toxiproxy.log" >&2; die "Toxiproxy exited during start-up"; }
+      [ $SECONDS -lt $deadline ] || die "Toxiproxy did not start within 30 s"
+      sleep 0.2
+    done
+  fi
+  local api="http://127.0.0.1:$TOXIPROXY_PORT" name listen upstream
+  curl -fsS -X POST "$api/reset" >/dev/null || die "Toxiproxy refused a reset"
+  for spec in "pg 127.0.0.1:$PG_PROXY_PORT 127.0.0.1:${OUTBOX_TEST_PG15_PORT:-25329}" \
+              "kafka 127.0.0.1:$KAFKA_PROXY_PORT 127.0.0.1:$KAFKA_PROXIED_PORT"; do
+    read -r name listen upstream <<<"$spec"
+    curl -fsS -X DELETE "$api/proxies/$name" >/dev/null 2>&1 || true
+    curl -fsS -X POST "$api/proxies" -H 'Content-Type: application/json' \
+      -d "{\"name\":\"$name\",\"listen\":\"$listen\",\"upstream\":\"$upstream\",\"enabled\":true}" >/dev/null \
+      || die "Toxiproxy could not create the $name proxy on $listen"
+  done
+}
+
+stop_toxiproxy() { stop_process toxiproxy Toxiproxy; }
+
 install() {
+  install_toxiproxy
   install_prometheus
   install_pg
   local major
@@ -444,11 +515,11 @@ start_kafka() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://localhost:$KAFKA_SECURE_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT,PROXIED://127.0.0.1:$KAFKA_PROXIED_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://localhost:$KAFKA_SECURE_PORT,PROXIED://127.0.0.1:$KAFKA_PROXY_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,PROXIED:PLAINTEXT
 sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.ssl.keystore.type=PEM
@@ -618,21 +689,27 @@ export OUTBOX_TEST_STATE_DIR=$STATE
 export OUTBOX_TEST_SERVICES=$here/services.sh
 export OUTBOX_TEST_PROMTOOL=$GO_CACHE/bin/promtool
 export OUTBOX_TEST_PROMETHEUS=$GO_CACHE/bin/prometheus
+export OUTBOX_TEST_TOXIPROXY_API=http://127.0.0.1:$TOXIPROXY_PORT
+export OUTBOX_TEST_PG_PROXY=127.0.0.1:$PG_PROXY_PORT
+export OUTBOX_TEST_KAFKA_PROXY=127.0.0.1:$KAFKA_PROXY_PORT
+export OUTBOX_TEST_KAFKA_PROXIED=127.0.0.1:$KAFKA_PROXIED_PORT
 EOF
 }
 
 case "${1:-}" in
   install) install ;;
-  start) install; start_pg; start_kafka; start_connect; log "services are up (state in $STATE)" ;;
+  start) install; start_pg; start_kafka; start_connect; start_toxiproxy; log "services are up (state in $STATE)" ;;
   start-core) install_pg; install_jvm_profile kafka; start_pg; start_kafka; log "PostgreSQL and Kafka are up (state in $STATE)" ;;
-  stop) stop_connect; stop_kafka; stop_every_pg ;;
+  stop) stop_toxiproxy; stop_connect; stop_kafka; stop_every_pg ;;
   status)
     if pg_running; then echo "postgresql: running on 127.0.0.1:$PG_PORT"; else echo "postgresql: stopped"; fi
     if kafka_pid >/dev/null; then echo "kafka: running on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
     if connect_pid >/dev/null; then echo "connect: running on 127.0.0.1:$CONNECT_PORT"; else echo "connect: stopped"; fi
+    if toxiproxy_pid >/dev/null; then echo "toxiproxy: running on 127.0.0.1:$TOXIPROXY_PORT"; else echo "toxiproxy: stopped"; fi
     ;;
   env) print_env ;;
-  reset) stop_connect; stop_kafka; stop_every_pg; rm -rf "$STATE"; log "removed $STATE" ;;
+  reset) stop_toxiproxy; stop_connect; stop_kafka; stop_every_pg; rm -rf "$STATE"; log "removed $STATE" ;;
+  start-proxies) start_toxiproxy ;;
   # For fault tests: one service at a time.
   stop-kafka) stop_kafka ;;
   stop-connect) stop_connect ;;

@@ -446,6 +446,7 @@ pub(crate) async fn slot_read(
         sslrootcert: None,
         application_name: "outbox-cdc-bench".into(),
         connect_timeout: Duration::from_secs(10),
+        user_timeout: Duration::from_secs(30),
         more_hosts: Vec::new(),
     };
     let source = SourceOptions {
@@ -457,6 +458,7 @@ pub(crate) async fn slot_read(
         create_slot: false,
         failover_slot: false,
         streamed_before: false,
+        own_walsender: None,
         messages: false,
         // As the relay reads it (`relay.pgoutput_binary`).
         binary: std::env::var("BENCH_RELAY_SETTINGS")

@@ -32,7 +32,9 @@ pub use env::{env_override_name, env_overrides, ENV_PREFIX};
 pub use http::HttpConfig;
 pub use kafka::KafkaConfig;
 pub use outbox::OutboxConfig;
-pub use postgres::{Ports, PostgresConfig, SslMode, DEFAULT_PASSWORD_ENV};
+pub use postgres::{
+    Ports, PostgresConfig, SslMode, DEFAULT_PASSWORD_ENV, DEFAULT_WAL_RECEIVER_TIMEOUT_SECS,
+};
 pub use relay::{Delivery, DeliveryMode, RelayConfig, TransactionalConfig};
 pub use secrets::{PropertyValue, SecretSource};
 

@@ -1,6 +1,7 @@
 //! `[postgres]`: where the outbox's database is and how the relay logs in.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -19,6 +20,13 @@ pub const DEFAULT_APPLICATION_NAME: &str = "outbox-cdc";
 pub const DEFAULT_SLOT: &str = "outbox_cdc_relay";
 pub const DEFAULT_PUBLICATION: &str = "outbox_cdc_publication";
 pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
+/// Twice the replication stream's ping interval; PostgreSQL's own
+/// `wal_receiver_timeout` is 60 s, which a silent link (a dropped NAT
+/// entry) costs in full before a standby notices.
+pub const DEFAULT_WAL_RECEIVER_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_QUERY_TIMEOUT_SECS: u64 = 30;
+/// The longest either timeout may be set to.
+const MAX_TIMEOUT_SECS: u64 = 3600;
 
 /// `sslmode`, as libpq spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -101,6 +109,15 @@ pub struct PostgresConfig {
     /// The publication the CDC migration creates and both relays read.
     pub publication: String,
     pub connect_timeout_secs: u64,
+    /// How long the replication stream may stay silent before the relay
+    /// gives its connection up and opens another. The relay asks the server
+    /// for a reply halfway through, so an idle stream never reaches it.
+    pub wal_receiver_timeout_secs: u64,
+    /// How long the relay waits for the answer to one of its own
+    /// statements (bookkeeping, the slot guard) before it gives that
+    /// connection up: a server-side `statement_timeout` never fires when
+    /// the statement never arrived.
+    pub query_timeout_secs: u64,
     /// Create the relay's slot with `FAILOVER` (PostgreSQL 17+), so that
     /// standbys with `sync_replication_slots` keep a copy a promoted
     /// standby can be streamed from.
@@ -121,12 +138,22 @@ impl Default for PostgresConfig {
             slot: DEFAULT_SLOT.into(),
             publication: DEFAULT_PUBLICATION.into(),
             connect_timeout_secs: DEFAULT_CONNECT_TIMEOUT_SECS,
+            wal_receiver_timeout_secs: DEFAULT_WAL_RECEIVER_TIMEOUT_SECS,
+            query_timeout_secs: DEFAULT_QUERY_TIMEOUT_SECS,
             failover_slot: false,
         }
     }
 }
 
 impl PostgresConfig {
+    pub fn query_timeout(&self) -> Duration {
+        Duration::from_secs(self.query_timeout_secs)
+    }
+
+    pub fn wal_receiver_timeout(&self) -> Duration {
+        Duration::from_secs(self.wal_receiver_timeout_secs)
+    }
+
     /// Every (host, port) to try, in order.
     pub fn endpoints(&self) -> Vec<(String, u16)> {
         let hosts: Vec<String> = self.host.split(',').map(|h| h.trim().to_string()).collect();
@@ -180,6 +207,21 @@ impl PostgresConfig {
                     self.port.0.len()
                 ),
             ));
+        }
+        for (key, secs) in [
+            ("postgres.connect_timeout_secs", self.connect_timeout_secs),
+            (
+                "postgres.wal_receiver_timeout_secs",
+                self.wal_receiver_timeout_secs,
+            ),
+            ("postgres.query_timeout_secs", self.query_timeout_secs),
+        ] {
+            if !(1..=MAX_TIMEOUT_SECS).contains(&secs) {
+                return Err(invalid(
+                    key,
+                    format!("is {secs}; give between 1 and {MAX_TIMEOUT_SECS} seconds"),
+                ));
+            }
         }
         slot_name("postgres.slot", &self.slot)?;
         identifier("postgres.publication", &self.publication)?;

@@ -1,6 +1,7 @@
 //! Ordinary SQL connections (migrations, preflight, bookkeeping, cutover).
 //! Replication has its own client in [`crate::replication`].
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio_postgres::config::{SslMode as PgSslMode, TargetSessionAttrs};
@@ -10,7 +11,14 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::sqlstate::{sql_error, Phase};
 use super::tls;
 use crate::config::{Env, PostgresConfig, SslMode};
-use crate::error::{Code, Error};
+use crate::error::{Cause, Code, Error};
+
+/// TCP keepalives on every connection to PostgreSQL: a peer that vanished
+/// (a dropped NAT entry, a host gone) is noticed by the kernel within
+/// about 10 + 3 × 5 s even while the connection is idle.
+pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+pub(crate) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const KEEPALIVE_RETRIES: u32 = 3;
 
 /// Connects with the configuration's credentials and drives the connection
 /// on its own task. The error names the server and user, then what the
@@ -38,7 +46,13 @@ pub async fn connect_to(
     pc.dbname(&pg.dbname)
         .user(&pg.user)
         .application_name(&pg.application_name)
-        .connect_timeout(Duration::from_secs(pg.connect_timeout_secs));
+        .connect_timeout(Duration::from_secs(pg.connect_timeout_secs))
+        .keepalives(true)
+        .keepalives_idle(KEEPALIVE_IDLE)
+        .keepalives_interval(KEEPALIVE_INTERVAL)
+        .keepalives_retries(KEEPALIVE_RETRIES)
+        // Data the server never acknowledges fails the connection too.
+        .tcp_user_timeout(pg.query_timeout());
     if let Some(password) = pg.password(env)? {
         pc.password(password.expose());
     }
@@ -61,7 +75,10 @@ pub async fn connect_to(
     let client = match tls {
         None => {
             pc.ssl_mode(PgSslMode::Disable);
-            let (client, connection) = pc.connect(NoTls).await.map_err(failed)?;
+            let (client, connection) = within_connect(pg, pc.connect(NoTls))
+                .await
+                .map_err(|e| e.context(context()))?
+                .map_err(failed)?;
             spawn_connection(connection);
             client
         }
@@ -71,15 +88,76 @@ pub async fn connect_to(
             } else {
                 PgSslMode::Require
             });
-            let (client, connection) = pc
-                .connect(MakeRustlsConnect::new((*config).clone()))
-                .await
-                .map_err(failed)?;
+            let (client, connection) =
+                within_connect(pg, pc.connect(MakeRustlsConnect::new((*config).clone())))
+                    .await
+                    .map_err(|e| e.context(context()))?
+                    .map_err(failed)?;
             spawn_connection(connection);
             client
         }
     };
     Ok(client)
+}
+
+/// tokio-postgres bounds the TCP connect only; a link that goes silent in
+/// the TLS handshake or the log-in would hold the caller for ever.
+async fn within_connect<T>(
+    pg: &PostgresConfig,
+    connecting: impl Future<Output = T>,
+) -> Result<T, Error> {
+    let hosts = pg.endpoints().len().max(1) as u32;
+    let limit = Duration::from_secs(pg.connect_timeout_secs) * hosts;
+    tokio::time::timeout(limit, connecting).await.map_err(|_| {
+        Error::new(
+            Code::PG_CONNECT_FAILED,
+            format!("no answer within {limit:?} (postgres.connect_timeout_secs per host)"),
+        )
+        .caused_by(Cause::Io(std::io::ErrorKind::TimedOut))
+    })
+}
+
+/// Waits at most `within` for `work` on a SQL connection. A statement that
+/// never reached the server (a silent link) is never ended by the server's
+/// own `statement_timeout`; the caller gives the connection up on this
+/// error (`PG_CONNECTION_LOST`, caused by a timeout) and opens another.
+pub(crate) async fn answered<T>(
+    within: Duration,
+    what: &str,
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(within, work).await {
+        Ok(result) => result,
+        Err(_) => Err(silent(within, what)),
+    }
+}
+
+/// The error of a connection that stopped answering.
+pub(crate) fn silent(within: Duration, what: &str) -> Error {
+    Error::new(
+        Code::PG_CONNECTION_LOST,
+        format!(
+            "PostgreSQL did not answer {what} within {} s (postgres.query_timeout_secs); the connection is given up",
+            within.as_secs()
+        ),
+    )
+    .caused_by(Cause::Io(std::io::ErrorKind::TimedOut))
+}
+
+/// Whether an error says the connection itself is gone or silent (a new
+/// one is needed), as opposed to a statement the server refused.
+pub(crate) fn connection_gone(e: &Error) -> bool {
+    e.code() == Code::PG_CONNECTION_LOST
+}
+
+/// Whether `client` still answers, within `within`: a closed connection
+/// or a silent one is replaced before a session uses it.
+pub(crate) async fn answers(client: &Client, within: Duration) -> bool {
+    !client.is_closed()
+        && matches!(
+            tokio::time::timeout(within, client.simple_query("")).await,
+            Ok(Ok(_))
+        )
 }
 
 fn spawn_connection<S, T>(connection: tokio_postgres::Connection<S, T>)

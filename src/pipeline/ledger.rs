@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_postgres::Client;
 
@@ -56,17 +57,20 @@ pub(crate) trait Journal: Send + 'static {
 pub(crate) struct PgLedger<'a> {
     pub(crate) sql: &'a Client,
     pub(crate) marker: &'a Marker,
+    /// `postgres.query_timeout_secs`: a silent connection ends the session,
+    /// and the next one opens another.
+    pub(crate) within: Duration,
 }
 
 impl Ledger for PgLedger<'_> {
     async fn failed(&self, ids: &[Uuid], code: Code, guard: Guard) -> Result<u64, Error> {
-        self.marker
-            .failed(self.sql, ids, code.as_str(), guard)
-            .await
+        let marking = self.marker.failed(self.sql, ids, code.as_str(), guard);
+        connect::answered(self.within, "marking rows FAILED", marking).await
     }
 
     async fn published(&self, ids: &[Uuid], guard: Guard) -> Result<u64, Error> {
-        self.marker.published(self.sql, ids, guard).await
+        let marking = self.marker.published(self.sql, ids, guard);
+        connect::answered(self.within, "marking rows PUBLISHED", marking).await
     }
 }
 
@@ -76,12 +80,14 @@ pub(crate) struct PgJournal {
     env: Arc<Env>,
     journal: journal::Journal,
     client: Option<Client>,
+    within: Duration,
 }
 
 impl PgJournal {
     pub(crate) fn new(postgres: PostgresConfig, outbox: &OutboxConfig, env: Arc<Env>) -> PgJournal {
         PgJournal {
             journal: journal::Journal::new(outbox),
+            within: postgres.query_timeout(),
             postgres,
             env,
             client: None,
@@ -99,21 +105,42 @@ impl PgJournal {
             .ok_or_else(|| Error::new(Code::INTERNAL, "the journal's connection vanished"))?;
         Ok((&self.journal, client))
     }
+
+    /// A connection that went away or silent is opened again next time.
+    fn forget_if_gone<T>(&mut self, result: Result<T, Error>) -> Result<T, Error> {
+        if result.as_ref().is_err_and(connect::connection_gone) {
+            self.client = None;
+        }
+        result
+    }
 }
 
 impl Journal for PgJournal {
     async fn record(&mut self, ids: &[Uuid]) -> Result<(), Error> {
+        let within = self.within;
         let (journal, client) = self.open().await?;
-        journal.record(client, ids).await
+        let result =
+            connect::answered(within, "the journal's insert", journal.record(client, ids)).await;
+        self.forget_if_gone(result)
     }
 
     async fn fold_one(&mut self) -> Result<Option<u64>, Error> {
+        let within = self.within;
         let (journal, client) = self.open().await?;
-        Ok(journal.fold_one(client).await?.map(|f| f.marked))
+        let result =
+            connect::answered(within, "folding the journal", journal.fold_one(client)).await;
+        Ok(self.forget_if_gone(result)?.map(|f| f.marked))
     }
 
     async fn wal_flushed(&mut self) -> Result<Lsn, Error> {
+        let within = self.within;
         let (_, client) = self.open().await?;
-        journal::wal_flushed(client).await
+        let result = connect::answered(
+            within,
+            "reading the flushed WAL position",
+            journal::wal_flushed(client),
+        )
+        .await;
+        self.forget_if_gone(result)
     }
 }

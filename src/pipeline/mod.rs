@@ -29,7 +29,7 @@ mod testing;
 mod watermark;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,6 +76,11 @@ pub struct Relay {
     /// A session has streamed from the slot: a later session that finds it
     /// missing must not create it again.
     streamed: AtomicBool,
+    /// The server process of the last session's replication connection
+    /// (0: none yet). A session that lost a silent connection ends that
+    /// process itself rather than wait out the server's
+    /// `wal_sender_timeout` while it holds the slot.
+    walsender: AtomicI32,
     /// Transactional delivery's progress in Kafka; `None` when idempotent.
     progress: Option<Arc<Progress>>,
     mode: Mode,
@@ -134,6 +139,7 @@ impl Relay {
             source,
             sql: tokio::sync::Mutex::new(sql),
             streamed: AtomicBool::new(false),
+            walsender: AtomicI32::new(0),
             progress,
             mode,
             shared,
@@ -252,6 +258,7 @@ impl Relay {
         PgLedger {
             sql,
             marker: &self.marker,
+            within: self.cfg.postgres.query_timeout(),
         }
     }
 
@@ -270,12 +277,16 @@ impl Relay {
         shutdown: &CancellationToken,
     ) -> Result<(), Error> {
         let mut sql = self.sql.lock().await;
-        if sql.is_closed() {
+        if !connect::answers(&sql, self.cfg.postgres.query_timeout()).await {
             *sql = connect::connect(&self.cfg.postgres, &*self.env).await?;
             tracing::info!("reconnected the bookkeeping connection");
         }
         let source = SourceOptions {
             streamed_before: self.streamed.load(Ordering::Relaxed),
+            own_walsender: match self.walsender.load(Ordering::Relaxed) {
+                0 => None,
+                pid => Some(pid),
+            },
             ..self.source.clone()
         };
         let mut stream = match Stream::open(&sql, &source, &self.shared.feedback).await {
@@ -283,6 +294,7 @@ impl Relay {
             Err(e) => return Err(self.diagnose(&sql, e).await),
         };
         self.streamed.store(true, Ordering::Relaxed);
+        self.walsender.store(stream.walsender, Ordering::Relaxed);
         let metrics = &self.shared.metrics;
         metrics.set_role(crate::metrics::Role::Active);
         if attempt.after_standby {
@@ -321,7 +333,11 @@ impl Relay {
             }
             // The stream ended under the session: the reader says why.
             (Err(e), Err(r)) if policy::directive(&e) == policy::Directive::Retry => {
-                Err(self.diagnose(&sql, r).await)
+                let within = self.cfg.postgres.query_timeout();
+                match tokio::time::timeout(within, self.diagnose(&sql, r.clone())).await {
+                    Ok(diagnosed) => Err(diagnosed),
+                    Err(_) => Err(r),
+                }
             }
             (Err(e), _) => Err(e),
         }

@@ -35,6 +35,8 @@ pub(super) struct Watch {
     heartbeat_every: Duration,
     /// `relay.slot_wal_margin_bytes`.
     margin: u64,
+    /// `postgres.query_timeout_secs`.
+    query_timeout: Duration,
 }
 
 impl Watch {
@@ -46,6 +48,7 @@ impl Watch {
             check_every: Duration::from_secs(cfg.relay.slot_check_interval_secs),
             heartbeat_every: Duration::from_secs(cfg.relay.heartbeat_interval_secs),
             margin: cfg.relay.slot_wal_margin_bytes,
+            query_timeout: cfg.postgres.query_timeout(),
         })
     }
 
@@ -155,19 +158,32 @@ fn guard(w: &Watch, slot: Option<&SlotFigures>, at_risk_checks: &mut u64) {
 
 async fn slot_figures(w: &Watch, sql: &mut Option<Client>) -> Result<Option<SlotFigures>, Error> {
     let c = w.client(sql).await?;
-    checks::slot_figures(c, w.slot()).await
+    let reading = checks::slot_figures(c, w.slot());
+    let result = connect::answered(w.query_timeout, "the slot guard's query", reading).await;
+    forget_if_gone(sql, result)
 }
 
 async fn emit_heartbeat(w: &Watch, sql: &mut Option<Client>) -> Result<(), Error> {
     let c = w.client(sql).await?;
     // Transactional: a non-transactional message is decoded outside any
     // transaction, so it gives the relay nothing to confirm.
-    c.execute(
-        "SELECT pg_logical_emit_message(true, $1, '')",
-        &[&HEARTBEAT_PREFIX],
-    )
-    .await
-    .map_err(crate::pg::sqlstate::query_error(Code::PG_QUERY_FAILED))
-    .map_err(|e| e.context("writing a heartbeat"))?;
-    Ok(())
+    let writing = async {
+        c.execute(
+            "SELECT pg_logical_emit_message(true, $1, '')",
+            &[&HEARTBEAT_PREFIX],
+        )
+        .await
+        .map_err(crate::pg::sqlstate::query_error(Code::PG_QUERY_FAILED))
+        .map_err(|e| e.context("writing a heartbeat"))
+    };
+    let result = connect::answered(w.query_timeout, "a heartbeat", writing).await;
+    forget_if_gone(sql, result).map(drop)
+}
+
+/// A connection that went away or silent is opened again at the next tick.
+fn forget_if_gone<T>(sql: &mut Option<Client>, result: Result<T, Error>) -> Result<T, Error> {
+    if result.as_ref().is_err_and(connect::connection_gone) {
+        *sql = None;
+    }
+    result
 }

@@ -2,108 +2,20 @@
 //! (trust, cleartext, MD5, SCRAM-SHA-256 with channel binding over TLS),
 //! simple queries and the switch into CopyBoth streaming.
 
-use std::path::PathBuf;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::Duration;
-
 use bytes::{Bytes, BytesMut};
 use futures_util::{SinkExt, StreamExt};
 use postgres_protocol::authentication::{self, sasl};
 use postgres_protocol::message::backend::{ErrorResponseBody, Message};
 use postgres_protocol::message::frontend;
-use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
 use super::codec::{Backend, PgCodec};
-use crate::config::{Env, PostgresConfig, Secret, SslMode};
+pub(crate) use super::transport::lost;
+pub use super::transport::ConnectOptions;
+use super::transport::{open_transport, protocol, Transport};
 use crate::error::{Cause, Code, Error};
 use crate::lsn::Lsn;
 use crate::pg::sqlstate::{self, Phase, ServerError};
-use crate::pg::tls;
-
-/// What a replication connection needs to know.
-#[derive(Debug, Clone)]
-pub struct ConnectOptions {
-    pub host: String,
-    pub port: u16,
-    pub dbname: String,
-    pub user: String,
-    pub password: Option<Secret>,
-    pub sslmode: SslMode,
-    pub sslrootcert: Option<PathBuf>,
-    pub application_name: String,
-    pub connect_timeout: Duration,
-    /// Further (host, port) pairs of libpq's multi-host form, tried in
-    /// order after `host`; with any, only a server that accepts writes (not
-    /// in recovery) is used.
-    pub more_hosts: Vec<(String, u16)>,
-}
-
-impl ConnectOptions {
-    pub fn from_postgres(pg: &PostgresConfig, env: &Env) -> Result<ConnectOptions, Error> {
-        let mut endpoints = pg.endpoints().into_iter();
-        let (host, port) = endpoints.next().unwrap_or_else(|| (pg.host.clone(), 5432));
-        Ok(ConnectOptions {
-            host,
-            port,
-            more_hosts: endpoints.collect(),
-            dbname: pg.dbname.clone(),
-            user: pg.user.clone(),
-            password: pg.password(env)?,
-            sslmode: pg.sslmode,
-            sslrootcert: pg.sslrootcert.clone(),
-            application_name: pg.application_name.clone(),
-            connect_timeout: Duration::from_secs(pg.connect_timeout_secs),
-        })
-    }
-}
-
-/// TCP, or TLS over TCP.
-pub enum Transport {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for Transport {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Transport::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Transport::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Transport {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Transport::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Transport::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Transport::Plain(s) => Pin::new(s).poll_flush(cx),
-            Transport::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Transport::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Transport::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
 
 /// What `START_REPLICATION` asks pgoutput for.
 #[derive(Debug, Clone, Copy)]
@@ -137,6 +49,8 @@ pub struct ReplicationConnection {
     pub(crate) framed: Framed<Transport, PgCodec>,
     pub server_version: String,
     pub tls: bool,
+    /// The server process serving this connection (from BackendKeyData).
+    pub backend_pid: i32,
 }
 
 /// What a command is, for naming the failures the server reports on it.
@@ -150,14 +64,6 @@ pub(crate) enum Command {
     StartReplication,
     /// After START_REPLICATION succeeded.
     Streaming,
-}
-
-pub(crate) fn lost(e: std::io::Error) -> Error {
-    Error::new(Code::PG_CONNECTION_LOST, e.to_string()).caused_by(Cause::Io(e.kind()))
-}
-
-fn protocol(what: impl std::fmt::Display) -> Error {
-    Error::new(Code::PG_PROTOCOL, what.to_string())
 }
 
 /// The typed fields of an ErrorResponse.
@@ -203,59 +109,6 @@ fn encode(f: impl FnOnce(&mut BytesMut) -> std::io::Result<()>) -> Result<Bytes,
     let mut buf = BytesMut::new();
     f(&mut buf).map_err(protocol)?;
     Ok(buf.freeze())
-}
-
-async fn open_transport(opts: &ConnectOptions) -> Result<(Transport, Option<Vec<u8>>), Error> {
-    let addr = format!("{}:{}", opts.host, opts.port);
-    let connect_failed = |what: String| {
-        Error::new(
-            Code::PG_CONNECT_FAILED,
-            format!("replication connection to {addr}: {what}"),
-        )
-    };
-    let mut tcp = tokio::time::timeout(opts.connect_timeout, TcpStream::connect(&addr))
-        .await
-        .map_err(|_| connect_failed(format!("timed out after {:?}", opts.connect_timeout)))?
-        .map_err(|e| connect_failed(e.to_string()).caused_by(Cause::Io(e.kind())))?;
-    tcp.set_nodelay(true).ok();
-    let Some(tls_config) = tls::client_config(opts.sslmode, opts.sslrootcert.as_deref())? else {
-        return Ok((Transport::Plain(tcp), None));
-    };
-    let mut req = BytesMut::new();
-    frontend::ssl_request(&mut req);
-    tcp.write_all(&req).await.map_err(lost)?;
-    let answer = tcp.read_u8().await.map_err(lost)?;
-    match answer {
-        b'S' => {}
-        b'N' if opts.sslmode == SslMode::Prefer => return Ok((Transport::Plain(tcp), None)),
-        b'N' => {
-            return Err(Error::new(
-                Code::PG_TLS_REFUSED,
-                format!(
-                    "the server does not offer TLS but sslmode is {}",
-                    opts.sslmode.as_str()
-                ),
-            ))
-        }
-        other => {
-            return Err(protocol(format!(
-                "unexpected answer {other:#04x} to SSLRequest"
-            )))
-        }
-    }
-    let name = ServerName::try_from(opts.host.clone())
-        .map_err(|e| Error::new(Code::PG_TLS_FAILED, format!("{}: {e}", opts.host)))?;
-    let stream = tokio_rustls::TlsConnector::from(tls_config)
-        .connect(name, tcp)
-        .await
-        .map_err(|e| tls::handshake_failed(&e, &addr))?;
-    let end_point = stream
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .map(|c| tls::server_end_point(c.as_ref()));
-    Ok((Transport::Tls(Box::new(stream)), end_point))
 }
 
 impl ReplicationConnection {
@@ -324,6 +177,23 @@ impl ReplicationConnection {
 
     /// Opens, authenticates and waits until the server is ready.
     async fn connect_one(opts: &ConnectOptions) -> Result<ReplicationConnection, Error> {
+        // The TCP connect, the TLS handshake and the log-in together: a link
+        // that goes silent in any of them is a failed attempt, retried.
+        tokio::time::timeout(opts.connect_timeout, Self::log_in(opts))
+            .await
+            .map_err(|_| {
+                Error::new(
+                    Code::PG_CONNECT_FAILED,
+                    format!(
+                        "replication connection to {}:{}: no answer within {:?} (postgres.connect_timeout_secs)",
+                        opts.host, opts.port, opts.connect_timeout
+                    ),
+                )
+                .caused_by(Cause::Io(std::io::ErrorKind::TimedOut))
+            })?
+    }
+
+    async fn log_in(opts: &ConnectOptions) -> Result<ReplicationConnection, Error> {
         let (transport, end_point) = open_transport(opts).await?;
         let tls = matches!(transport, Transport::Tls(_));
         let mut framed = Framed::new(transport, PgCodec);
@@ -347,6 +217,7 @@ impl ReplicationConnection {
             framed,
             server_version: String::new(),
             tls,
+            backend_pid: 0,
         };
         let context = || {
             format!(
@@ -365,7 +236,8 @@ impl ReplicationConnection {
                     }
                 }
                 Message::ReadyForQuery(_) => return Ok(conn),
-                Message::BackendKeyData(_) | Message::NoticeResponse(_) => {}
+                Message::BackendKeyData(key) => conn.backend_pid = key.process_id(),
+                Message::NoticeResponse(_) => {}
                 Message::ErrorResponse(body) => {
                     return Err(refusal(server_error(&body), Command::LogIn).context(context()));
                 }
@@ -587,7 +459,12 @@ impl ReplicationConnection {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
     use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::config::SslMode;
+    use tokio::net::TcpStream;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -606,6 +483,7 @@ mod tests {
             sslrootcert,
             application_name: "t".into(),
             connect_timeout: Duration::from_secs(5),
+            user_timeout: Duration::from_secs(30),
             more_hosts: Vec::new(),
         }
     }

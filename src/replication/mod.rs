@@ -10,10 +10,12 @@
 
 pub(crate) mod codec;
 pub mod connection;
+mod liveness;
 pub(crate) mod pgoutput;
 pub(crate) mod reader;
 pub(crate) mod relations;
 pub mod slot;
+mod transport;
 
 use std::sync::Arc;
 
@@ -57,6 +59,9 @@ pub struct SourceOptions {
     /// lost (a failover to a standby without it, or dropped), and creating
     /// it again would skip what was committed since.
     pub streamed_before: bool,
+    /// The server process of this relay's last replication connection,
+    /// ended if it still holds the slot (see `Stream::walsender`).
+    pub own_walsender: Option<i32>,
     /// Ask pgoutput for logical decoding messages (the relay's heartbeats,
     /// counted and never published).
     pub messages: bool,
@@ -81,7 +86,11 @@ impl SourceOptions {
             create_slot: cfg.relay.create_slot,
             failover_slot: cfg.postgres.failover_slot,
             streamed_before: false,
-            tuning: Tuning::default(),
+            own_walsender: None,
+            tuning: Tuning {
+                receive_timeout: cfg.postgres.wal_receiver_timeout(),
+                ..Tuning::default()
+            },
         })
     }
 }
@@ -96,6 +105,8 @@ pub struct Stream {
     pub start: Lsn,
     /// Whether this call created the slot.
     pub created: bool,
+    /// The server process (walsender) serving this stream.
+    pub walsender: i32,
     cancel: CancellationToken,
     handle: JoinHandle<Result<Lsn, Error>>,
 }
@@ -112,7 +123,19 @@ impl Stream {
         let server = checks::server(sql).await?;
         let publication =
             checks::publication(sql, &opts.publication, &opts.schema, &opts.table).await?;
-        let slot = checks::slot(sql, &opts.slot).await?;
+        let mut slot = checks::slot(sql, &opts.slot).await?;
+        if let (Some(pid), Some(held)) = (opts.own_walsender, &slot) {
+            if held.active_pid == Some(pid)
+                && checks::end_own_walsender(sql, &opts.slot, pid).await?
+            {
+                tracing::warn!(
+                    slot = %opts.slot,
+                    pid,
+                    "ended this relay's previous walsender, which still held the slot after its connection went silent"
+                );
+                slot = checks::slot(sql, &opts.slot).await?;
+            }
+        }
         if slot.is_none() && opts.streamed_before {
             return Err(Error::new(
                 Code::SLOT_MISSING,
@@ -185,6 +208,7 @@ impl Stream {
         })
         .await?;
 
+        let walsender = conn.backend_pid;
         let (tx, events) = mpsc::channel(opts.tuning.channel_capacity);
         let cancel = CancellationToken::new();
         let stats = Arc::new(ReaderStats::default());
@@ -205,6 +229,7 @@ impl Stream {
             stats,
             start,
             created,
+            walsender,
             cancel,
             handle: tokio::spawn(reader.run()),
         })

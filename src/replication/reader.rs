@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::codec::Backend;
 use super::connection::{lost, refusal, server_error, Command, ReplicationConnection};
+use super::liveness::{listen, silent, Listen, Silence};
 use super::pgoutput::{self, PgOutput};
 use super::relations::Relations;
 use crate::contract::row::OutboxRow;
@@ -184,6 +185,10 @@ pub struct Tuning {
     pub feedback_interval: Duration,
     /// Batches of events buffered between the reader and its consumer.
     pub channel_capacity: usize,
+    /// The stream may stay silent this long while the reader waits on it
+    /// (`postgres.wal_receiver_timeout_secs`); halfway, the reader asks the
+    /// server for a reply, so only a dead link or server reaches it.
+    pub receive_timeout: Duration,
 }
 
 impl Default for Tuning {
@@ -193,6 +198,7 @@ impl Default for Tuning {
             status_interval: Duration::from_secs(10),
             feedback_interval: Duration::from_millis(200),
             channel_capacity: 8,
+            receive_timeout: Duration::from_secs(crate::config::DEFAULT_WAL_RECEIVER_TIMEOUT_SECS),
         }
     }
 }
@@ -245,6 +251,8 @@ struct State {
     in_transaction: Option<OpenTransaction>,
     last_sent_flush: Lsn,
     last_status: Instant,
+    /// Whether the server is heard from, for the receive timeout.
+    silence: Silence,
     tuning: Tuning,
     stats: Arc<ReaderStats>,
 }
@@ -309,6 +317,7 @@ impl Reader {
             in_transaction: None,
             last_sent_flush: Lsn::ZERO,
             last_status: Instant::now(),
+            silence: Silence::heard(),
             tuning,
             stats,
         };
@@ -334,6 +343,7 @@ impl Reader {
                         Some(Err(e)) => return Err(lost(e)),
                         None => return Err(Error::new(Code::PG_CONNECTION_LOST, "the server closed the stream")),
                     };
+                    st.silence = Silence::heard();
                     match message {
                         Message::CopyData(body) => {
                             // The frame's own bytes: decoding copies the values out, so the
@@ -383,6 +393,19 @@ impl Reader {
                         return finish(conn, &mut st, &settled_rx).await;
                     }
                     report(&mut conn, &mut st, &settled_rx).await?;
+                    // Silence counts only while the reader listens: a full
+                    // batch waiting on the consumer leaves the socket unread.
+                    if pending.full(&tuning) {
+                        st.silence = Silence::heard();
+                    }
+                    match listen(st.silence, tuning.receive_timeout) {
+                        Listen::Wait => {}
+                        Listen::Ping => {
+                            st.silence.pinged = true;
+                            send_status_with(&mut conn, &mut st, Reply::Requested).await?;
+                        }
+                        Listen::GiveUp => return Err(silent(tuning.receive_timeout)),
+                    }
                 }
             }
         }
@@ -555,7 +578,22 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
 
 /// A standby status update: written = received, flushed = applied = settled
 /// (or the idle position when nothing is outstanding).
+/// Whether a status update asks the server to answer at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    NotAsked,
+    Requested,
+}
+
 async fn send_status(conn: &mut ReplicationConnection, st: &mut State) -> Result<(), Error> {
+    send_status_with(conn, st, Reply::NotAsked).await
+}
+
+async fn send_status_with(
+    conn: &mut ReplicationConnection,
+    st: &mut State,
+    reply: Reply,
+) -> Result<(), Error> {
     let flush = st.flush();
     let written = st.received.max(flush);
     let mut msg = Vec::with_capacity(34);
@@ -564,8 +602,10 @@ async fn send_status(conn: &mut ReplicationConnection, st: &mut State) -> Result
     msg.extend_from_slice(&flush.0.to_be_bytes());
     msg.extend_from_slice(&flush.0.to_be_bytes());
     msg.extend_from_slice(&now_pg_micros().to_be_bytes());
-    // No reply asked of the server.
-    msg.push(0);
+    msg.push(match reply {
+        Reply::NotAsked => 0,
+        Reply::Requested => 1,
+    });
     conn.send_copy_data(&msg).await?;
     st.last_sent_flush = flush;
     st.last_status = Instant::now();

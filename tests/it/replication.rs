@@ -923,3 +923,69 @@ async fn the_supervisor_stops_on_a_definite_failure_instead_of_looping() {
     assert_eq!(supervisor.restarts(), 0);
     db.drop(&services).await;
 }
+
+/// A session whose connection went silent leaves its walsender holding the
+/// slot until the server's `wal_sender_timeout`. The next session ends that
+/// walsender, known by the pid it recorded, and streams at once; a process
+/// it did not record (another relay's) still makes the slot in use.
+#[tokio::test]
+async fn a_relay_ends_its_own_silent_walsender_and_no_other() {
+    let services = require_services!();
+    let db = common::migrated_db(&services, "own_walsender", "outbox.").await;
+    let slot = format!("{}_s", db.name);
+    // Made by a first reader, then held by a connection that stops
+    // reading: a silent client, as the server sees one.
+    rep::start(&db.client, &rep::source(&services, &db.name, &slot, PUBLICATION))
+        .await
+        .unwrap()
+        .stop()
+        .await
+        .unwrap();
+    let mut held = ReplicationConnection::connect(&rep::options(&services, &db.name))
+        .await
+        .unwrap();
+    held.start_replication(&outbox_cdc::replication::StartReplication {
+        slot: &slot,
+        from: Lsn::ZERO,
+        publication: PUBLICATION,
+        messages: outbox_cdc::replication::Messages::Left,
+        values: outbox_cdc::replication::Values::Text,
+    })
+    .await
+    .unwrap();
+    let pid = held.backend_pid;
+    assert!(pid > 0, "the server's BackendKeyData names its process");
+    let active: Option<i32> = db
+        .client
+        .query_one(
+            "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(active, Some(pid));
+
+    let mut other = rep::source(&services, &db.name, &slot, PUBLICATION);
+    other.own_walsender = Some(pid + 1);
+    let err = rep::start(&db.client, &other).await.map(|_| ()).unwrap_err();
+    assert_eq!(err.code(), "SLOT_IN_USE", "{err}");
+
+    let mut own = rep::source(&services, &db.name, &slot, PUBLICATION);
+    own.own_walsender = Some(pid);
+    let reader = rep::start(&db.client, &own).await.unwrap();
+    let still: i64 = db
+        .client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_replication WHERE pid = $1",
+            &[&pid],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(still, 0, "the silent walsender was ended");
+    drop(held);
+    reader.stop().await.unwrap();
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}

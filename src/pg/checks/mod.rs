@@ -25,7 +25,8 @@ pub(crate) use publication::{publication, publication_finding};
 pub(crate) use schema::schema_findings;
 pub(crate) use server::{server, Server, BINARY_PGOUTPUT_VERSION_NUM};
 pub(crate) use slot::{
-    heartbeat_finding, slot, slot_figures, slot_finding, slot_margin_finding, Slot,
+    end_own_walsender, heartbeat_finding, slot, slot_figures, slot_finding, slot_margin_finding,
+    Slot,
 };
 
 /// Why the rules are asked: some conditions are fine for a health report

@@ -28,6 +28,25 @@ pub(crate) struct Slot {
     pub(crate) failover: Option<bool>,
 }
 
+/// Ends the server process that holds `name` when it is `pid`, one this
+/// relay recorded for its own replication connection: after the link went
+/// silent the server keeps that process, and the slot with it, until its
+/// `wal_sender_timeout`. Never another process (a standby relay's). Whether
+/// it was ended.
+pub(crate) async fn end_own_walsender(c: &Client, name: &str, pid: i32) -> Result<bool, Error> {
+    /// How long the server waits for the process to exit (PostgreSQL 14+).
+    const EXIT_WAIT_MS: i64 = 5000;
+    let row = c
+        .query_opt(
+            "SELECT pg_terminate_backend(active_pid, $3)
+               FROM pg_replication_slots WHERE slot_name = $1 AND active_pid = $2",
+            &[&name, &pid, &EXIT_WAIT_MS],
+        )
+        .await
+        .map_err(query("ending the relay's previous walsender"))?;
+    Ok(row.is_some_and(|r| r.get::<_, Option<bool>>(0) == Some(true)))
+}
+
 pub(crate) async fn slot(c: &Client, name: &str) -> Result<Option<Slot>, Error> {
     let Some(r) = c
         .query_opt(

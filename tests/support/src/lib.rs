@@ -21,6 +21,8 @@ pub mod kafka;
 pub mod relay;
 pub mod replication;
 pub mod services;
+pub mod toxiproxy;
+pub mod workload;
 
 pub use config::config_head;
 pub use db::{

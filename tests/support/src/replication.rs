@@ -23,6 +23,7 @@ pub fn options(s: &Services, dbname: &str) -> ConnectOptions {
         sslrootcert: None,
         application_name: "outbox-cdc-test".into(),
         connect_timeout: Duration::from_secs(10),
+        user_timeout: Duration::from_secs(30),
         more_hosts: Vec::new(),
     }
 }
@@ -43,6 +44,7 @@ pub fn source(s: &Services, dbname: &str, slot: &str, publication: &str) -> Sour
         create_slot: true,
         failover_slot: false,
         streamed_before: false,
+        own_walsender: None,
         messages: false,
         binary: true,
         tuning: Default::default(),
