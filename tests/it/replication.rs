@@ -935,12 +935,15 @@ async fn a_relay_ends_its_own_silent_walsender_and_no_other() {
     let slot = format!("{}_s", db.name);
     // Made by a first reader, then held by a connection that stops
     // reading: a silent client, as the server sees one.
-    rep::start(&db.client, &rep::source(&services, &db.name, &slot, PUBLICATION))
-        .await
-        .unwrap()
-        .stop()
-        .await
-        .unwrap();
+    rep::start(
+        &db.client,
+        &rep::source(&services, &db.name, &slot, PUBLICATION),
+    )
+    .await
+    .unwrap()
+    .stop()
+    .await
+    .unwrap();
     let mut held = ReplicationConnection::connect(&rep::options(&services, &db.name))
         .await
         .unwrap();
@@ -968,7 +971,10 @@ async fn a_relay_ends_its_own_silent_walsender_and_no_other() {
 
     let mut other = rep::source(&services, &db.name, &slot, PUBLICATION);
     other.own_walsender = Some(pid + 1);
-    let err = rep::start(&db.client, &other).await.map(|_| ()).unwrap_err();
+    let err = rep::start(&db.client, &other)
+        .await
+        .map(|_| ())
+        .unwrap_err();
     assert_eq!(err.code(), "SLOT_IN_USE", "{err}");
 
     let mut own = rep::source(&services, &db.name, &slot, PUBLICATION);

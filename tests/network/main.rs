@@ -21,6 +21,8 @@ use common::relay::{self, RelayProcess};
 use common::toxiproxy::{self, Link, Proxies, Stream, Toxic};
 use common::workload::{self, Readiness, Tap, Workload};
 
+mod soak;
+
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The budgets these tests configure (the README gives the defaults).
@@ -351,7 +353,7 @@ async fn a_black_holed_broker_is_reported_and_survived() {
         expect: Expect::Detected {
             budget: Duration::from_secs(SLOT_CHECK_INTERVAL_SECS + KAFKA_PROBE_SECS + 1),
         },
-        hold: Duration::from_secs(20),
+        hold: Duration::from_secs(12),
         tls: false,
     })
     .await;
@@ -367,7 +369,7 @@ async fn latency_with_jitter_on_postgres_slows_without_restarts() {
             jitter_ms: 50,
         }),
         expect: Expect::Degraded,
-        hold: Duration::from_secs(20),
+        hold: Duration::from_secs(12),
         tls: false,
     })
     .await;
@@ -383,7 +385,7 @@ async fn latency_with_jitter_on_kafka_slows_without_restarts() {
             jitter_ms: 50,
         }),
         expect: Expect::Degraded,
-        hold: Duration::from_secs(20),
+        hold: Duration::from_secs(12),
         tls: false,
     })
     .await;
@@ -396,7 +398,7 @@ async fn a_100_kb_per_second_postgres_link_slows_without_restarts() {
         link: Link::Postgres,
         toxics: both(Toxic::Bandwidth { kb_per_sec: 100 }),
         expect: Expect::Degraded,
-        hold: Duration::from_secs(20),
+        hold: Duration::from_secs(12),
         tls: false,
     })
     .await;
@@ -409,7 +411,7 @@ async fn a_100_kb_per_second_kafka_link_slows_without_restarts() {
         link: Link::Kafka,
         toxics: both(Toxic::Bandwidth { kb_per_sec: 100 }),
         expect: Expect::Degraded,
-        hold: Duration::from_secs(20),
+        hold: Duration::from_secs(12),
         tls: false,
     })
     .await;

@@ -21,6 +21,7 @@ pub mod kafka;
 pub mod relay;
 pub mod replication;
 pub mod services;
+pub mod soak;
 pub mod toxiproxy;
 pub mod workload;
 
