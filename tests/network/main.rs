@@ -58,6 +58,9 @@ struct Fault {
 
 struct Figures {
     detection: Option<Duration>,
+    /// From the fault to the first log line of each kind of connection
+    /// giving up on a silent server: (what, after).
+    gave_up: Vec<(&'static str, Duration)>,
     recovery: Duration,
     records: usize,
     distinct: usize,
@@ -168,6 +171,7 @@ async fn run(fault: Fault) -> Figures {
     );
 
     let injected = Instant::now();
+    let injected_at = std::time::SystemTime::now();
     for (i, (stream, toxic)) in fault.toxics.iter().enumerate() {
         proxies.add(fault.link, &format!("fault{i}"), *stream, toxic);
     }
@@ -236,6 +240,7 @@ async fn run(fault: Fault) -> Figures {
         .count();
     let figures = Figures {
         detection,
+        gave_up: gave_up(&log, injected_at),
         recovery,
         records: records.len(),
         distinct: distinct.len(),
@@ -290,15 +295,75 @@ async fn run(fault: Fault) -> Figures {
     figures
 }
 
+/// The relay's log lines that say a connection was given up as silent, by
+/// connection: the replication stream, the journal, the bookkeeping's
+/// marks and the slot guard.
+const GIVE_UPS: [(&str, &[&str]); 4] = [
+    ("replication", &["postgres.wal_receiver_timeout_secs"]),
+    (
+        "journal",
+        &[
+            "answer the journal's insert",
+            "answer folding the journal",
+            "answer reading the flushed WAL position",
+        ],
+    ),
+    ("marks", &["answer marking rows"]),
+    ("guard", &["answer the slot guard", "answer a heartbeat"]),
+];
+
+fn gave_up(log: &str, since: std::time::SystemTime) -> Vec<(&'static str, Duration)> {
+    let plain = relay::plain(log);
+    GIVE_UPS
+        .iter()
+        .filter_map(|(what, needles)| {
+            plain
+                .lines()
+                .filter(|l| needles.iter().any(|n| l.contains(n)))
+                .filter_map(log_time)
+                .find_map(|at| at.duration_since(since).ok())
+                .map(|after| (*what, after))
+        })
+        .collect()
+}
+
+/// A log line's timestamp (`2026-12-03T16:33:40.281942Z ...`).
+fn log_time(line: &str) -> Option<std::time::SystemTime> {
+    let stamp = line.split_whitespace().next()?.strip_suffix('Z')?;
+    let (date, time) = stamp.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.split(':');
+    let (h, min, sec) = (
+        t.next()?.parse::<u64>().ok()?,
+        t.next()?.parse::<u64>().ok()?,
+        t.next()?.parse::<f64>().ok()?,
+    );
+    // Days since 1970-01-01 (Howard Hinnant's days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = u64::try_from(era * 146_097 + doe - 719_468).ok()?;
+    let secs = days * 86_400 + h * 3600 + min * 60;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_secs_f64(sec))
+}
+
 /// Appends the figures to `network-faults.jsonl` and prints them.
 fn note(fault: &Fault, f: &Figures) {
     let secs =
         |d: Option<Duration>| d.map_or("null".to_string(), |d| format!("{:.1}", d.as_secs_f64()));
     let line = format!(
-        r#"{{"fault":"{}","link":"{}","detection_secs":{},"recovery_secs":{},"records":{},"distinct":{},"lost":{},"duplicates":{},"restarts":{}}}"#,
+        r#"{{"fault":"{}","link":"{}","detection_secs":{},"gave_up_secs":{{{}}},"recovery_secs":{},"records":{},"distinct":{},"lost":{},"duplicates":{},"restarts":{}}}"#,
         fault.name,
         fault.link.proxy(),
         secs(f.detection),
+        f.gave_up
+            .iter()
+            .map(|(what, after)| format!(r#""{what}":{:.1}"#, after.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(","),
         secs(Some(f.recovery)),
         f.records,
         f.distinct,
@@ -341,6 +406,20 @@ async fn a_black_holed_postgres_link_is_noticed_and_left() {
     })
     .await;
     assert!(f.restarts >= 1, "the silent session was replaced");
+    // The stream and the guard (which reads every few seconds) each gave up
+    // on their own budget, neither waited on TCP; the journal and the marks
+    // give up only if they had a statement out (figures in the report).
+    let budget = Duration::from_secs(
+        WAL_RECEIVER_TIMEOUT_SECS.max(QUERY_TIMEOUT_SECS) + SLOT_CHECK_INTERVAL_SECS + 2,
+    );
+    for what in ["replication", "guard"] {
+        let after = f.gave_up.iter().find(|(w, _)| *w == what).map(|(_, a)| *a);
+        assert!(
+            after.is_some_and(|a| a <= budget),
+            "the {what} connection gave up after {after:?} (budget {budget:?}); all: {:?}",
+            f.gave_up
+        );
+    }
 }
 
 /// A broker that accepts connections and never answers.
