@@ -144,3 +144,74 @@ impl Journal for PgJournal {
         self.forget_if_gone(result)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::config::SslMode;
+    use crate::contract::value::parse_uuid;
+
+    /// A server that logs every client in and then never answers: a link
+    /// gone silent after the connection was made. Counts the log-ins.
+    async fn silent_server() -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let logins = Arc::new(AtomicUsize::new(0));
+        let counted = logins.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    // The startup message, then AuthenticationOk and ReadyForQuery.
+                    let _ = socket.read(&mut buf).await;
+                    let _ = socket
+                        .write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 0, b'Z', 0, 0, 0, 5, b'I'])
+                        .await;
+                    while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {}
+                });
+            }
+        });
+        (port, logins)
+    }
+
+    #[tokio::test]
+    async fn a_journal_write_left_unanswered_gives_the_connection_up_and_opens_another() {
+        let (port, logins) = silent_server().await;
+        let postgres = PostgresConfig {
+            host: "127.0.0.1".into(),
+            port: crate::config::Ports(vec![port]),
+            dbname: "outbox".into(),
+            user: "relay".into(),
+            sslmode: SslMode::Disable,
+            query_timeout_secs: 1,
+            ..PostgresConfig::default()
+        };
+        let env: Arc<Env> = Arc::new(|_: &str| None);
+        let mut journal = PgJournal::new(postgres, &OutboxConfig::default(), env);
+        let id = parse_uuid("9f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f").unwrap();
+
+        let asked = Instant::now();
+        let e = journal.record(&[id]).await.unwrap_err();
+        assert_eq!(e.code(), Code::PG_CONNECTION_LOST, "{e}");
+        assert!(e.detail().contains("postgres.query_timeout_secs"), "{e}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "gave up after {:?}",
+            asked.elapsed()
+        );
+        assert!(journal.client.is_none(), "the silent connection is dropped");
+        assert_eq!(logins.load(Ordering::SeqCst), 1);
+
+        // The next write opens a new connection rather than wait on the old one.
+        let e = journal.wal_flushed().await.unwrap_err();
+        assert_eq!(e.code(), Code::PG_CONNECTION_LOST, "{e}");
+        assert_eq!(logins.load(Ordering::SeqCst), 2);
+    }
+}

@@ -133,6 +133,8 @@ pub struct Injected {
 pub struct Report {
     pub seed: u64,
     pub delivery: Delivery,
+    /// As asked (`--minutes`), for the replay line.
+    pub planned_minutes: f64,
     pub minutes: f64,
     pub faults: Vec<Injected>,
     pub committed: usize,
@@ -268,11 +270,11 @@ impl Report {
 
     pub fn markdown(&self) -> String {
         let mut md = format!(
-            "# Nemesis soak: {} delivery, seed {}, {:.1} minutes\n\nReplay: `scripts/soak.sh --minutes {:.0} --seed {} --delivery {}`\n\n",
+            "# Nemesis soak: {} delivery, seed {}, {:.1} minutes\n\nReplay: `scripts/soak.sh --minutes {} --seed {} --delivery {}`\n\n",
             self.delivery.as_str(),
             self.seed,
             self.minutes,
-            self.minutes.ceil(),
+            self.planned_minutes,
             self.seed,
             self.delivery.as_str()
         );
@@ -717,6 +719,7 @@ async fn check(
     let report = Report {
         seed: opts.seed,
         delivery: opts.delivery,
+        planned_minutes: opts.duration.as_secs_f64() / 60.0,
         minutes: start.elapsed().as_secs_f64() / 60.0,
         faults,
         committed: table.len(),
