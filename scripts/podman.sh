@@ -18,9 +18,22 @@ install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc >/dev/null
 }
 
+# Writes a file only when its content changed, through a rename: podman
+# runs in parallel (the image's tests), and a reader must never see a file
+# being rewritten (an empty storage.conf fails with "runroot must be set").
+write_conf() {
+  local path=$1 content tmp
+  content=$(cat)
+  if [ -f "$path" ] && [ "$(cat "$path")" = "$content" ]; then return; fi
+  tmp=$(mktemp "$path.XXXXXX")
+  printf '%s\n' "$content" >"$tmp"
+  chmod 644 "$tmp"
+  mv -f "$tmp" "$path"
+}
+
 configure() {
   mkdir -p "$conf_dir"
-  cat >"$conf_dir/containers.conf" <<'CONF'
+  write_conf "$conf_dir/containers.conf" <<'CONF'
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
 netns = "host"
@@ -30,7 +43,7 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 CONF
-  cat >"$conf_dir/storage.conf" <<'CONF'
+  write_conf "$conf_dir/storage.conf" <<'CONF'
 [storage]
 driver = "vfs"
 runroot = "/run/containers/storage"

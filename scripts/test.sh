@@ -81,15 +81,41 @@ log=$(mktemp)
 status=0
 # Libraries, binaries and tests; the benches are run by hand, never here.
 # The image's tests run once the image is built, at the end.
-cargo test --lib --bins --tests --no-fail-fast -- --skip image:: 2>&1 | tee "$log" || status=$?
+# The network faults (tests/network) run after it, beside the matrix.
+targets=()
+for main in tests/*/main.rs; do
+  name=$(basename "$(dirname "$main")")
+  if [ "$name" != network ]; then targets+=(--test "$name"); fi
+done
+cargo test --lib --bins "${targets[@]}" --no-fail-fast -- --skip image:: 2>&1 | tee "$log" || status=$?
+
+# The network faults and the short soak (PostgreSQL 15 and Kafka through
+# Toxiproxy) run beside the matrix's first majors: they wait on timeouts and
+# the network, not on the CPU. Nothing restarts a shared service until
+# they are done.
+step "network faults and the short soak (PostgreSQL 15 through Toxiproxy), beside the matrix"
+network_log=$(mktemp)
+# The test executable itself: a cargo running it would hold the target
+# directory's lock, and the matrix's cargo would wait for it.
+network_bin=$(cargo test --test network --no-run 2>&1 | sed -n 's/.*Executable tests\/network\/main.rs (\(.*\))/\1/p')
+[ -x "$network_bin" ] || { echo "cannot find the network tests' executable" >&2; exit 1; }
+"$network_bin" >"$network_log" 2>&1 &
+network=$!
+network_done() {
+  if [ -n "$network" ]; then
+    wait "$network" || status=$?
+    tee -a "$log" <"$network_log"
+    rm -f "$network_log"
+    network=
+  fi
+}
 
 # The core of the suite on each other major: migrations, the replication
 # reader, the relay end to end (per-key order, SIGKILLs, FAILED rows), the
-# exclusivity rules and `check`, PostgreSQL and Kafka restarts; and the
-# Debezium parity test on the newest major.
+# exclusivity rules and `check`; and on the newest major the Debezium
+# parity test and the PostgreSQL and Kafka restarts.
 CORE_TESTS=(migrations:: replication:: relay:: exclusivity:: commands::)
 NEWEST=18
-OLDEST=14
 for major in ${OUTBOX_TEST_PG_MAJORS-14 16 17 18}; do
   step "PostgreSQL $major: the core of the suite"
   # Each major has its own cluster and port; Kafka and Connect are shared.
@@ -98,15 +124,17 @@ for major in ${OUTBOX_TEST_PG_MAJORS-14 16 17 18}; do
   tests=("${CORE_TESTS[@]}")
   if [ "$major" = "$NEWEST" ]; then tests+=(debezium::); fi
   cargo test --test it --no-fail-fast -- "${tests[@]}" 2>&1 | tee -a "$log" || status=$?
-  # The restart tests on the oldest and the newest major (15 ran them all):
-  # the server's side of a restart is the walsender's, the same code from 14
-  # to 18. Transactional delivery's restart test runs on 15 only: what it
-  # adds is on Kafka's side.
-  if [ "$major" = "$OLDEST" ] || [ "$major" = "$NEWEST" ]; then
+  # The restart tests on the newest major (15 ran them all; the soak
+  # restarts 15 again and again): they restart Kafka, so the network tests
+  # must be done first. Transactional delivery's restart test runs on 15
+  # only: what it adds is on Kafka's side.
+  if [ "$major" = "$NEWEST" ]; then
+    network_done
     cargo test --test faults --no-fail-fast -- --skip transactional_delivery 2>&1 | tee -a "$log" || status=$?
   fi
   OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh stop-postgres
 done
+network_done
 eval "$(OUTBOX_TEST_PG_MAJOR=15 env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
 
 step "the shipped artifacts: image (scripts/image.sh), chart (scripts/chart-check.sh)"
