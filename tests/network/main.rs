@@ -114,15 +114,7 @@ fn proxied_config(
 }
 
 async fn marker(db: &tokio_postgres::Client) -> String {
-    db.query_one(
-        "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key, correlation_id)
-         VALUES (gen_random_uuid(), 'keyed', 'M', 1, 'text/plain', convert_to('marker', 'UTF8'), 'marker-' || gen_random_uuid(), '0')
-         RETURNING message_id::text",
-        &[],
-    )
-    .await
-    .unwrap()
-    .get(0)
+    workload::marker(db).await.unwrap()
 }
 
 async fn run(fault: Fault) -> Figures {

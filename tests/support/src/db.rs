@@ -40,15 +40,7 @@ pub async fn write_keyed(
     per_writer: usize,
     keys: usize,
 ) -> std::collections::HashMap<String, Written> {
-    let setup = services.connect(db).await;
-    setup
-        .batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
-             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, {}) g ON CONFLICT DO NOTHING;",
-            keys - 1
-        ))
-        .await
-        .unwrap();
+    key_seq(&services.connect(db).await, keys).await;
     let mut tasks = Vec::new();
     for w in 0..writers {
         let mut client = services.connect(db).await;
@@ -87,6 +79,19 @@ pub async fn write_keyed(
         committed.extend(t.await.unwrap());
     }
     committed
+}
+
+/// The per-key sequence table [`KEYED_INSERT`] counts in, for keys
+/// `key-0` to `key-<keys - 1>`.
+pub async fn key_seq(client: &Client, keys: usize) {
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
+             INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, {}) g ON CONFLICT DO NOTHING;",
+            keys - 1
+        ))
+        .await
+        .unwrap();
 }
 
 /// [`write_keyed`] on its own task, beside what the test does meanwhile.

@@ -384,16 +384,7 @@ fn config(
 }
 
 async fn marker(client: &tokio_postgres::Client) -> Option<String> {
-    client
-        .query_one(
-            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key, correlation_id)
-             VALUES (gen_random_uuid(), 'keyed', 'M', 1, 'text/plain', convert_to('marker', 'UTF8'), 'marker-' || gen_random_uuid(), '0')
-             RETURNING message_id::text",
-            &[],
-        )
-        .await
-        .ok()
-        .map(|r| r.get(0))
+    workload::marker(client).await.ok()
 }
 
 fn services_script(arg: &str) {

@@ -71,15 +71,7 @@ impl Workload {
         keys: usize,
         seed: u64,
     ) -> Workload {
-        let setup = services.connect(db).await;
-        setup
-            .batch_execute(&format!(
-                "CREATE TABLE IF NOT EXISTS public.key_seq (k text PRIMARY KEY, n bigint NOT NULL);
-                 INSERT INTO public.key_seq SELECT 'key-' || g, 0 FROM generate_series(0, {}) g ON CONFLICT DO NOTHING;",
-                keys - 1
-            ))
-            .await
-            .unwrap();
+        crate::db::key_seq(&services.connect(db).await, keys).await;
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
         for w in 0..writers {
@@ -179,6 +171,20 @@ async fn one_transaction(
     }
     tx.commit().await?;
     Ok(done)
+}
+
+/// A row of a key of its own, committed now: the first row after a heal
+/// that reaches Kafka tells when the relay recovered. Its id.
+pub async fn marker(client: &tokio_postgres::Client) -> Result<String, tokio_postgres::Error> {
+    client
+        .query_one(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key, correlation_id)
+             VALUES (gen_random_uuid(), 'keyed', 'M', 1, 'text/plain', convert_to('marker', 'UTF8'), 'marker-' || gen_random_uuid(), '0')
+             RETURNING message_id::text",
+            &[],
+        )
+        .await
+        .map(|r| r.get(0))
 }
 
 /// A record as the tap saw it.
