@@ -29,7 +29,7 @@ pub struct Owned {
     pub why: &'static str,
 }
 
-const OWNED: [Owned; 6] = [
+const OWNED: [Owned; 7] = [
     Owned {
         key: "bootstrap.servers",
         value: None,
@@ -61,6 +61,18 @@ const OWNED: [Owned; 6] = [
         key: "max.in.flight.requests.per.connection",
         value: Some("5"),
         why: "the idempotent producer keeps order with at most 5",
+    },
+    // A batch the broker refuses for good (a limit lowered under it, an ACL)
+    // leaves a gap in the partition's sequence. Without this, librdkafka
+    // bumps the epoch and sends the batches in flight behind it again at
+    // once, ahead of the refused records the relay publishes again: first
+    // deliveries out of per-key order. With it, the producer stops (a
+    // fatal error) and the next session publishes in order.
+    Owned {
+        key: "enable.gapless.guarantee",
+        value: Some("true"),
+        why:
+            "a refused batch must stop the producer, not let later batches of its partition pass it",
     },
 ];
 
@@ -152,6 +164,7 @@ mod tests {
                 ("acks", "all"),
                 ("partitioner", "murmur2_random"),
                 ("max.in.flight.requests.per.connection", "5"),
+                ("enable.gapless.guarantee", "true"),
             ]
         );
         assert!(owned("transactional.id").is_some());

@@ -89,10 +89,16 @@ enum Purged {
 }
 
 impl<K: Sink, L: Ledger> Parts<'_, K, L> {
-    /// The first reason to end the session wins, unless a later one says
-    /// this process must never publish again (fenced).
+    /// The first reason to end the session wins, unless a later one weighs
+    /// more: this process must never publish again (fenced), or an operator
+    /// must act (a refused topic stops the producer, and the records purged
+    /// behind it report a passing failure that must not hide why).
     pub(crate) fn end_with(&mut self, e: Error) {
-        if self.ending.is_none() || policy::directive(&e) == policy::Directive::Fatal {
+        if self
+            .ending
+            .as_ref()
+            .is_none_or(|old| weight(&e) > weight(old))
+        {
             self.ending = Some(e);
         }
     }
@@ -267,6 +273,16 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
         Outcome::Retry(refusal.recoded(Code::BATCH_OVER_TOPIC_LIMIT).context(format!(
             "a batch for topic {topic} was refused as too large; its records fit on their own and are published again in smaller batches"
         )))
+    }
+}
+
+/// How much a reason to end a session weighs against another.
+fn weight(e: &Error) -> u8 {
+    match policy::directive(e) {
+        policy::Directive::Fatal => 3,
+        policy::Directive::Stop => 2,
+        policy::Directive::AwaitOperator => 1,
+        _ => 0,
     }
 }
 

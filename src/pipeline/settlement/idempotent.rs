@@ -3,7 +3,14 @@
 //! all of its messages and all earlier ones are confirmed or recorded
 //! FAILED. An ambiguous or passing failure ends the session, whose
 //! successor publishes again from the settled position under the same ids.
+//!
+//! A record the broker refuses for good leaves a gap in its partition's
+//! sequence, and the producer stops there (`enable.gapless.guarantee`): the
+//! session ends, and a row refused for its own reason, recorded FAILED, is
+//! left out when its transaction is published again (`Shared::poison`), so
+//! every session gets past at least one such row.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
@@ -25,12 +32,19 @@ pub(crate) struct Idempotent {
     /// Records refused for an operator's reason in this session: they hold
     /// the watermark until the session ends and a later one publishes them.
     operator_rejections: usize,
+    /// The relay's poison rows as this session started.
+    poison: HashSet<Uuid>,
+    /// Rows the broker refused for their own reason in this session: poison
+    /// once they are recorded FAILED.
+    refused: Vec<Uuid>,
 }
 
 impl Settlement for Idempotent {
-    async fn start<K: Sink>(_: Start<'_, K>) -> Result<Self, Error> {
+    async fn start<K: Sink>(start: Start<'_, K>) -> Result<Self, Error> {
         Ok(Idempotent {
             operator_rejections: 0,
+            poison: start.shared.poison(),
+            refused: Vec::new(),
         })
     }
 
@@ -38,8 +52,8 @@ impl Settlement for Idempotent {
         false
     }
 
-    fn leaves_out(&self, _: &OutboxRow) -> bool {
-        false
+    fn leaves_out(&self, row: &OutboxRow) -> bool {
+        !self.poison.is_empty() && row.message_id().is_some_and(|id| self.poison.contains(&id))
     }
 
     fn before_send<K: Sink, L: Ledger>(
@@ -67,7 +81,8 @@ impl Settlement for Idempotent {
     }
 
     /// Past `relay.operator_error_threshold` refusals of an operator's
-    /// kind the session ends, and the relay retries until someone acts.
+    /// kind the session ends, and the relay retries until someone acts; at
+    /// once when the refusal stopped the producer.
     fn rejected<K: Sink, L: Ledger>(
         &mut self,
         parts: &mut Parts<'_, K, L>,
@@ -75,16 +90,23 @@ impl Settlement for Idempotent {
         id: Uuid,
         error: Error,
     ) {
+        let stopped = parts.sink.fatal_error();
         if error.class() == Class::Row {
             parts.failures.push(Failure {
                 tx: Some(tx),
                 id,
                 error,
             });
+            self.refused.push(id);
+            if let Some(stopped) = stopped {
+                parts.end_with(stopped.context(format!("after message {id} was refused")));
+            }
             return;
         }
         self.operator_rejections += 1;
-        if self.operator_rejections >= parts.shared.options.operator_error_threshold {
+        if stopped.is_some()
+            || self.operator_rejections >= parts.shared.options.operator_error_threshold
+        {
             parts.end_with(error.context(format!("message {id}")));
         }
     }
@@ -103,6 +125,9 @@ impl Settlement for Idempotent {
         parts: &mut Parts<'_, K, L>,
     ) -> Result<(), Error> {
         parts.record_failures(Guard::Pending).await?;
+        if !self.refused.is_empty() {
+            parts.shared.add_poison(self.refused.drain(..));
+        }
         let latency = &parts.shared.metrics.commit_to_ack;
         let mut now = None;
         let settled = parts.watermark.advance_with(|at| {

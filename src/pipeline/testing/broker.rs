@@ -1,8 +1,9 @@
 //! An in-memory Kafka behind the [`Sink`] seam: partitions answered in
 //! order, a message size limit, topics an operator can deny, transient
 //! failures that fail the rest of a partition (as an idempotent producer
-//! does), transactions with an epoch that fences older producers, and the
-//! progress a transactional relay commits.
+//! does), a refusal for good that stops an idempotent producer (librdkafka's
+//! `enable.gapless.guarantee`), transactions with an epoch that fences older
+//! producers, and the progress a transactional relay commits.
 //!
 //! The test holds the [`Broker`]; each session gets a [`FakeSink`], one
 //! producer. Answers come when the test says so ([`Broker::answer`]) or at
@@ -96,11 +97,16 @@ pub(crate) struct State {
     pub(crate) denied: HashSet<String>,
     /// Partitions a producer may no longer write (a transient failure).
     broken: HashSet<(u64, u64)>,
+    /// Idempotent producers stopped by a refusal for good: nothing more of
+    /// theirs is stored.
+    stopped: HashSet<u64>,
     answers: Option<Answers>,
     /// The next commit fails with this code.
     pub(crate) commit_fails: Option<Code>,
     /// Sends refused with a full queue, one each.
     pub(crate) queue_full: usize,
+    /// How often each message was sent.
+    pub(crate) sends: std::collections::HashMap<Uuid, usize>,
     /// Whether the relay's principal may describe topics.
     pub(crate) describe: Describe,
 }
@@ -205,6 +211,8 @@ impl State {
         let fenced = self.transactional.contains(&p.producer) && self.fenced(p.producer).is_some();
         let outcome = if fenced {
             Outcome::Retry(Error::new(Code::KAFKA_PRODUCE_FAILED, "fenced"))
+        } else if self.stopped.contains(&p.producer) {
+            Outcome::Retry(Error::new(Code::KAFKA_PRODUCE_FAILED, "purged"))
         } else if p.too_large {
             Outcome::Rejected(Error::new(Code::MESSAGE_TOO_LARGE, "too large"))
         } else if fault == Some(Fault::BatchTooLarge) {
@@ -231,6 +239,10 @@ impl State {
             self.store(&p);
             Outcome::Confirmed
         };
+        let gap = matches!(&outcome, Outcome::Rejected(_));
+        if gap && !self.transactional.contains(&p.producer) {
+            self.stopped.insert(p.producer);
+        }
         if let Some(reports) = self.producers.get(&p.producer) {
             let _ = reports.send(Delivery {
                 ticket: p.ticket,
@@ -314,6 +326,7 @@ impl Sink for FakeSink {
             s.queue_full -= 1;
             return Err(SendError::QueueFull);
         }
+        *s.sends.entry(record.message_id).or_default() += 1;
         let pending = Pending {
             ticket,
             id: record.message_id,
@@ -397,6 +410,12 @@ impl Sink for FakeSink {
 
     fn fatal_error(&self) -> Option<Error> {
         let s = self.broker.state();
+        if s.stopped.contains(&self.id) {
+            return Some(Error::new(
+                Code::KAFKA_PRODUCE_FAILED,
+                "a refused batch stopped the producer (gapless guarantee)",
+            ));
+        }
         // Only a transactional producer can be fenced.
         s.fenced(self.id)
             .filter(|_| s.transactional.contains(&self.id))

@@ -205,6 +205,39 @@ const CASES: &[Case] = &[
         expect: only_the_too_large_row_failed,
     },
     Case {
+        name: "idempotent: each row the broker refuses stops the producer once, and is left out after",
+        modes: IDEMPOTENT,
+        answers: Answers::Immediate,
+        steps: || {
+            vec![
+                Step::DenyDescribe,
+                Step::Commit(vec![row(1)]),
+                Step::Commit(vec![row(2).too_large(), row(3)]),
+                Step::Commit(vec![row(4).too_large()]),
+                Step::Commit(vec![row(5)]),
+                Step::Deliver(4),
+                Step::Wait(3_000),
+            ]
+        },
+        expect: |r| {
+            for n in [2, 4] {
+                assert_eq!(
+                    r.world.table.status(&row(n).id),
+                    Some(Status::Failed(Code::MESSAGE_TOO_LARGE)),
+                    "row {n}"
+                );
+                assert_eq!(r.world.broker.state().sends.get(&row(n).id), Some(&1), "row {n} sent once");
+            }
+            let visible: Vec<_> = r.world.broker.visible().iter().map(|v| v.id).collect();
+            for n in [1, 3, 5] {
+                assert!(visible.contains(&row(n).id), "row {n} in Kafka");
+            }
+            assert!(r.ends.len() <= 2, "a session per refusal at most: {:?}", r.ends);
+            assert!(directives(r).iter().all(|d| *d == Directive::Retry), "{:?}", r.ends);
+            assert_eq!(r.settled(), end_of(r, 3));
+        },
+    },
+    Case {
         name: "a row over its topic's known limit is never sent",
         modes: BOTH,
         answers: Answers::Immediate,
