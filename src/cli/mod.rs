@@ -1,10 +1,12 @@
 //! The command line: argument parsing, logging, the runtime, and one thin
 //! module per command that calls the engine. Exit status: 0 on success, 2
-//! for a configuration the operator must fix, 1 for anything else an
-//! operator must act on, 75 for a failure that may pass (restart it); every
+//! for a configuration or an argument the operator must fix, 1 for anything
+//! else an operator must act on, 3 and 4 for `audit`'s findings (lost rows;
+//! other mismatches), 75 for a failure that may pass (restart it); every
 //! error is printed once, starting with its code.
 
 mod alert_rules;
+mod audit;
 mod check;
 mod connector_config;
 mod cutover;
@@ -97,6 +99,8 @@ enum Command {
     Redrive(redrive::Args),
     /// Print the Prometheus alerting rules for the relay's metrics.
     AlertRules(alert_rules::Args),
+    /// Compare a window of the outbox with its topics: lost, duplicated, different, out-of-order and orphaned records.
+    Audit(audit::Args),
 }
 
 /// The process environment: where secrets and overrides come from.
@@ -135,6 +139,7 @@ pub fn main() -> ExitCode {
         Command::AlertRules(args) => alert_rules::run(args),
         Command::Purge(args) => purge::run(args),
         Command::Redrive(args) => redrive::run(args),
+        Command::Audit(args) => audit::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -150,6 +155,11 @@ pub fn main() -> ExitCode {
 pub const EXIT_OPERATOR: u8 = 1;
 /// Exit status: the configuration must be fixed.
 pub const EXIT_CONFIG: u8 = 2;
+/// Exit status: `audit` found rows missing from Kafka.
+pub const EXIT_LOST: u8 = 3;
+/// Exit status: `audit` found records that differ, are out of order or
+/// have no row.
+pub const EXIT_MISMATCH: u8 = 4;
 /// Exit status: a failure that may pass (the database or Kafka unreachable
 /// at start, a relay that awaits an operator's grant): a supervisor such as
 /// systemd starts it again (`EX_TEMPFAIL`).
@@ -166,9 +176,12 @@ fn exit_status(e: &Error) -> u8 {
             | Code::CONFIG_MISSING_KEY
             | Code::CONFIG_INVALID_VALUE
             | Code::CONFIG_SECRET_IN_FILE
-            | Code::CONFIG_SECRET_UNAVAILABLE,
+            | Code::CONFIG_SECRET_UNAVAILABLE
+            | Code::ARGUMENT_INVALID,
             _,
         ) => EXIT_CONFIG,
+        (Code::AUDIT_LOST, _) => EXIT_LOST,
+        (Code::AUDIT_MISMATCH, _) => EXIT_MISMATCH,
         (_, Directive::Stop | Directive::Fatal) => EXIT_OPERATOR,
         (
             _,

@@ -163,6 +163,14 @@ impl Timestamp {
             .then_some(Timestamp::Micros(us))
     }
 
+    /// From microseconds since the Unix epoch, within `timestamptz`'s range.
+    pub fn from_unix_micros(us: i64) -> Option<Timestamp> {
+        let us = us.checked_sub(PG_EPOCH_OFFSET_MICROS)?;
+        (MIN_MICROS..END_MICROS)
+            .contains(&us)
+            .then_some(Timestamp::Micros(us))
+    }
+
     /// RFC 3339 in UTC with milliseconds (`2026-11-30T16:51:48.123Z`), for
     /// people; `infinity` and `-infinity` as themselves.
     pub fn to_rfc3339_millis(self) -> String {

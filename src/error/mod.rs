@@ -224,6 +224,14 @@ codes! {
     OUTPUT_UNWRITABLE => Operator,
     /// `check` found errors.
     UNHEALTHY => Operator,
+    /// A command-line argument is malformed (checked before anything
+    /// connects).
+    ARGUMENT_INVALID => Operator,
+    /// `audit`: rows of the window are missing from Kafka.
+    AUDIT_LOST => Operator,
+    /// `audit`: records differ from their rows, are out of per-key order,
+    /// or have no row.
+    AUDIT_MISMATCH => Operator,
 }
 
 impl fmt::Display for Code {

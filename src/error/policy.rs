@@ -180,6 +180,9 @@ mod tests {
             ("INTERNAL", Fatal),
             ("OUTPUT_UNWRITABLE", Stop),
             ("UNHEALTHY", Stop),
+            ("ARGUMENT_INVALID", Stop),
+            ("AUDIT_LOST", Stop),
+            ("AUDIT_MISMATCH", Stop),
         ]
     };
 

@@ -4,9 +4,11 @@
 
 pub(crate) mod access;
 pub mod limits;
+pub mod placement;
 pub(crate) mod probe;
 pub(crate) mod progress;
 pub(crate) mod publisher;
 pub mod readiness;
 pub mod settings;
 pub(crate) mod tail;
+pub(crate) mod window;

@@ -3,6 +3,7 @@
 //! `redrive`. Each reads and writes through `pg`, `kafka` and `pipeline`;
 //! the commands in `cli` parse arguments, call one of these and print.
 
+pub mod audit;
 pub(crate) mod cutover;
 pub mod migrate;
 pub mod preflight;

@@ -4,6 +4,7 @@
 
 use tokio_postgres::Client;
 
+use super::rows::{decode, text_columns};
 use super::sqlstate::query_error;
 use crate::config::{Config, OutboxConfig};
 use crate::contract::outbox::{self, objects, Status};
@@ -255,33 +256,6 @@ pub(crate) async fn read_chunk(
             (seq, decode(r, 1))
         })
         .collect())
-}
-
-/// Sets the session to the text forms pgoutput sends and returns every
-/// contract column as text (qualified by `alias`), for [`decode`].
-async fn text_columns(client: &Client, alias: &str, code: Code) -> Result<String, Error> {
-    client
-        .batch_execute("SET DateStyle = ISO; SET TimeZone = 'UTC'; SET bytea_output = 'hex'")
-        .await
-        .map_err(query_error(code))?;
-    Ok(outbox::COLUMNS
-        .iter()
-        .map(|c| format!("{alias}{}::text", c.name))
-        .collect::<Vec<_>>()
-        .join(", "))
-}
-
-/// An outbox row from the text columns of `r`, starting at `first`.
-fn decode(r: &tokio_postgres::Row, first: usize) -> OutboxRow {
-    let text: Vec<Option<String>> = (first..first + outbox::COLUMNS.len())
-        .map(|i| r.get(i))
-        .collect();
-    OutboxRow::from_text(
-        outbox::COLUMNS
-            .iter()
-            .zip(&text)
-            .map(|(c, t)| (c.name, t.as_deref())),
-    )
 }
 
 /// Which FAILED rows a redrive publishes again.

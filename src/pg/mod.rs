@@ -11,5 +11,7 @@ pub(crate) mod grants;
 pub(crate) mod handover;
 pub mod journal;
 pub mod row_status;
+pub(crate) mod rows;
 pub(crate) mod sqlstate;
 pub(crate) mod tls;
+pub(crate) mod window;

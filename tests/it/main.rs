@@ -9,6 +9,7 @@ extern crate outbox_cdc_testkit;
 /// The shared harness (`tests/support`).
 use outbox_cdc_testkit as common;
 
+mod audit;
 mod bookkeeping;
 mod commands;
 mod connector_config;

@@ -1,0 +1,243 @@
+//! `outbox-cdc audit`: compare a window of the outbox with its topics and
+//! say what is lost, duplicated, different, out of order or orphaned.
+//! Exit status 0 when clean (duplicates alone are at-least-once's own), 3
+//! when a row is lost (`AUDIT_LOST`), 4 for any other finding
+//! (`AUDIT_MISMATCH`).
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::ConfigArg;
+use crate::error::{Code, Error};
+use crate::ops::audit::{self, Finding, Report, Request};
+use crate::ops::purge::parse_duration;
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Human,
+    Json,
+}
+
+#[derive(clap::Args)]
+#[command(after_help = "Examples:
+  outbox-cdc audit --since 2h
+  outbox-cdc audit --since 2026-12-01T00:00:00Z --until 2026-12-02T00:00:00Z --format json
+  outbox-cdc audit --since 30m --destination orders")]
+pub(super) struct Args {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Rows created since: a timestamp (`2026-11-30T08:00:00Z`) or an age
+    /// (`2h`, `7d`).
+    #[arg(long)]
+    since: String,
+    /// Rows created before: a timestamp or an age; now when not given.
+    #[arg(long)]
+    until: Option<String>,
+    /// Only rows for this destination.
+    #[arg(long)]
+    destination: Option<String>,
+    /// How long after a row its record may come (a long transaction's
+    /// commit, a relay's backlog), and how far past the window the topics
+    /// are read.
+    #[arg(long, default_value = "10m")]
+    margin: String,
+    /// A row neither PUBLISHED nor FAILED created this recently is
+    /// unsettled, not lost.
+    #[arg(long, default_value = "5m")]
+    grace: String,
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+}
+
+fn invalid(flag: &str, detail: impl std::fmt::Display) -> Error {
+    Error::new(Code::ARGUMENT_INVALID, format!("--{flag}: {detail}"))
+}
+
+/// A timestamp (RFC 3339 or PostgreSQL's ISO form) or an age before `now_us`.
+fn instant(flag: &str, text: &str, now_us: i64) -> Result<i64, Error> {
+    if let Ok(age) = parse_duration(text) {
+        return Ok(now_us.saturating_sub(age.as_micros() as i64));
+    }
+    let iso = text.trim().replacen('T', " ", 1);
+    let iso = match iso.strip_suffix('Z') {
+        Some(body) => format!("{body}+00"),
+        None => iso,
+    };
+    crate::contract::value::parse_timestamptz(&iso)
+        .ok()
+        .filter(|t| matches!(t, crate::contract::value::Timestamp::Micros(_)))
+        .map(|t| t.unix_micros())
+        .ok_or_else(|| {
+            invalid(
+                flag,
+                format!(
+                    "{text:?} is neither a timestamp (2026-11-30T08:00:00Z) nor an age (2h, 7d)"
+                ),
+            )
+        })
+}
+
+fn duration(flag: &str, text: &str) -> Result<Duration, Error> {
+    parse_duration(text).map_err(|e| invalid(flag, e))
+}
+
+fn request(args: &Args, now_us: i64) -> Result<Request, Error> {
+    let since_us = instant("since", &args.since, now_us)?;
+    let until_us = match &args.until {
+        Some(t) => instant("until", t, now_us)?,
+        None => now_us,
+    };
+    if until_us <= since_us {
+        return Err(invalid("until", "must come after --since"));
+    }
+    Ok(Request {
+        since_us,
+        until_us,
+        destination: args.destination.clone(),
+        margin: duration("margin", &args.margin)?,
+        grace: duration("grace", &args.grace)?,
+    })
+}
+
+pub(super) fn run(args: Args) -> Result<(), Error> {
+    // Arguments are checked before anything connects.
+    let request = request(&args, crate::metrics::unix_micros())?;
+    let cfg = args.config.load()?;
+    let format = args.format;
+    let report =
+        super::run_on_workers(
+            async move { audit::audit(&cfg, Arc::new(super::env), request).await },
+        )?;
+    let mut out = std::io::stdout().lock();
+    let written = match format {
+        Format::Json => serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::other)
+            .and_then(|()| writeln!(out)),
+        Format::Human => human(&mut out, &report),
+    };
+    written.map_err(|e| Error::new(Code::OUTPUT_UNWRITABLE, format!("standard output: {e}")))?;
+    verdict(&report)
+}
+
+/// The exit status's error: loss first.
+fn verdict(report: &Report) -> Result<(), Error> {
+    if report.lost > 0 {
+        return Err(Error::new(
+            Code::AUDIT_LOST,
+            format!(
+                "{} rows of the window are missing from Kafka (the report lists them)",
+                report.lost
+            ),
+        ));
+    }
+    if !report.clean() {
+        return Err(Error::new(
+            Code::AUDIT_MISMATCH,
+            format!(
+                "{} records differ, {} are out of per-key order, {} have no row",
+                report.differing, report.out_of_order, report.orphans
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn human(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
+    writeln!(out, "audit of rows created from {} to {}", r.since, r.until)?;
+    for t in &r.topics {
+        writeln!(
+            out,
+            "  {}: {} partitions, {} rows, {} records read",
+            t.topic, t.partitions, t.rows, t.records
+        )?;
+    }
+    writeln!(
+        out,
+        "rows {}, delivered {}, lost {}, unsettled {}, FAILED {}, duplicates {}, differing {}, out of order {}, orphans {}",
+        r.rows, r.delivered, r.lost, r.unsettled, r.failed, r.duplicates, r.differing, r.out_of_order, r.orphans
+    )?;
+    let status = |s: &Option<String>| s.clone().unwrap_or_else(|| "no status".into());
+    // Duplicates are at-least-once's own: a few show, the JSON lists more.
+    let duplicates = r
+        .findings
+        .iter()
+        .filter(|f| matches!(f, Finding::Duplicate { .. }));
+    let hidden = duplicates.count().saturating_sub(SHOWN_DUPLICATES);
+    let mut shown = 0;
+    for f in &r.findings {
+        if matches!(f, Finding::Duplicate { .. }) {
+            shown += 1;
+            if shown > SHOWN_DUPLICATES {
+                continue;
+            }
+        }
+        match f {
+            Finding::Lost { id, topic, partition, status: s, created_at } => writeln!(
+                out,
+                "LOST        {id} {topic}[{partition}] created {created_at} ({})",
+                status(s)
+            )?,
+            Finding::Unsettled { id, topic, partition, status: s, created_at } => writeln!(
+                out,
+                "UNSETTLED   {id} {topic}[{partition}] created {created_at} ({})",
+                status(s)
+            )?,
+            Finding::Duplicate { id, topic, partition, first_offset, offset, status: s } => writeln!(
+                out,
+                "DUPLICATE   {id} {topic}[{partition}] at {offset}{} ({})",
+                first_offset.map_or(String::new(), |o| format!(", first at {o}")),
+                status(s)
+            )?,
+            Finding::Differs { id, topic, partition, offset, fields, status: s } => writeln!(
+                out,
+                "DIFFERS     {id} {topic}[{partition}]@{offset}: {} ({})",
+                fields.join(", "),
+                status(s)
+            )?,
+            Finding::OutOfOrder { id, key, topic, partition, offset, after, status: s } => writeln!(
+                out,
+                "OUT OF ORDER {id} key {key:?} {topic}[{partition}]@{offset}: first delivered after the later row {after} ({})",
+                status(s)
+            )?,
+            Finding::Orphan { id, topic, partition, offset } => writeln!(
+                out,
+                "ORPHAN      {} {topic}[{partition}]@{offset}: no such row",
+                id.as_deref().unwrap_or("(no id header)")
+            )?,
+        }
+    }
+    if hidden > 0 {
+        writeln!(
+            out,
+            "... and {hidden} more duplicates (--format json lists up to {})",
+            audit::LISTED
+        )?;
+    }
+    Ok(())
+}
+
+/// Duplicates listed in the human report.
+const SHOWN_DUPLICATES: usize = 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_timestamps_or_ages() {
+        let now = 1_800_000_000_000_000;
+        assert_eq!(instant("since", "2h", now).ok(), Some(now - 7_200_000_000));
+        assert_eq!(
+            instant("since", "2026-11-30T08:00:00Z", now).ok(),
+            Some(1_796_025_600_000_000)
+        );
+        assert_eq!(
+            instant("since", "2026-11-30 08:00:00.5+01", now).ok(),
+            Some(1_796_022_000_500_000)
+        );
+        let e = instant("since", "yesterday", now).err();
+        assert_eq!(e.as_ref().map(Error::code), Some(Code::ARGUMENT_INVALID));
+        assert!(e.is_some_and(|e| e.to_string().contains("--since")));
+    }
+}
