@@ -92,11 +92,15 @@ impl Window {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Span, Error> {
-        let (_, high) = self
+        let (low, high) = self
             .consumer
             .fetch_watermarks(topic, partition, TIMEOUT)
             .map_err(kafka)?;
         let at = |ms: i64| -> Result<i64, Error> {
+            // Kafka's timestamps start at the epoch: before it, everything.
+            if ms <= 0 {
+                return Ok(low);
+            }
             let mut tpl = TopicPartitionList::new();
             tpl.add_partition_offset(topic, partition, Offset::Offset(ms))
                 .map_err(kafka)?;

@@ -33,7 +33,8 @@ pub(crate) struct WindowRow {
 #[derive(Debug, Clone)]
 pub(crate) struct Known {
     pub(crate) destination: String,
-    pub(crate) created_us: i64,
+    /// `None` for an infinite `created_at`.
+    pub(crate) created_us: Option<i64>,
     pub(crate) status: Option<String>,
     pub(crate) routing_key: String,
 }
@@ -166,7 +167,7 @@ pub(crate) async fn rows(
     let rows = client
         .query(
             &format!(
-                "SELECT (extract(epoch FROM {created}) * 1000000)::int8, {status}, {columns} FROM {table}
+                "SELECT CASE WHEN isfinite({created}) THEN (extract(epoch FROM {created}) * 1000000)::int8 END, {status}, {columns} FROM {table}
                  WHERE {id} = ANY($1::text[]::uuid[])
                  ORDER BY {created}, {id}",
                 created = outbox::CREATED_AT.name,
@@ -199,7 +200,7 @@ pub(crate) async fn lookup(
     let rows = client
         .query(
             &format!(
-                "SELECT {id}::text, {destination}, (extract(epoch FROM {created}) * 1000000)::int8,
+                "SELECT {id}::text, {destination}, CASE WHEN isfinite({created}) THEN (extract(epoch FROM {created}) * 1000000)::int8 END,
                         {status}, {routing_key}
                  FROM {table} WHERE {id} = ANY($1::text[]::uuid[])",
                 id = outbox::MESSAGE_ID.name,
@@ -219,7 +220,7 @@ pub(crate) async fn lookup(
                 r.try_get::<_, String>(0).ok()?,
                 Known {
                     destination: r.try_get(1).ok()?,
-                    created_us: r.try_get(2).ok()?,
+                    created_us: r.try_get(2).ok().flatten(),
                     status: r.try_get(3).ok().flatten(),
                     routing_key: r.try_get(4).ok()?,
                 },

@@ -703,6 +703,9 @@ async fn differential(label: &str, server: bool) {
     if let Deployment::Server(server) = &deployment {
         sink_producer_took_the_generated_settings(&server.log(), &services.kafka_bootstrap);
     }
+    if !server {
+        audit_debezium_topics(&config, &relay_prefix, &dbz_prefix, total);
+    }
     deployment.stop();
     if server {
         std::fs::remove_dir_all(server_dir(&dbz_cfg)).unwrap();
@@ -713,6 +716,51 @@ async fn differential(label: &str, server: bool) {
     }
     rep::drop_slot(&db.client, &dbz_cfg.debezium.slot).await;
     db.drop(&services).await;
+}
+
+/// `audit` of the outbox against the Debezium deployment's topics: its
+/// records are the relay's bytes, so the window audits clean. Four rows of
+/// the corpus lie outside the window: created 44 BC, in 9999, at infinity
+/// and at -infinity.
+fn audit_debezium_topics(
+    config: &std::path::Path,
+    relay_prefix: &str,
+    dbz_prefix: &str,
+    total: usize,
+) {
+    let text = std::fs::read_to_string(config).unwrap();
+    let ours = format!("topic_prefix = \"{relay_prefix}\"");
+    assert!(text.contains(&ours), "{text}");
+    let audited = config.with_extension("debezium-audit.toml");
+    std::fs::write(
+        &audited,
+        text.replace(&ours, &format!("topic_prefix = \"{dbz_prefix}\"")),
+    )
+    .unwrap();
+    let out = common::cli::Cli::new(&[
+        "audit",
+        "--since",
+        "0001-01-01T00:00:00Z",
+        "--until",
+        "3000-01-01T00:00:00Z",
+        "--format",
+        "json",
+    ])
+    .config(&audited)
+    .output();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("a JSON report ({e}): {}", common::cli::text(&out)));
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let dated = total - 4;
+    assert_eq!(report["rows"], dated, "{report:#}");
+    assert_eq!(report["delivered"], dated, "{report:#}");
+    for count in ["lost", "differing", "out_of_order", "orphans", "duplicates"] {
+        assert_eq!(report[count], 0, "{count}: {report:#}");
+    }
+    eprintln!(
+        "audit of the Debezium deployment's topics: {} rows, {} records, 0 findings",
+        report["rows"], report["records"]
+    );
 }
 
 /// Server's start-up is where its Kafka sink judges the generated producer

@@ -324,8 +324,9 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
                 }
                 Some(k) => {
                     let in_window = k.destination == self.scan.destination
-                        && (self.scan.request.since_us..self.scan.request.until_us)
-                            .contains(&k.created_us);
+                        && k.created_us.is_some_and(|c| {
+                            (self.scan.request.since_us..self.scan.request.until_us).contains(&c)
+                        });
                     if !in_window {
                         continue;
                     }
