@@ -337,7 +337,7 @@ async fn a_million_rows_are_audited_in_bounded_memory() {
         db.client
             .execute(
                 "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload, partition_key)
-                 SELECT gen_random_uuid(), 'bulk', 'T', 1, 'text/plain', convert_to(repeat('x', 200), 'UTF8'), 'key-' || ((g + $1) % 5000)
+                 SELECT gen_random_uuid(), 'bulk', 'T', 1, 'text/plain', convert_to(repeat('x', 200), 'UTF8'), 'key-' || ((g + $1::int8) % 5000)
                  FROM generate_series(1, 10000) g",
                 &[&(chunk * 10_000)],
             )
