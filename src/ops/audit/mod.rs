@@ -231,8 +231,7 @@ impl Scan<'_> {
         } else if status != Some(Status::Published.as_str())
             && live.created_us >= self.unsettled_after
         {
-            report.unsettled += 1;
-            report.list(Finding::Unsettled {
+            report.note(Finding::Unsettled {
                 id,
                 topic,
                 partition,
@@ -240,8 +239,7 @@ impl Scan<'_> {
                 created_at,
             });
         } else {
-            report.lost += 1;
-            report.list(Finding::Lost {
+            report.note(Finding::Lost {
                 id,
                 topic,
                 partition,

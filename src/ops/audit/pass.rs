@@ -149,8 +149,7 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
             .and_then(|t| parse_uuid(t).ok());
         let Some(id) = id else {
             if ts_us >= self.scan.request.since_us {
-                self.report.orphans += 1;
-                self.report.list(Finding::Orphan {
+                self.report.note(Finding::Orphan {
                     id: found
                         .header(outbox::ID_HEADER.name)
                         .map(|v| String::from_utf8_lossy(v).into_owned()),
@@ -170,8 +169,7 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
         }
         match self.state.live.get_mut(&id) {
             Some(live) if live.first.is_some() => {
-                self.report.duplicates += 1;
-                self.report.list(Finding::Duplicate {
+                self.report.note(Finding::Duplicate {
                     id: id.to_string(),
                     topic: self.scan.topic.to_string(),
                     partition: self.partition,
@@ -204,8 +202,7 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
         if let Some(expected) = &live.expected {
             let fields = expected.differences(found);
             if !fields.is_empty() {
-                self.report.differing += 1;
-                self.report.list(Finding::Differs {
+                self.report.note(Finding::Differs {
                     id: id.to_string(),
                     topic: self.scan.topic.to_string(),
                     partition: self.partition,
@@ -223,8 +220,7 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
         let key = found.key.clone().unwrap_or_default();
         match self.state.keys.get(&key) {
             Some(latest) if stamped < latest.stamped && live.created_us < latest.created_us => {
-                self.report.out_of_order += 1;
-                self.report.list(Finding::OutOfOrder {
+                self.report.note(Finding::OutOfOrder {
                     id: id.to_string(),
                     key: show_key(&key),
                     topic: self.scan.topic.to_string(),
@@ -294,8 +290,7 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
                 match live.first {
                     None => self.first_delivery(&mut live, id, &found),
                     Some(first) => {
-                        self.report.duplicates += 1;
-                        self.report.list(Finding::Duplicate {
+                        self.report.note(Finding::Duplicate {
                             id: text,
                             topic: self.scan.topic.to_string(),
                             partition: self.partition,
@@ -313,8 +308,7 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
                 None => {
                     let ts_us = ts_ms.unwrap_or_default().saturating_mul(1000);
                     if ts_us >= self.scan.request.since_us {
-                        self.report.orphans += 1;
-                        self.report.list(Finding::Orphan {
+                        self.report.note(Finding::Orphan {
                             id: Some(text),
                             topic: self.scan.topic.to_string(),
                             partition: self.partition,
@@ -333,8 +327,7 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
                     let expected =
                         placement::partition(k.routing_key.as_bytes(), self.scan.partitions);
                     if expected != self.partition {
-                        self.report.differing += 1;
-                        self.report.list(Finding::Differs {
+                        self.report.note(Finding::Differs {
                             id: text,
                             topic: self.scan.topic.to_string(),
                             partition: self.partition,
@@ -343,8 +336,7 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
                             status: k.status.clone(),
                         });
                     } else {
-                        self.report.duplicates += 1;
-                        self.report.list(Finding::Duplicate {
+                        self.report.note(Finding::Duplicate {
                             id: text,
                             topic: self.scan.topic.to_string(),
                             partition: self.partition,

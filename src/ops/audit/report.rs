@@ -97,14 +97,19 @@ impl Report {
         self.lost == 0 && self.differing == 0 && self.out_of_order == 0 && self.orphans == 0
     }
 
-    pub(super) fn list(&mut self, finding: Finding) {
-        let kind = std::mem::discriminant(&finding);
-        let listed = self
-            .findings
-            .iter()
-            .filter(|f| std::mem::discriminant(*f) == kind)
-            .count();
-        if listed < LISTED {
+    /// Counts a finding under its kind, and lists it while its kind has
+    /// fewer than [`LISTED`].
+    pub(super) fn note(&mut self, finding: Finding) {
+        let count = match &finding {
+            Finding::Lost { .. } => &mut self.lost,
+            Finding::Unsettled { .. } => &mut self.unsettled,
+            Finding::Duplicate { .. } => &mut self.duplicates,
+            Finding::Differs { .. } => &mut self.differing,
+            Finding::OutOfOrder { .. } => &mut self.out_of_order,
+            Finding::Orphan { .. } => &mut self.orphans,
+        };
+        *count += 1;
+        if *count <= LISTED as u64 {
             self.findings.push(finding);
         }
     }

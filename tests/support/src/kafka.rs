@@ -27,40 +27,15 @@ pub fn first_delivery_order(records: &[Consumed]) -> BTreeMap<String, Vec<u64>> 
     per_key
 }
 
-/// Kafka's `Utils.murmur2`, written out here so tests do not trust the
-/// producer's own placement.
+/// Kafka's `Utils.murmur2`: the relay's own (`kafka::placement`), not
+/// librdkafka's, so tests do not trust the producer's placement.
 pub fn java_murmur2(data: &[u8]) -> i32 {
-    let m: u32 = 0x5bd1_e995;
-    let mut h: u32 = 0x9747_b28c ^ data.len() as u32;
-    let chunks = data.chunks_exact(4);
-    let tail = chunks.remainder();
-    for c in chunks {
-        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        k = k.wrapping_mul(m);
-        k ^= k >> 24;
-        k = k.wrapping_mul(m);
-        h = h.wrapping_mul(m);
-        h ^= k;
-    }
-    if tail.len() >= 3 {
-        h ^= (tail[2] as u32) << 16;
-    }
-    if tail.len() >= 2 {
-        h ^= (tail[1] as u32) << 8;
-    }
-    if !tail.is_empty() {
-        h ^= tail[0] as u32;
-        h = h.wrapping_mul(m);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(m);
-    h ^= h >> 15;
-    h as i32
+    outbox_cdc::kafka::placement::murmur2(data)
 }
 
 /// Java's partitioner for a keyed record.
 pub fn java_partition(key: &[u8], partitions: i32) -> i32 {
-    (java_murmur2(key) & 0x7fff_ffff) % partitions
+    outbox_cdc::kafka::placement::partition(key, partitions)
 }
 
 #[derive(Debug, Clone)]
