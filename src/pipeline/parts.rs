@@ -3,7 +3,7 @@
 //! and the reason the session must end. The strategy's methods take it, so
 //! both delivery modes share one set of rules for what they have in common.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use prometheus::IntCounter;
@@ -14,6 +14,7 @@ use super::recorder::{MARK_BATCH, MARK_INTERVAL};
 use super::shared::Shared;
 use super::sink::{Delivery, Sink, Ticket};
 use super::watermark::{TxSeq, Watermark};
+use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{policy, Code, Error};
 use crate::kafka::limits::Limit;
@@ -70,6 +71,9 @@ pub(crate) struct Parts<'a, K, L> {
     /// its topic by index, without a lookup by name.
     destinations: HashMap<String, u32>,
     by_index: Vec<Destination>,
+    /// The relay's poison rows as this session started: rows are added
+    /// only when a session ends, so a copy needs no lock per row.
+    poison: HashSet<Uuid>,
     /// Whether the producer's queue was purged after a refused batch.
     purged: Purged,
     last_mark: Instant,
@@ -101,6 +105,12 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
         {
             self.ending = Some(e);
         }
+    }
+
+    /// A row Kafka refused for its own reason, recorded FAILED in an
+    /// earlier session: left out when its transaction is published again.
+    pub(crate) fn poisoned(&self, row: &OutboxRow) -> bool {
+        !self.poison.is_empty() && row.message_id().is_some_and(|id| self.poison.contains(&id))
     }
 
     /// In-flight accounting and outcome counters, for every report.
@@ -300,6 +310,7 @@ impl<'a, K, L> Parts<'a, K, L> {
             ending: None,
             destinations: HashMap::new(),
             by_index: Vec::new(),
+            poison: shared.poison(),
             purged: Purged::No,
             last_mark: Instant::now(),
         }

@@ -284,7 +284,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
     ) {
         for row in rows {
             self.parts.watermark.add(tx);
-            if self.settlement.leaves_out(&row) {
+            if self.parts.poisoned(&row) {
                 self.parts.watermark.settle_one(tx);
                 continue;
             }

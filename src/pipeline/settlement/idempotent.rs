@@ -10,13 +10,11 @@
 //! left out when its transaction is published again (`Shared::poison`), so
 //! every session gets past at least one such row.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
 use super::{seconds_since, Settlement, Start};
-use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Class, Error};
 use crate::kafka::publisher::Outcome;
@@ -32,28 +30,21 @@ pub(crate) struct Idempotent {
     /// Records refused for an operator's reason in this session: they hold
     /// the watermark until the session ends and a later one publishes them.
     operator_rejections: usize,
-    /// The relay's poison rows as this session started.
-    poison: HashSet<Uuid>,
     /// Rows the broker refused for their own reason in this session: poison
     /// once they are recorded FAILED.
     refused: Vec<Uuid>,
 }
 
 impl Settlement for Idempotent {
-    async fn start<K: Sink>(start: Start<'_, K>) -> Result<Self, Error> {
+    async fn start<K: Sink>(_: Start<'_, K>) -> Result<Self, Error> {
         Ok(Idempotent {
             operator_rejections: 0,
-            poison: start.shared.poison(),
             refused: Vec::new(),
         })
     }
 
     fn already_published(&self, _: Lsn) -> bool {
         false
-    }
-
-    fn leaves_out(&self, row: &OutboxRow) -> bool {
-        !self.poison.is_empty() && row.message_id().is_some_and(|id| self.poison.contains(&id))
     }
 
     fn before_send<K: Sink, L: Ledger>(

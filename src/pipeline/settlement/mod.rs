@@ -29,7 +29,6 @@ use super::parts::{Current, Parts};
 use super::shared::Shared;
 use super::sink::{Delivery, Sink};
 use super::watermark::TxSeq;
-use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::Error;
 use crate::lsn::Lsn;
@@ -49,9 +48,6 @@ pub(crate) trait Settlement: Send + Sized {
     /// Whether the source transaction whose commit record is at
     /// `final_lsn` is in Kafka already (its rows are then only marked).
     fn already_published(&self, final_lsn: Lsn) -> bool;
-
-    /// A row to leave out when its transaction is published again.
-    fn leaves_out(&self, row: &OutboxRow) -> bool;
 
     /// Before a record of `bytes` is sent.
     fn before_send<K: Sink, L: Ledger>(

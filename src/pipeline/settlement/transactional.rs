@@ -13,13 +13,11 @@
 //! older producer with the id, then reads the progress: source transactions
 //! whose commit record lies before it are only marked, not published again.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
 use super::{seconds_since, Settlement, Start};
-use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{policy, Class, Code, Error};
 use crate::kafka::publisher::Outcome;
@@ -85,10 +83,6 @@ pub(crate) struct Transactional {
     /// are already in Kafka.
     published_before: Option<Lsn>,
     txn: KafkaTxn,
-    /// The relay's poison rows as this session started: rows are added
-    /// only by an abort, which ends the session, so a copy needs no lock
-    /// per row.
-    poison: HashSet<Uuid>,
 }
 
 /// Whether a source transaction whose commit record is at `final_lsn` is
@@ -110,16 +104,11 @@ impl Settlement for Transactional {
             bounds: start.shared.options.bounds,
             published_before,
             txn: KafkaTxn::default(),
-            poison: start.shared.poison(),
         })
     }
 
     fn already_published(&self, final_lsn: Lsn) -> bool {
         before(self.published_before, final_lsn)
-    }
-
-    fn leaves_out(&self, row: &OutboxRow) -> bool {
-        !self.poison.is_empty() && row.message_id().is_some_and(|id| self.poison.contains(&id))
     }
 
     fn before_send<K: Sink, L: Ledger>(
