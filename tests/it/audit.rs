@@ -233,6 +233,9 @@ async fn a_duplicate_a_reordered_a_differing_and_an_orphan_record_made_by_hand_a
     let relay = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
     let a1 = insert(&db.client, "hand", "r").await;
+    // Commits within one millisecond share a record timestamp, and the
+    // audit accuses no one between them: a1 and a2 commit apart.
+    tokio::time::sleep(Duration::from_millis(5)).await;
     let a2 = insert(&db.client, "hand", "r").await;
     let b = insert(&db.client, "hand", "d").await;
     common::wait_until_marked(&db.client).await;
