@@ -6,12 +6,10 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::ConfigArg;
+use super::{window, ConfigArg};
 use crate::error::{Code, Error};
 use crate::ops::audit::{self, Finding, Report, Request};
-use crate::ops::purge::parse_duration;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Format {
@@ -50,53 +48,14 @@ pub(super) struct Args {
     format: Format,
 }
 
-fn invalid(flag: &str, detail: impl std::fmt::Display) -> Error {
-    Error::new(Code::ARGUMENT_INVALID, format!("--{flag}: {detail}"))
-}
-
-/// A timestamp (RFC 3339 or PostgreSQL's ISO form) or an age before `now_us`.
-fn instant(flag: &str, text: &str, now_us: i64) -> Result<i64, Error> {
-    if let Ok(age) = parse_duration(text) {
-        return Ok(now_us.saturating_sub(age.as_micros() as i64));
-    }
-    let iso = text.trim().replacen('T', " ", 1);
-    let iso = match iso.strip_suffix('Z') {
-        Some(body) => format!("{body}+00"),
-        None => iso,
-    };
-    crate::contract::value::parse_timestamptz(&iso)
-        .ok()
-        .filter(|t| matches!(t, crate::contract::value::Timestamp::Micros(_)))
-        .map(|t| t.unix_micros())
-        .ok_or_else(|| {
-            invalid(
-                flag,
-                format!(
-                    "{text:?} is neither a timestamp (2026-11-30T08:00:00Z) nor an age (2h, 7d)"
-                ),
-            )
-        })
-}
-
-fn duration(flag: &str, text: &str) -> Result<Duration, Error> {
-    parse_duration(text).map_err(|e| invalid(flag, e))
-}
-
 fn request(args: &Args, now_us: i64) -> Result<Request, Error> {
-    let since_us = instant("since", &args.since, now_us)?;
-    let until_us = match &args.until {
-        Some(t) => instant("until", t, now_us)?,
-        None => now_us,
-    };
-    if until_us <= since_us {
-        return Err(invalid("until", "must come after --since"));
-    }
+    let (since_us, until_us) = window::window(&args.since, args.until.as_deref(), now_us)?;
     Ok(Request {
         since_us,
         until_us,
         destination: args.destination.clone(),
-        margin: duration("margin", &args.margin)?,
-        grace: duration("grace", &args.grace)?,
+        margin: window::duration("margin", &args.margin)?,
+        grace: window::duration("grace", &args.grace)?,
     })
 }
 
@@ -219,25 +178,3 @@ fn human(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
 
 /// Duplicates listed in the human report.
 const SHOWN_DUPLICATES: usize = 10;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_are_timestamps_or_ages() {
-        let now = 1_800_000_000_000_000;
-        assert_eq!(instant("since", "2h", now).ok(), Some(now - 7_200_000_000));
-        assert_eq!(
-            instant("since", "2026-11-30T08:00:00Z", now).ok(),
-            Some(1_796_025_600_000_000)
-        );
-        assert_eq!(
-            instant("since", "2026-11-30 08:00:00.5+01", now).ok(),
-            Some(1_796_022_000_500_000)
-        );
-        let e = instant("since", "yesterday", now).err();
-        assert_eq!(e.as_ref().map(Error::code), Some(Code::ARGUMENT_INVALID));
-        assert!(e.is_some_and(|e| e.to_string().contains("--since")));
-    }
-}

@@ -13,8 +13,10 @@ mod cutover;
 mod migrate;
 mod purge;
 mod redrive;
+mod replay;
 mod run;
 mod tail;
+mod window;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -101,6 +103,8 @@ enum Command {
     AlertRules(alert_rules::Args),
     /// Compare a window of the outbox with its topics: lost, duplicated, different, out-of-order and orphaned records.
     Audit(audit::Args),
+    /// Publish the rows of a window again, to their topics or to a new prefix; no row's status changes.
+    Replay(replay::Args),
 }
 
 /// The process environment: where secrets and overrides come from.
@@ -140,6 +144,7 @@ pub fn main() -> ExitCode {
         Command::Purge(args) => purge::run(args),
         Command::Redrive(args) => redrive::run(args),
         Command::Audit(args) => audit::run(args),
+        Command::Replay(args) => replay::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -27,6 +27,9 @@ pub mod objects {
     /// Ids Kafka confirmed, one row per batch, not yet folded into the
     /// rows' status.
     pub const PUBLISHED_JOURNAL_TABLE: &str = "outbox_cdc_published";
+    /// What `purge` deleted: per batch and destination, the creation times
+    /// of its first and last row, so `replay` can refuse a thinned window.
+    pub const PURGE_LOG_TABLE: &str = "outbox_cdc_purged";
     /// Where a cutover's hand-over stands, per outbox table.
     pub const HANDOVER_STATE_TABLE: &str = "outbox_cdc_handover_state";
     /// The trigger that keeps `routing_key` to its rule.

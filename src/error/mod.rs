@@ -145,6 +145,12 @@ codes! {
     /// `redrive` stopped before every matching row was published (the
     /// rest stay FAILED).
     REDRIVE_INCOMPLETE => Operator,
+    /// `replay` stopped before every row of the window was published, or
+    /// the destination refused rows (their status is unchanged).
+    REPLAY_INCOMPLETE => Operator,
+    /// `replay`: `purge` has deleted rows of the window, so a replay would
+    /// leave them out; nothing was published.
+    REPLAY_WINDOW_PURGED => Operator,
     /// `purge`: a slot has not confirmed the purge's horizon in time (the
     /// relay is stopped or far behind); nothing was deleted.
     PURGE_SLOT_BEHIND => Transient,

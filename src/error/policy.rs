@@ -145,6 +145,8 @@ mod tests {
             ("RECOVERY_REFUSED", Stop),
             ("ROW_MARKING_FAILED", Stop),
             ("REDRIVE_INCOMPLETE", Stop),
+            ("REPLAY_INCOMPLETE", Stop),
+            ("REPLAY_WINDOW_PURGED", Stop),
             ("PURGE_SLOT_BEHIND", Retry),
             ("MIGRATION_TEMPLATE", Stop),
             ("MIGRATION_CHECKSUM_MISMATCH", Stop),

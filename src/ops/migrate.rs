@@ -68,6 +68,13 @@ pub const MIGRATIONS: &[Migration] = &[
         template: include_str!("../../migrations/V006__plpgsql_traceparent_check.sql"),
         earlier: &[],
     },
+    Migration {
+        version: 7,
+        name: "purge_log",
+        cdc: true,
+        template: include_str!("../../migrations/V007__purge_log.sql"),
+        earlier: &[],
+    },
 ];
 
 /// Placeholder values. Identifiers are validated by the configuration as
@@ -93,6 +100,7 @@ fn placeholders(cfg: &Config) -> Vec<(&'static str, String)> {
             "published_journal_table",
             objects::PUBLISHED_JOURNAL_TABLE.to_string(),
         ),
+        ("purge_log_table", objects::PURGE_LOG_TABLE.to_string()),
         (
             "handover_state_table",
             objects::HANDOVER_STATE_TABLE.to_string(),

@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::contract::outbox::{self, Status};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
+use crate::pg::purge_log;
 use crate::pg::sqlstate::query_error;
 
 #[derive(Debug, Clone)]
@@ -123,15 +124,29 @@ fn statements(cfg: &Config) -> Statements {
         "{status} = '{}' AND {created_at} < $1::text::timestamptz AND age(xmin) > age($2::text::xid)",
         Status::Failed.as_str()
     );
-    let delete = |predicate: &str| {
+    let destination = outbox::DESTINATION.name;
+    // The batch and its record in the purge log, in one statement: a
+    // window `replay` is asked for can never be thinned unrecorded.
+    let delete = |predicate: &str, status: Status| {
+        let record = purge_log::record_from(
+            &cfg.outbox,
+            "gone",
+            destination,
+            created_at,
+            status.as_str(),
+        );
         format!(
-            "DELETE FROM {table} WHERE {id} IN (SELECT {id} FROM {table} WHERE {predicate} LIMIT $3 FOR UPDATE SKIP LOCKED)"
+            "WITH gone AS (
+                 DELETE FROM {table} WHERE {id} IN (SELECT {id} FROM {table} WHERE {predicate} LIMIT $3 FOR UPDATE SKIP LOCKED)
+                 RETURNING {destination}, {created_at}),
+             logged AS ({record})
+             SELECT count(*) FROM gone"
         )
     };
     let count = |predicate: &str| format!("SELECT count(*) FROM {table} WHERE {predicate}");
     Statements {
-        delete_published: delete(&published),
-        delete_failed: delete(&failed),
+        delete_published: delete(&published, Status::Published),
+        delete_failed: delete(&failed, Status::Failed),
         count_published: count(&published),
         count_failed: count(&failed),
     }
@@ -226,9 +241,11 @@ pub(crate) async fn purge(
                 .batch
                 .min(i64::try_from(limit - total).unwrap_or(i64::MAX));
             let n = c
-                .execute(statement.as_str(), &[&cut, &xid, &batch])
+                .query_one(statement.as_str(), &[&cut, &xid, &batch])
                 .await
-                .map_err(query("deleting a batch"))?;
+                .map_err(query("deleting a batch"))?
+                .try_get::<_, i64>(0)
+                .map_err(query("counting a deleted batch"))? as u64;
             match status {
                 Status::Failed => done.failed += n,
                 _ => done.published += n,

@@ -39,7 +39,8 @@ fn written_columns() -> Vec<&'static str> {
     .collect()
 }
 
-/// Every table privilege `run`, `check` and `cutover` need.
+/// Every table privilege `run`, `check`, `cutover`, `redrive` and
+/// `replay` need.
 pub(crate) fn needs(cfg: &Config) -> Vec<Need> {
     let schema = &cfg.outbox.schema;
     let table = |name: &str| format!("{schema}.{name}");
@@ -130,6 +131,11 @@ pub(crate) fn needs(cfg: &Config) -> Vec<Need> {
             "DELETE",
             table(objects::PUBLISHED_JOURNAL_TABLE),
             "folding the journal into the rows' status",
+        ),
+        need(
+            "SELECT",
+            table(objects::PURGE_LOG_TABLE),
+            "`replay` reading what `purge` deleted",
         ),
     ]
 }

@@ -10,6 +10,7 @@ pub(crate) mod failover;
 pub(crate) mod grants;
 pub(crate) mod handover;
 pub mod journal;
+pub(crate) mod purge_log;
 pub mod row_status;
 pub(crate) mod rows;
 pub(crate) mod sqlstate;

@@ -1,7 +1,7 @@
-//! The outbox rows of a time window, for `audit`: the destinations written
-//! in it, its rows page by page in creation order (ids and keys first, so
-//! a partition's scan reads only its own rows whole), and rows looked up by
-//! id.
+//! The outbox rows of a time window, for `audit` and `replay`: the
+//! destinations written in it, its rows streamed in creation order (ids
+//! and keys first, so a partition's scan reads only its own rows whole),
+//! and rows looked up by id.
 
 use std::collections::HashMap;
 
@@ -18,6 +18,50 @@ use crate::error::{Code, Error};
 pub(crate) struct Bounds {
     pub(crate) since: String,
     pub(crate) until: String,
+}
+
+impl Bounds {
+    /// `[since_us, until_us)` in Unix µs.
+    pub(crate) fn from_unix_micros(since_us: i64, until_us: i64) -> Bounds {
+        Bounds {
+            since: show_time(since_us),
+            until: show_time(until_us),
+        }
+    }
+}
+
+/// A time as `timestamptz` text (UTC).
+pub(crate) fn show_time(us: i64) -> String {
+    crate::contract::value::Timestamp::from_unix_micros(us)
+        .map(crate::contract::value::Timestamp::to_utc_string)
+        .unwrap_or_else(|| format!("{us} us"))
+}
+
+/// How many rows each destination has in `bounds` (only `only`, when given).
+pub(crate) async fn counts(
+    client: &Client,
+    table: &str,
+    bounds: &Bounds,
+    only: Option<&str>,
+) -> Result<Vec<(String, i64)>, Error> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {destination}, count(*) FROM {table}
+                 WHERE {created} >= $1::text::timestamptz AND {created} < $2::text::timestamptz
+                   AND ($3::text IS NULL OR {destination} = $3)
+                 GROUP BY 1 ORDER BY 1",
+                destination = outbox::DESTINATION.name,
+                created = outbox::CREATED_AT.name,
+            ),
+            &[&bounds.since, &bounds.until, &only],
+        )
+        .await
+        .map_err(failed)?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?)))
+        .collect())
 }
 
 /// One row of the window.
@@ -37,22 +81,6 @@ pub(crate) struct Known {
     pub(crate) created_us: Option<i64>,
     pub(crate) status: Option<String>,
     pub(crate) routing_key: String,
-}
-
-/// Where a read of the window is, in (creation time, id) order.
-#[derive(Debug, Clone)]
-pub(crate) struct Cursor {
-    created_at: String,
-    message_id: String,
-}
-
-impl Default for Cursor {
-    fn default() -> Self {
-        Cursor {
-            created_at: "-infinity".into(),
-            message_id: "00000000-0000-0000-0000-000000000000".into(),
-        }
-    }
 }
 
 fn failed(e: tokio_postgres::Error) -> Error {
@@ -83,11 +111,11 @@ pub(crate) async fn destinations(
     Ok(rows.iter().filter_map(|r| r.try_get(0).ok()).collect())
 }
 
-/// One destination's rows in a window.
+/// The rows of a window to read: one destination's, or every one's.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Slice<'a> {
     pub(crate) table: &'a str,
-    pub(crate) destination: &'a str,
+    pub(crate) destination: Option<&'a str>,
     pub(crate) bounds: &'a Bounds,
 }
 
@@ -100,58 +128,62 @@ pub(crate) struct Entry {
     pub(crate) routing_key: Option<String>,
 }
 
-/// The next `limit` rows of `destination` in `bounds` after `cursor`, by
-/// id and routing key only; the cursor moves past them.
-pub(crate) async fn entries(
-    client: &Client,
-    of: &Slice<'_>,
-    cursor: &mut Cursor,
-    limit: i64,
-) -> Result<Vec<Entry>, Error> {
-    let Slice {
-        table,
-        destination,
-        bounds,
-    } = of;
-    let rows = client
-        .query(
-            &format!(
-                "SELECT {created}::text, {id}::text, {routing_key} FROM {table}
-                 WHERE {destination} = $1
-                   AND {created} >= $2::text::timestamptz AND {created} < $3::text::timestamptz
-                   AND ({created}, {id}) > ($4::text::timestamptz, $5::text::uuid)
-                 ORDER BY {created}, {id} LIMIT $6",
-                created = outbox::CREATED_AT.name,
-                id = outbox::MESSAGE_ID.name,
-                routing_key = outbox::ROUTING_KEY.name,
-                destination = outbox::DESTINATION.name,
-            ),
-            &[
-                &destination,
-                &bounds.since,
-                &bounds.until,
-                &cursor.created_at,
-                &cursor.message_id,
-                &limit,
-            ],
-        )
-        .await
-        .map_err(failed)?;
-    if let Some(last) = rows.last() {
-        if let (Ok(at), Ok(id)) = (last.try_get(0), last.try_get(1)) {
-            cursor.created_at = at;
-            cursor.message_id = id;
-        }
-    }
-    Ok(rows
-        .iter()
-        .filter_map(|r| {
-            Some(Entry {
-                id: r.try_get(1).ok()?,
-                routing_key: r.try_get(2).ok().flatten(),
-            })
+/// A window's rows by id and routing key, in (creation time, id) order,
+/// streamed by one statement on a connection of its own: the server sorts
+/// the window once, and the client holds one page (tokio-postgres stops
+/// reading the socket while a page is not taken). Pages of `LIMIT` after a
+/// cursor would sort the window again for each page: without an index on
+/// the creation time, a million rows took hours.
+pub(crate) struct Entries {
+    rows: std::pin::Pin<Box<tokio_postgres::RowStream>>,
+    /// The stream ended: polled again it would say its connection closed.
+    ended: bool,
+    /// Keeps the statement's connection open.
+    _client: Client,
+}
+
+impl Entries {
+    pub(crate) async fn open(client: Client, of: &Slice<'_>) -> Result<Entries, Error> {
+        let statement = format!(
+            "SELECT {id}::text, {routing_key} FROM {table}
+             WHERE ($1::text IS NULL OR {destination} = $1)
+               AND {created} >= $2::text::timestamptz AND {created} < $3::text::timestamptz
+             ORDER BY {created}, {id}",
+            created = outbox::CREATED_AT.name,
+            id = outbox::MESSAGE_ID.name,
+            routing_key = outbox::ROUTING_KEY.name,
+            destination = outbox::DESTINATION.name,
+            table = of.table,
+        );
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&of.destination, &of.bounds.since, &of.bounds.until];
+        let rows = client.query_raw(&statement, params).await.map_err(failed)?;
+        Ok(Entries {
+            rows: Box::pin(rows),
+            ended: false,
+            _client: client,
         })
-        .collect())
+    }
+
+    /// Up to `limit` more entries; fewer only at the window's end.
+    pub(crate) async fn page(&mut self, limit: usize) -> Result<Vec<Entry>, Error> {
+        use futures_util::StreamExt;
+        let mut out = Vec::with_capacity(limit);
+        while out.len() < limit && !self.ended {
+            let Some(row) = self.rows.next().await else {
+                self.ended = true;
+                break;
+            };
+            let row = row.map_err(failed)?;
+            if let Ok(id) = row.try_get(0) {
+                out.push(Entry {
+                    id,
+                    routing_key: row.try_get(1).ok().flatten(),
+                });
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The rows with these ids, whole, in (creation time, id) order.

@@ -9,19 +9,22 @@
 //! - a redrive ([`redrive`]): FAILED rows, oldest first (so each key keeps
 //!   its order), marked PUBLISHED under the `Failed` guard; a row that
 //!   fails again stays FAILED with its new code.
+//! - a replay ([`replay`]): every row of a window, oldest first, with a
+//!   ledger that writes nothing ([`Untouched`]): no status changes.
 
 use tokio_util::sync::CancellationToken;
 
-use super::ledger::Ledger;
+use super::ledger::{Ledger, Untouched};
 use super::session::{Flow, Session};
 use super::settlement::Settlement;
 use super::sink::Sink;
 use crate::contract::outbox;
 use crate::contract::row::{OutboxRow, Value};
-use crate::contract::value::Timestamp;
+use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Code, Error};
 use crate::pg::handover::{self, FailedCursor, FailedFilter, Lists, State};
 use crate::pg::row_status::Guard;
+use crate::pg::window::{self, Entries};
 
 /// Rows read from the list per query.
 const CHUNK: i64 = 1000;
@@ -185,4 +188,115 @@ pub(super) async fn redrive<K: Sink, L: Ledger, S: Settlement>(
         }
     }
     Ok(done)
+}
+
+/// A replay's place in its window, kept across the attempts of one run: the
+/// rows are read once, in (creation time, id) order, and a chunk stays
+/// unsettled until Kafka confirmed it, so an attempt that ends publishes
+/// that chunk again, never skips it.
+pub struct Replay {
+    entries: Entries,
+    table: String,
+    unsettled: Option<Vec<String>>,
+    ledger: Untouched,
+    /// Rows read and settled: each one confirmed by Kafka or refused.
+    pub selected: u64,
+}
+
+impl Replay {
+    pub(crate) fn new(entries: Entries, table: String) -> Replay {
+        Replay {
+            entries,
+            table,
+            unsettled: None,
+            ledger: Untouched::default(),
+            selected: 0,
+        }
+    }
+
+    pub(super) fn ledger(&self) -> Untouched {
+        self.ledger.clone()
+    }
+
+    /// The rows the destination refused, with their codes.
+    pub fn refused(&self) -> Vec<(Uuid, Code)> {
+        self.ledger.refused()
+    }
+
+    /// Rows Kafka confirmed: a chunk settles whole before the next, so
+    /// every row read and not refused.
+    pub fn published(&self) -> u64 {
+        self.selected
+            .saturating_sub(self.ledger.refused().len() as u64)
+    }
+
+    /// The unsettled chunk's ids, or the next chunk's.
+    async fn chunk(&mut self) -> Result<Vec<String>, Error> {
+        if let Some(ids) = &self.unsettled {
+            return Ok(ids.clone());
+        }
+        let ids: Vec<String> = self
+            .entries
+            .page(CHUNK as usize)
+            .await
+            .map_err(|e| e.context("reading the window's ids"))?
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        self.unsettled = Some(ids.clone());
+        Ok(ids)
+    }
+}
+
+/// Publishes the rows of a replay's window. `Err` when the session had to
+/// end (a restart's reason keeps its code).
+pub(super) async fn replay<K: Sink, L: Ledger, S: Settlement>(
+    session: &mut Session<'_, K, L, S>,
+    sql: &tokio_postgres::Client,
+    replay: &mut Replay,
+    shutdown: &CancellationToken,
+) -> Result<(), Error> {
+    let tx = session.parts.watermark.begin();
+    loop {
+        let ids = replay.chunk().await?;
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<OutboxRow> = window::rows(sql, &replay.table, &ids)
+            .await
+            .map_err(|e| e.context("reading the window's rows"))?
+            .into_iter()
+            .map(|r| r.row)
+            .collect();
+        let read = rows.len() as u64;
+        session.produce_rows(tx, rows, created_at).await;
+        // The ledger writes nothing: the guard is never used.
+        let flow = match session.parts.ending.take() {
+            Some(e) => Err(e),
+            None => session.settle_backlog(Guard::Pending, shutdown).await,
+        };
+        // Nothing is marked: the confirmed ids only leave the session.
+        session.take_published();
+        match flow {
+            Ok(Flow::Continue) => {
+                replay.unsettled = None;
+                replay.selected += read;
+            }
+            Ok(Flow::Stopped) => {
+                return Err(Error::new(
+                    Code::REPLAY_INCOMPLETE,
+                    format!(
+                        "stopped after {} rows of the window; no row's status changed",
+                        replay.selected
+                    ),
+                ))
+            }
+            Err(reason) => {
+                return Err(reason.context(format!(
+                    "the replay stopped after {} rows of the window; no row's status changed",
+                    replay.selected
+                )))
+            }
+        }
+    }
 }

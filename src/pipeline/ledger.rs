@@ -74,6 +74,41 @@ impl Ledger for PgLedger<'_> {
     }
 }
 
+/// The ledger of a `replay`: writes nothing, since a replay never changes
+/// a row's status, and keeps the rows the destination refused for its
+/// report.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Untouched {
+    /// By id: a chunk published again is refused again.
+    refused: Arc<std::sync::Mutex<std::collections::HashMap<Uuid, Code>>>,
+}
+
+impl Untouched {
+    /// The rows refused so far, with their codes.
+    pub(crate) fn refused(&self) -> Vec<(Uuid, Code)> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, code)| (*id, *code))
+            .collect()
+    }
+}
+
+impl Ledger for Untouched {
+    async fn failed(&self, ids: &[Uuid], code: Code, _: Guard) -> Result<u64, Error> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(ids.iter().map(|id| (*id, code)));
+        Ok(0)
+    }
+
+    async fn published(&self, _: &[Uuid], _: Guard) -> Result<u64, Error> {
+        Ok(0)
+    }
+}
+
 /// The journal on a connection of its own, opened again when it breaks.
 pub(crate) struct PgJournal {
     postgres: PostgresConfig,

@@ -37,7 +37,7 @@ use rdkafka::ClientConfig;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-pub use backlog::Redriven;
+pub use backlog::{Redriven, Replay};
 pub use stats::RelayStats;
 pub use supervisor::{Attempt, Backoff, Supervisor};
 
@@ -235,6 +235,44 @@ impl Relay {
         session.finish(end).await.and(done)
     }
 
+    /// Publishes the rows `replay` reads again, under their own ids and
+    /// without writing a row's status; the rows the destination refused
+    /// are in `replay` afterwards.
+    pub(crate) async fn replay(
+        self,
+        replay: &mut Replay,
+        shutdown: CancellationToken,
+    ) -> Result<(), Error> {
+        // As `relearning`, with the replay's place kept between attempts.
+        let mut relearned = 0;
+        loop {
+            let result = match self.mode {
+                Mode::Idempotent => self.replay_with::<Idempotent>(replay, &shutdown).await,
+                Mode::Transactional => self.replay_with::<Transactional>(replay, &shutdown).await,
+            };
+            match result {
+                Err(e) if e.code() == Code::BATCH_OVER_TOPIC_LIMIT && relearned < RELEARNS => {
+                    relearned += 1;
+                    crate::log_error!(info, e, "publishing the window again under the limit");
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn replay_with<S: Settlement>(
+        &self,
+        replay: &mut Replay,
+        shutdown: &CancellationToken,
+    ) -> Result<(), Error> {
+        let sql = self.sql.lock().await;
+        let sink = self.sink()?;
+        let ledger = replay.ledger();
+        let mut session = Session::<_, _, S>::open(&self.shared, sink, ledger).await?;
+        let done = backlog::replay(&mut session, &sql, replay, shutdown).await;
+        session.finish(done).await
+    }
+
     /// A new producer, batching under every limit learned so far.
     fn sink(&self) -> Result<KafkaSink, Error> {
         let batch_size = self.shared.limits.batch_size(self.batch_size);
@@ -383,16 +421,16 @@ impl Relay {
     }
 }
 
-/// The sessions' shared state, with the recorder started when rows are
-/// marked.
+/// Attempts a one-off backlog gets to learn topics' limits: a few topics' worth.
+const RELEARNS: usize = 8;
+
 /// Runs a one-off backlog (a hand-over, a redrive) again while it ends
-/// only to batch under a topic limit it just learned: a few topics' worth.
+/// only to batch under a topic limit it just learned: [`RELEARNS`] times.
 async fn relearning<T, F, Fut>(mut attempt: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
-    const RELEARNS: usize = 8;
     let mut result = attempt().await;
     for _ in 0..RELEARNS {
         match &result {
@@ -406,6 +444,8 @@ where
     result
 }
 
+/// The sessions' shared state, with the recorder started when rows are
+/// marked.
 fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
     let relay = &cfg.relay;
     let metrics = Arc::new(Metrics::new(&cfg.relay));

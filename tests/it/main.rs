@@ -25,6 +25,7 @@ mod mapper;
 mod migrations;
 mod operations;
 mod relay;
+mod replay;
 mod replication;
 mod secured;
 mod strimzi;

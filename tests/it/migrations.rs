@@ -189,7 +189,8 @@ async fn a_fresh_database_matches_the_definition_and_migrating_again_changes_not
             (3, false),
             (4, false),
             (5, false),
-            (6, false)
+            (6, false),
+            (7, false)
         ]
     );
     let history: i64 = db
@@ -198,7 +199,7 @@ async fn a_fresh_database_matches_the_definition_and_migrating_again_changes_not
         .await
         .unwrap()
         .get(0);
-    assert_eq!(history, 6);
+    assert_eq!(history, 7);
 
     // The row checks' functions are PL/pgSQL: PostgreSQL would inline a SQL
     // function into its constraint and parse its body for every INSERT.
@@ -481,7 +482,14 @@ async fn a_generated_routing_key_is_not_replicated_until_the_migration_converts_
             .iter()
             .map(|a| (a.version, a.newly))
             .collect::<Vec<_>>(),
-        vec![(2, true), (3, true), (4, true), (5, true), (6, true)]
+        vec![
+            (2, true),
+            (3, true),
+            (4, true),
+            (5, true),
+            (6, true),
+            (7, true)
+        ]
     );
     let drift = catalog::compare(&db.client, "public", "messaging_outbox")
         .await

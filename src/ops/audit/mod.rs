@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
-use crate::config::{Config, Env};
+use crate::config::{Config, Env, PostgresConfig};
 use crate::contract::mapper;
 use crate::contract::outbox::Status;
 use crate::contract::value::{Timestamp, Uuid};
@@ -39,7 +39,7 @@ use crate::error::{Code, Error};
 use crate::kafka::settings::Cluster;
 use crate::kafka::window::{Found, Window};
 use crate::pg::connect;
-use crate::pg::window::{self as rows, Bounds, WindowRow};
+use crate::pg::window::{self as rows, show_time, Bounds, WindowRow};
 use expected::Expected;
 use pass::{Pass, Rows};
 pub use report::{Finding, Report, TopicReport};
@@ -47,7 +47,7 @@ pub use report::{Finding, Report, TopicReport};
 /// Findings of each kind listed in a report; the counts go on.
 pub const LISTED: usize = 1000;
 /// Rows read from PostgreSQL per query.
-const PAGE: i64 = 2000;
+const PAGE: usize = 2000;
 /// Unknown records looked up per query, at most.
 const LOOKUP: usize = 500;
 /// ... and at most this many bytes of their values held meanwhile.
@@ -83,12 +83,6 @@ pub(super) struct Live {
     first: Option<i64>,
 }
 
-fn show_time(us: i64) -> String {
-    Timestamp::from_unix_micros(us)
-        .map(Timestamp::to_utc_string)
-        .unwrap_or_else(|| format!("{us} us"))
-}
-
 fn show_key(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
 }
@@ -98,10 +92,7 @@ pub async fn audit(cfg: &Config, env: Arc<Env>, request: Request) -> Result<Repo
     let started_us = crate::metrics::unix_micros();
     let sql = connect::connect(&cfg.postgres, &*env).await?;
     let table = cfg.outbox.qualified_table();
-    let bounds = Bounds {
-        since: show_time(request.since_us),
-        until: show_time(request.until_us),
-    };
+    let bounds = Bounds::from_unix_micros(request.since_us, request.until_us);
     let mut report = Report {
         since: bounds.since.clone(),
         until: bounds.until.clone(),
@@ -117,6 +108,8 @@ pub async fn audit(cfg: &Config, env: Arc<Env>, request: Request) -> Result<Repo
         let partitions = metadata.partitions(&topic)?;
         let scan = Scan {
             sql: &sql,
+            postgres: &cfg.postgres,
+            env: &*env,
             cluster: &cluster,
             table: &table,
             destination: &destination,
@@ -153,6 +146,9 @@ pub async fn audit(cfg: &Config, env: Arc<Env>, request: Request) -> Result<Repo
 /// One destination's scan.
 pub(super) struct Scan<'a> {
     sql: &'a Client,
+    /// For each pass's own connection.
+    postgres: &'a PostgresConfig,
+    env: &'a Env,
     cluster: &'a Cluster,
     table: &'a str,
     destination: &'a str,

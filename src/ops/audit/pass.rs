@@ -10,14 +10,16 @@ use crate::contract::value::{parse_uuid, Uuid};
 use crate::error::Error;
 use crate::kafka::placement;
 use crate::kafka::window::Found;
-use crate::pg::window::{self as rows, Cursor, Entry, WindowRow};
+use crate::pg::connect;
+use crate::pg::window::{self as rows, Entries, Entry, WindowRow};
 
 /// The rows of one partition, read a page at a time.
 pub(super) struct Rows<'s, 'a> {
     scan: &'s Scan<'a>,
     partitions: i32,
     partition: i32,
-    cursor: Cursor,
+    /// Opened at the first read.
+    entries: Option<Entries>,
     page: VecDeque<WindowRow>,
     done: bool,
 }
@@ -28,7 +30,7 @@ impl<'s, 'a> Rows<'s, 'a> {
             scan,
             partitions,
             partition,
-            cursor: Cursor::default(),
+            entries: None,
             page: VecDeque::new(),
             done: false,
         }
@@ -46,19 +48,21 @@ impl<'s, 'a> Rows<'s, 'a> {
             if self.done {
                 return Ok(None);
             }
+            let entries = match &mut self.entries {
+                Some(entries) => entries,
+                None => {
+                    let client = connect::connect(self.scan.postgres, self.scan.env).await?;
+                    let of = rows::Slice {
+                        table: self.scan.table,
+                        destination: Some(self.scan.destination),
+                        bounds: self.scan.bounds,
+                    };
+                    self.entries.insert(Entries::open(client, &of).await?)
+                }
+            };
             // Ids and keys first: only this partition's rows are read whole.
-            let entries = rows::entries(
-                self.scan.sql,
-                &rows::Slice {
-                    table: self.scan.table,
-                    destination: self.scan.destination,
-                    bounds: self.scan.bounds,
-                },
-                &mut self.cursor,
-                PAGE,
-            )
-            .await?;
-            self.done = (entries.len() as i64) < PAGE;
+            let entries = entries.page(PAGE).await?;
+            self.done = entries.len() < PAGE;
             let mine: Vec<String> = entries
                 .into_iter()
                 .filter(|e| self.mine(e))
@@ -262,9 +266,7 @@ impl<'s, 'a, 'r> Pass<'s, 'a, 'r> {
                 }
             }
         }
-        if self.state.keys.len() > 2 * PAGE as usize
-            && self.state.keys.len() > 4 * self.state.live.len()
-        {
+        if self.state.keys.len() > 2 * PAGE && self.state.keys.len() > 4 * self.state.live.len() {
             self.state
                 .keys
                 .retain(|_, latest| latest.created_us >= before);
