@@ -284,6 +284,39 @@ install_prometheus() {
   ) 9>"$GO_CACHE/.lock"
 }
 
+# An OpenTelemetry Collector with the OTLP receiver and the debug exporter
+# (tests/otel/builder.yaml), made by the collector builder, both pinned:
+# about 3.5 minutes the first time, then cached.
+OTELCOL_VERSION=v0.165.0
+install_otelcol() {
+  command -v go >/dev/null || die "Go is needed to build the OpenTelemetry Collector (go install)"
+  mkdir -p "$GO_CACHE/bin"
+  (
+    flock 9
+    local stamp
+    stamp="$OTELCOL_VERSION $(sha256sum "$repo/tests/otel/builder.yaml" | cut -c1-16)"
+    if [ -x "$GO_CACHE/bin/otelcol" ] && [ "$(cat "$GO_CACHE/bin/.otelcol.version" 2>/dev/null)" = "$stamp" ]; then exit 0; fi
+    if [ ! -x "$GO_CACHE/bin/ocb" ] || [ "$(cat "$GO_CACHE/bin/.ocb.version" 2>/dev/null)" != "$OTELCOL_VERSION" ]; then
+      log "installing the collector builder $OTELCOL_VERSION with go install"
+      local tmp
+      tmp=$(mktemp -d)
+      GOBIN="$tmp" go install "go.opentelemetry.io/collector/cmd/builder@$OTELCOL_VERSION" \
+        || { rm -rf "$tmp"; die "go install of the collector builder $OTELCOL_VERSION failed"; }
+      mv "$tmp/builder" "$GO_CACHE/bin/ocb"
+      rm -rf "$tmp"
+      echo "$OTELCOL_VERSION" >"$GO_CACHE/bin/.ocb.version"
+    fi
+    log "building the OpenTelemetry Collector $OTELCOL_VERSION (a few minutes the first time)"
+    local out
+    out=$(mktemp -d)
+    "$GO_CACHE/bin/ocb" --config "$repo/tests/otel/builder.yaml" --output-path "$out" >"$out.log" 2>&1 \
+      || { tail -n 30 "$out.log" >&2; rm -rf "$out" "$out.log"; die "building the OpenTelemetry Collector failed"; }
+    mv "$out/otelcol-outbox-cdc" "$GO_CACHE/bin/otelcol"
+    rm -rf "$out" "$out.log"
+    echo "$stamp" >"$GO_CACHE/bin/.otelcol.version"
+  ) 9>"$GO_CACHE/.lock-otelcol"
+}
+
 # Toxiproxy, pinned (`@latest` resolves to an old release); Go names the
 # binaries `server` and `cli`, kept here as toxiproxy-server and -cli.
 TOXIPROXY_VERSION=v2.12.0
@@ -344,6 +377,7 @@ stop_toxiproxy() { stop_process toxiproxy Toxiproxy; }
 install() {
   install_toxiproxy
   install_prometheus
+  install_otelcol
   install_pg
   local major
   # 17 also for the failover test, which runs with the PostgreSQL 15 suite.
@@ -689,6 +723,7 @@ export OUTBOX_TEST_STATE_DIR=$STATE
 export OUTBOX_TEST_SERVICES=$here/services.sh
 export OUTBOX_TEST_PROMTOOL=$GO_CACHE/bin/promtool
 export OUTBOX_TEST_PROMETHEUS=$GO_CACHE/bin/prometheus
+export OUTBOX_TEST_OTELCOL=$GO_CACHE/bin/otelcol
 export OUTBOX_TEST_TOXIPROXY_API=http://127.0.0.1:$TOXIPROXY_PORT
 export OUTBOX_TEST_PG_PROXY=127.0.0.1:$PG_PROXY_PORT
 export OUTBOX_TEST_KAFKA_PROXY=127.0.0.1:$KAFKA_PROXY_PORT

@@ -18,6 +18,7 @@ pub mod kafka;
 pub mod lsn;
 pub mod metrics;
 pub mod ops;
+pub mod otel;
 pub mod pg;
 pub mod pipeline;
 pub(crate) mod quote;

@@ -78,6 +78,8 @@ impl Args {
                             "debezium" => Ok(Engine::Debezium),
                             "outbox-cdc-transactional" => Ok(Engine::RelayTransactional),
                             "outbox-cdc-metrics" => Ok(Engine::RelayMetrics),
+                            "outbox-cdc-otel" => Ok(Engine::RelayOtel),
+                            "outbox-cdc-otel-default" => Ok(Engine::RelayOtelDefault),
                             "debezium-exactly-once" => Ok(Engine::DebeziumExactlyOnce),
                             other => Err(anyhow!("unknown engine {other}")),
                         })

@@ -37,6 +37,11 @@ pub(crate) enum Engine {
     /// The relay with its HTTP endpoint on and scraped every second, to
     /// show what the metrics cost.
     RelayMetrics,
+    /// `[otel]` with `sample_ratio = 1.0`: a span for every record, sent
+    /// to a local collector, to show what tracing costs at its most.
+    RelayOtel,
+    /// `[otel]` with its default sampling (rows carry no `traceparent`).
+    RelayOtelDefault,
     /// Kafka Connect's exactly-once source support (KIP-618): the worker
     /// with `exactly.once.source.support=enabled`, the connector with
     /// `exactly.once.support=required`.
@@ -52,6 +57,8 @@ impl Engine {
             Engine::Debezium => "debezium",
             Engine::RelayTransactional => "outbox-cdc (delivery = transactional)",
             Engine::RelayMetrics => "outbox-cdc ([http] on, /metrics scraped every second)",
+            Engine::RelayOtel => "outbox-cdc ([otel] on, every record traced)",
+            Engine::RelayOtelDefault => "outbox-cdc ([otel] on, default sampling)",
             Engine::DebeziumExactlyOnce => "debezium (exactly.once.support = required)",
         }
     }
@@ -74,6 +81,8 @@ impl Engine {
             Engine::Debezium => "debezium",
             Engine::RelayTransactional => "relay_tx",
             Engine::RelayMetrics => "relay_metrics",
+            Engine::RelayOtel => "relay_otel",
+            Engine::RelayOtelDefault => "relay_otel_default",
             Engine::DebeziumExactlyOnce => "debezium_eos",
         }
     }
@@ -167,6 +176,13 @@ topic_prefix = "{run}"
         relay_settings = relay_settings,
         http = match engine {
             Engine::RelayMetrics => format!("\n[http]\nlisten = \"127.0.0.1:{METRICS_PORT}\"\n"),
+            Engine::RelayOtel => {
+                format!(
+                    "\n[otel]\nendpoint = \"http://127.0.0.1:{OTEL_PORT}\"\nsample_ratio = 1.0\n"
+                )
+            }
+            Engine::RelayOtelDefault =>
+                format!("\n[otel]\nendpoint = \"http://127.0.0.1:{OTEL_PORT}\"\n"),
             _ => String::new(),
         },
     );
@@ -185,6 +201,8 @@ topic_prefix = "{run}"
         | Engine::RelayUnmarked
         | Engine::RelayBaseline
         | Engine::RelayMetrics
+        | Engine::RelayOtel
+        | Engine::RelayOtelDefault
         | Engine::RelayTransactional => "cdc",
         Engine::Debezium | Engine::DebeziumExactlyOnce => "debezium",
     };
@@ -326,6 +344,8 @@ pub(crate) enum Running {
     Relay {
         child: Child,
         scraper: Option<Scraper>,
+        /// The collector the `[otel]` engines send their spans to.
+        collector: Option<Child>,
     },
     Debezium {
         pid: u32,
@@ -340,7 +360,13 @@ impl Running {
             | Engine::RelayUnmarked
             | Engine::RelayBaseline
             | Engine::RelayMetrics
+            | Engine::RelayOtel
+            | Engine::RelayOtelDefault
             | Engine::RelayTransactional => {
+                let collector = match engine {
+                    Engine::RelayOtel | Engine::RelayOtelDefault => Some(start_collector(b)?),
+                    _ => None,
+                };
                 let log = File::create(b.config_path.with_extension("log"))?;
                 let child = Command::new(engine.relay_bin())
                     .args(["run", "--config"])
@@ -349,7 +375,14 @@ impl Running {
                     .stderr(log)
                     .spawn()?;
                 let scraper = (engine == Engine::RelayMetrics).then(Scraper::start);
-                Ok((Running::Relay { child, scraper }, Usage::default()))
+                Ok((
+                    Running::Relay {
+                        child,
+                        scraper,
+                        collector,
+                    },
+                    Usage::default(),
+                ))
             }
             Engine::Debezium | Engine::DebeziumExactlyOnce => {
                 // A fresh worker, so its peak memory and CPU are this run's.
@@ -407,7 +440,11 @@ impl Running {
 
     pub(crate) fn stop(self, s: &Services) -> Result<()> {
         match self {
-            Running::Relay { mut child, scraper } => {
+            Running::Relay {
+                mut child,
+                scraper,
+                collector,
+            } => {
                 if let Some(s) = scraper {
                     s.stop();
                 }
@@ -422,6 +459,10 @@ impl Running {
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
+                if let Some(mut c) = collector {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
             }
             Running::Debezium { name, .. } => {
                 s.rest("DELETE", &format!("/connectors/{name}"), None)?;
@@ -430,6 +471,38 @@ impl Running {
         }
         Ok(())
     }
+}
+
+/// The OTLP/HTTP port of the collector the `[otel]` engines send to.
+pub(crate) const OTEL_PORT: u16 = 29318;
+
+/// An OpenTelemetry Collector (`scripts/services.sh` builds it) that takes
+/// the spans and prints one line per batch, as a busy one would.
+pub(crate) fn start_collector(b: &Bench) -> Result<Child> {
+    let bin = std::env::var("OUTBOX_TEST_OTELCOL")
+        .map_err(|_| anyhow!("OUTBOX_TEST_OTELCOL from scripts/services.sh env"))?;
+    let config = b.config_path.with_extension("otelcol.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{OTEL_PORT}\n\
+             exporters:\n  debug:\n    verbosity: basic\n\
+             service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [debug]\n"
+        ),
+    )?;
+    let child = Command::new(bin)
+        .arg(format!("--config={}", config.display()))
+        .stdout(Stdio::null())
+        .stderr(File::create(b.config_path.with_extension("otelcol.log"))?)
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", OTEL_PORT)).is_err() {
+        if Instant::now() > deadline {
+            bail!("the collector did not listen on {OTEL_PORT}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(child)
 }
 
 /// The `[http]` port of the `outbox-cdc-metrics` engine.

@@ -118,7 +118,11 @@ pub(crate) async fn instructions(s: &Services, a: &Args) -> Result<Vec<Json>> {
     for engine in &a.engines {
         if matches!(
             engine,
-            Engine::Relay | Engine::RelayBaseline | Engine::RelayMetrics
+            Engine::Relay
+                | Engine::RelayBaseline
+                | Engine::RelayMetrics
+                | Engine::RelayOtel
+                | Engine::RelayOtelDefault
         ) {
             out.push(instructions_of(s, a, *engine).await?);
         }
@@ -140,6 +144,10 @@ pub(crate) async fn instructions_of(s: &Services, a: &Args, engine: Engine) -> R
         let b = prepare(s, a, &name, engine).await?;
         write_backlog(&b.client, n, a.payload, 100).await?;
         let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
+        let otel = match engine {
+            Engine::RelayOtel | Engine::RelayOtelDefault => Some(start_collector(&b)?),
+            _ => None,
+        };
         let out = b.config_path.with_extension("callgrind");
         let log = File::create(b.config_path.with_extension("log"))?;
         let mut command = if perf {
@@ -183,6 +191,10 @@ pub(crate) async fn instructions_of(s: &Services, a: &Args, engine: Engine) -> R
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         collector.finish()?;
+        if let Some(mut c) = otel {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         drop_bench(s, b).await?;
         let text = std::fs::read_to_string(&out)?;
         let total: u64 = text

@@ -12,6 +12,7 @@ pub mod debezium;
 pub mod env;
 pub mod http;
 pub mod kafka;
+pub mod otel;
 pub mod outbox;
 pub mod postgres;
 pub mod relay;
@@ -31,6 +32,7 @@ pub use debezium::{
 pub use env::{env_override_name, env_overrides, ENV_PREFIX};
 pub use http::HttpConfig;
 pub use kafka::KafkaConfig;
+pub use otel::{OtelConfig, OtlpProtocol};
 pub use outbox::OutboxConfig;
 pub use postgres::{
     Ports, PostgresConfig, SslMode, DEFAULT_PASSWORD_ENV, DEFAULT_WAL_RECEIVER_TIMEOUT_SECS,
@@ -68,6 +70,8 @@ pub struct Config {
     pub relay: RelayConfig,
     /// The metrics and health endpoint; off when absent.
     pub http: Option<HttpConfig>,
+    /// OpenTelemetry spans for published records; off when absent.
+    pub otel: Option<OtelConfig>,
 }
 
 impl Config {
@@ -128,6 +132,9 @@ impl Config {
         self.relay.validate()?;
         if let Some(http) = &self.http {
             http.validate()?;
+        }
+        if let Some(otel) = &self.otel {
+            otel.validate()?;
         }
         Ok(())
     }

@@ -326,3 +326,46 @@ fn invalid_values_are_named() {
     assert_eq!(e.code(), "CONFIG_SYNTAX");
     assert!(e.to_string().contains("sslmode"), "{e}");
 }
+
+#[test]
+fn otel_is_off_unless_configured_and_its_values_are_checked() {
+    assert!(parse_with(MINIMAL, &[]).unwrap().otel.is_none());
+    let c = parse_with(
+        &format!("{MINIMAL}\n[otel]\nendpoint = \"http://collector:4318\"\n"),
+        &[],
+    )
+    .unwrap();
+    let o = c.otel.unwrap();
+    assert_eq!(o.protocol, OtlpProtocol::HttpProtobuf);
+    assert_eq!(o.sample_ratio, 0.01);
+    assert!(!o.propagate);
+    assert_eq!(o.service_name, "outbox-cdc");
+    let grpc = parse_with(
+        &format!("{MINIMAL}\n[otel]\nendpoint = \"http://c:4317\"\nprotocol = \"grpc\"\n"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(grpc.otel.unwrap().protocol, OtlpProtocol::Grpc);
+    for (extra, key) in [
+        ("endpoint = \"collector:4318\"", "otel.endpoint"),
+        ("endpoint = \"https://collector:4318\"", "TLS"),
+        (
+            "endpoint = \"http://c:4318\"\nsample_ratio = 1.5",
+            "otel.sample_ratio",
+        ),
+        (
+            "endpoint = \"http://c:4318\"\nservice_name = \"\"",
+            "otel.service_name",
+        ),
+    ] {
+        let e = parse_with(&format!("{MINIMAL}\n[otel]\n{extra}\n"), &[]).unwrap_err();
+        assert_eq!(e.code(), Code::CONFIG_INVALID_VALUE, "{e}");
+        assert!(e.to_string().contains(key), "{key}: {e}");
+    }
+    let e = parse_with(
+        &format!("{MINIMAL}\n[otel]\nendpoint = \"http://c:4318\"\nprotocol = \"thrift\"\n"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("otel"), "{e}");
+}

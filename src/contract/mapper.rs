@@ -47,6 +47,26 @@ impl Record {
         })
     }
 
+    /// A header's value; `None` when null or absent.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v)
+    }
+
+    /// This record with `name`'s value replaced (an absent name changes
+    /// nothing): the relay's span context in place of the row's.
+    pub fn with_header(&self, name: &str, value: &[u8]) -> Record {
+        let mut record = self.clone();
+        let start = record.headers.bytes.len();
+        record.headers.bytes.extend_from_slice(value);
+        let end = record.headers.bytes.len();
+        if let Some(span) = record.headers.spans.iter_mut().find(|(n, _)| *n == name) {
+            span.1 = u32::try_from(start).ok().zip(u32::try_from(end).ok());
+        }
+        record
+    }
+
     /// Bytes this record holds, for in-flight accounting.
     pub fn size(&self) -> usize {
         self.topic.len()

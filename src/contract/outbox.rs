@@ -262,6 +262,10 @@ const fn header(name: &'static str, column: Column) -> Header {
 /// adds it under this fixed name.
 pub const ID_HEADER: Header = header("id", MESSAGE_ID);
 
+/// The W3C trace context: the parent of the relay's span, and what
+/// `otel.propagate` writes the relay's span into.
+pub const TRACEPARENT_HEADER: Header = header("traceparent", TRACEPARENT);
+
 /// The 15 canonical headers, in the order they follow `id` on the wire.
 pub const CANONICAL_HEADERS: [Header; 15] = [
     header("msg.type", MESSAGE_TYPE),
@@ -276,7 +280,7 @@ pub const CANONICAL_HEADERS: [Header; 15] = [
     header("msg.tenant", TENANT),
     header("msg.partition-key", PARTITION_KEY),
     header("msg.ordering-key", ORDERING_KEY),
-    header("traceparent", TRACEPARENT),
+    TRACEPARENT_HEADER,
     header("tracestate", TRACESTATE),
     header("baggage", BAGGAGE),
 ];

@@ -48,6 +48,8 @@ pub(crate) struct Ticket<T> {
     pub(crate) bytes: usize,
     /// The caller's index of the record's topic (for per-destination counts).
     pub(crate) destination: u32,
+    /// The record's span, when it is traced.
+    pub(crate) trace: Option<crate::otel::Seed>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +57,8 @@ pub(crate) struct Delivery<T> {
     pub(crate) ticket: Ticket<T>,
     pub(crate) outcome: Outcome,
     pub(crate) partition: i32,
+    /// Where Kafka stored it; negative when it did not.
+    pub(crate) offset: i64,
 }
 
 /// Why a record was not enqueued.
@@ -183,17 +187,23 @@ impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
     fn delivery(&self, result: &DeliveryResult<'_>, ticket: Box<Ticket<T>>) {
         use rdkafka::Message;
         let status = persist_status(result);
-        let (outcome, partition) = match result {
-            Ok(m) => (classify(None, status, m.topic(), m.offset()), m.partition()),
+        let (outcome, partition, offset) = match result {
+            Ok(m) => (
+                classify(None, status, m.topic(), m.offset()),
+                m.partition(),
+                m.offset(),
+            ),
             Err((e, m)) => (
                 classify(Some(e), status, m.topic(), m.offset()),
                 m.partition(),
+                m.offset(),
             ),
         };
         let _ = self.reports.send(Delivery {
             ticket: *ticket,
             outcome,
             partition,
+            offset,
         });
     }
 }

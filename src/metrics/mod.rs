@@ -53,6 +53,7 @@ pub struct Metrics {
     pub(crate) journaled: IntCounter,
     pub(crate) marks_written: IntCounter,
     kafka_transactions: IntCounterVec,
+    spans: IntCounterVec,
     standby: IntGauge,
     ready: IntGauge,
     pub(crate) confirmed: IntCounter,
@@ -139,6 +140,7 @@ impl Metrics {
             journaled: int_counter(&JOURNALED),
             marks_written: int_counter(&MARKS_WRITTEN),
             kafka_transactions: counter_vec(&KAFKA_TRANSACTIONS),
+            spans: counter_vec(&SPANS),
             standby: int_gauge(&STANDBY),
             ready: int_gauge(&READY),
             confirmed,
@@ -194,6 +196,7 @@ impl Metrics {
             (&JOURNALED, Box::new(m.journaled.clone())),
             (&MARKS_WRITTEN, Box::new(m.marks_written.clone())),
             (&KAFKA_TRANSACTIONS, Box::new(m.kafka_transactions.clone())),
+            (&SPANS, Box::new(m.spans.clone())),
             (&STANDBY, Box::new(m.standby.clone())),
             (&READY, Box::new(m.ready.clone())),
         ];
@@ -243,6 +246,11 @@ impl Metrics {
 
     pub(crate) fn kafka_transaction(&self, outcome: &str) {
         self.kafka_transactions.with_label_values(&[outcome]).inc();
+    }
+
+    /// `n` spans exported or dropped (`names::EXPORTED`, `names::DROPPED`).
+    pub(crate) fn spans(&self, outcome: &str, n: u64) {
+        self.spans.with_label_values(&[outcome]).inc_by(n);
     }
 
     /// The commit time of the oldest transaction read and not yet settled
@@ -391,6 +399,7 @@ mod tests {
         m.restarted(Code::PG_CONNECTION_LOST);
         // A labelled family shows once it has a child.
         m.kafka_transaction(names::COMMITTED);
+        m.spans(names::DROPPED, 2);
         m.commit_to_ack.observe(0.012);
         m.set_slot(Some(&SlotFigures {
             active: true,
@@ -415,6 +424,7 @@ mod tests {
             text.contains("outbox_cdc_records_published_total{destination=\"outbox.orders\"} 3")
         );
         assert!(text.contains("outbox_cdc_rows_failed_total{code=\"MESSAGE_TOO_LARGE\"} 1"));
+        assert!(text.contains("outbox_cdc_spans_total{outcome=\"dropped\"} 2"));
         assert!(text.contains("outbox_cdc_slot_wal_status{status=\"reserved\"} 1"));
         assert!(text.contains("outbox_cdc_slot_wal_status{status=\"lost\"} 0"));
         assert!(text.contains("outbox_cdc_slot_safe_wal_size_bytes 30"));

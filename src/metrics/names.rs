@@ -160,6 +160,11 @@ pub const KAFKA_TRANSACTIONS: Def = counter(
     "Transactional delivery: Kafka transactions, by outcome (committed, aborted).",
     &[OUTCOME],
 );
+pub const SPANS: Def = counter(
+    "outbox_cdc_spans_total",
+    "[otel] spans handed to the collector, by outcome: exported, or dropped (the collector refused them or did not answer).",
+    &[OUTCOME],
+);
 pub const STANDBY: Def = gauge(
     "outbox_cdc_standby",
     "1 while another relay holds the slot and this one waits to take over.",
@@ -201,6 +206,7 @@ pub const ALL: &[Def] = &[
     JOURNALED,
     MARKS_WRITTEN,
     KAFKA_TRANSACTIONS,
+    SPANS,
     STANDBY,
     READY,
     BUILD_INFO,
@@ -216,6 +222,9 @@ pub const AMBIGUOUS: &str = "ambiguous";
 pub const RETRY: &str = "retry";
 /// Kafka transaction outcomes.
 pub const COMMITTED: &str = "committed";
+/// Span export outcomes.
+pub const EXPORTED: &str = "exported";
+pub const DROPPED: &str = "dropped";
 pub const ABORTED: &str = "aborted";
 
 /// Buckets of the commit-to-acknowledgement histogram, in seconds.

@@ -123,7 +123,12 @@ impl Relay {
             Delivery::Idempotent => (Mode::Idempotent, None),
         };
         let stats = Arc::new(RelayStats::default());
-        let shared = shared(&cfg, env.clone(), stats.clone());
+        let mut shared = shared(&cfg, env.clone(), stats.clone());
+        if let Some(o) = &cfg.otel {
+            let tracing =
+                crate::otel::Tracing::start(o, &cfg.outbox.topic_prefix, shared.metrics.clone())?;
+            shared.otel = Some(Arc::new(tracing));
+        }
         let cluster = cfg.kafka_cluster(&*env)?;
         let batch_size = limits::configured_batch_size(&cluster)?;
         let admin = limits::admin(&cluster)?;
@@ -171,6 +176,11 @@ impl Relay {
             .restarts
             .store(supervisor.restarts(), Ordering::Relaxed);
         self.finish_marks().await;
+        if let Some(otel) = self.shared.otel.clone() {
+            // The exporter's last batch, off the runtime's threads.
+            let _ =
+                tokio::task::spawn_blocking(move || otel.shutdown(Duration::from_secs(5))).await;
+        }
         let settled = self.shared.feedback.settled();
         match &result {
             Ok(()) => tracing::info!(%settled, "relay stopped"),
@@ -488,5 +498,6 @@ fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
         stalled,
         poison: std::sync::Mutex::new(HashSet::new()),
         limits: limits::Limits::default(),
+        otel: None,
     }
 }

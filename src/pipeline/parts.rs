@@ -14,6 +14,8 @@ use super::recorder::{MARK_BATCH, MARK_INTERVAL};
 use super::shared::Shared;
 use super::sink::{Delivery, Sink, Ticket};
 use super::watermark::{TxSeq, Watermark};
+use crate::contract::mapper::Record;
+use crate::contract::outbox;
 use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{policy, Code, Error};
@@ -21,6 +23,7 @@ use crate::kafka::limits::Limit;
 use crate::kafka::publisher::Outcome;
 use crate::lsn::Lsn;
 use crate::metrics::names;
+use crate::otel::{Acknowledged, Seed};
 use crate::pg::row_status::Guard;
 
 /// A rejected or refused row waiting to be recorded.
@@ -124,6 +127,50 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
             Outcome::Retry(_) => m.delivery(names::RETRY),
             Outcome::Ambiguous(_) => m.delivery(names::AMBIGUOUS),
         }
+    }
+
+    /// The record's span seed when it is traced, and, when
+    /// `otel.propagate` is set, the record with the relay's span context
+    /// in place of the row's.
+    pub(crate) fn trace(&self, record: &Record) -> (Option<Seed>, Option<Record>) {
+        let Some(otel) = &self.shared.otel else {
+            return (None, None);
+        };
+        let header = outbox::TRACEPARENT_HEADER.name;
+        let commit_us = record.timestamp_ms.unwrap_or_default().saturating_mul(1000);
+        let Some(seed) = otel.seed(record.header(header), commit_us) else {
+            return (None, None);
+        };
+        let traced = otel
+            .propagates()
+            .then(|| record.with_header(header, seed.traceparent().as_bytes()));
+        (Some(seed), traced)
+    }
+
+    /// Ends a traced record's span at its report.
+    pub(crate) fn trace_acknowledged(&self, d: &Delivery) {
+        let (Some(otel), Some(seed)) = (&self.shared.otel, &d.ticket.trace) else {
+            return;
+        };
+        let topic = self
+            .by_index
+            .get(d.ticket.destination as usize)
+            .map_or("", |x| x.name.as_str());
+        let (outcome, offset) = match &d.outcome {
+            Outcome::Confirmed => ("published", Some(d.offset)),
+            Outcome::Rejected(_) => ("refused", None),
+            Outcome::Retry(_) => ("retried", None),
+            Outcome::Ambiguous(_) => ("ambiguous", None),
+        };
+        let id = d.ticket.message_id.to_string();
+        let ack = Acknowledged {
+            message_id: &id,
+            topic,
+            partition: d.partition,
+            offset,
+            outcome,
+        };
+        otel.acknowledged(seed, &ack, crate::metrics::unix_micros());
     }
 
     /// Counts a confirmed record as published to its destination.

@@ -221,6 +221,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
             }
         }
         self.parts.account(&d);
+        self.parts.trace_acknowledged(&d);
         self.settlement.on_delivery(&mut self.parts, d);
     }
 
@@ -316,6 +317,8 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
         if self.parts.ending.is_some() {
             return;
         }
+        let (trace, traced) = self.parts.trace(record);
+        let record = traced.as_ref().unwrap_or(record);
         let bytes = limits::framed_size(record);
         if let Some(bound) = limit.and_then(Limit::record_bound) {
             if bytes > bound {
@@ -340,6 +343,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
             message_id: record.message_id,
             bytes,
             destination,
+            trace,
         };
         loop {
             match self.parts.sink.send(record, ticket) {

@@ -82,6 +82,8 @@ pub(crate) struct Shared {
     /// Rows Kafka refused inside an aborted transaction, recorded FAILED:
     /// left out when their transaction is published again.
     pub(crate) poison: Mutex<HashSet<Uuid>>,
+    /// Spans for published records; `None` unless `[otel]` is configured.
+    pub(crate) otel: Option<Arc<crate::otel::Tracing>>,
 }
 
 impl Shared {

@@ -24,6 +24,7 @@ mod limits;
 mod mapper;
 mod migrations;
 mod operations;
+mod otel;
 mod relay;
 mod replay;
 mod replication;

@@ -228,3 +228,44 @@ fn the_full_row_has_the_contract_bytes() {
         "ILLEGAL_TOPIC_NAME"
     );
 }
+
+/// `otel.propagate`'s rewrite: only `traceparent` changes, in its place,
+/// whether the row had one or not.
+#[test]
+fn a_header_rewrite_changes_that_header_alone() {
+    let relay_span = b"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000abc-01";
+    let all = |r: &Record| -> Vec<(String, Option<Vec<u8>>)> {
+        r.headers()
+            .map(|(n, v)| (n.to_string(), v.map(<[u8]>::to_vec)))
+            .collect()
+    };
+    for traceparent in [
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        None,
+    ] {
+        let r = map(&[("traceparent", traceparent)]).unwrap();
+        assert_eq!(
+            r.header("traceparent"),
+            traceparent.map(str::as_bytes),
+            "{traceparent:?}"
+        );
+        let rewritten = r.with_header("traceparent", relay_span);
+        assert_eq!(rewritten.header("traceparent"), Some(&relay_span[..]));
+        let (before, after) = (all(&r), all(&rewritten));
+        assert_eq!(before.len(), after.len());
+        for (b, a) in before.iter().zip(&after) {
+            assert_eq!(b.0, a.0);
+            if b.0 != "traceparent" {
+                assert_eq!(b, a);
+            }
+        }
+        assert_eq!(
+            (r.key, r.value, r.topic),
+            (
+                rewritten.key.clone(),
+                rewritten.value.clone(),
+                rewritten.topic.clone()
+            )
+        );
+    }
+}

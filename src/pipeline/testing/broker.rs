@@ -248,6 +248,8 @@ impl State {
                 ticket: p.ticket,
                 outcome,
                 partition: partition_of(&p.key) as i32,
+                // Offsets are the broker model's log position, not Kafka's.
+                offset: -1,
             });
         }
     }

@@ -204,6 +204,7 @@ impl Process {
                 recorder,
                 stalled,
                 poison: Default::default(),
+                otel: None,
             }),
         }
     }
