@@ -5,6 +5,7 @@
 #
 #   scripts/bench.sh [--rows N] [--payload BYTES] [--tx-sizes 1,100]
 #                    [--rate MSG_PER_S] [--seconds S] [--partitions N] [--out DIR]
+#                    [--traceparent sampled|none]
 #
 # Defaults: 200 000 rows of about 500 bytes, transactions of 1 and of 100
 # rows, a steady stream of 2 000 msg/s for 30 s, 6 partitions, results in
@@ -16,6 +17,10 @@
 # the other build's binary and add the engine `outbox-cdc-baseline`, e.g.
 #   BENCH_BASELINE_BIN=../old/target/release/outbox-cdc \
 #     scripts/bench.sh --only backlog --engines outbox-cdc,outbox-cdc-baseline --out /tmp/compare
+# The rows carry a sampled traceparent unless --traceparent none: what
+# tracing costs at its default sampling is measured on rows without one, e.g.
+#   scripts/bench.sh --only backlog,instructions --traceparent none \
+#     --engines outbox-cdc,outbox-cdc-otel,outbox-cdc-otel-default --out /tmp/otel
 # Settings other than the defaults are recorded in the results.
 # Services this script started are stopped at the end; the Kafka Connect
 # worker is started and stopped by the bench itself.

@@ -4,7 +4,7 @@
 //!
 //! Whether a record is traced is decided when it is produced (a row's
 //! sampled `traceparent` is followed, an unsampled one never; other rows by
-//! `sample_ratio` on their new trace id), because the span's context must be
+//! `sample_ratio`), because the span's context must be
 //! known then to write it into the record (`propagate`). The span itself is
 //! built when the acknowledgement comes, with the times it covers, and
 //! handed to the SDK's batch exporter; a record not traced costs one check.
@@ -64,12 +64,15 @@ pub(crate) struct Acknowledged<'a> {
 pub struct Tracing {
     provider: SdkTracerProvider,
     tracer: opentelemetry_sdk::trace::SdkTracer,
-    /// `sample_ratio` as a bound on a trace id's low 63 bits, as the SDK's
-    /// `TraceIdRatioBased` compares.
+    /// `sample_ratio` as a bound on a 63-bit draw.
     bound: u64,
     propagate: bool,
     /// Stripped from a topic to name the row's destination.
     topic_prefix: String,
+    /// Spans ended and handed to the batch processor.
+    recorded: prometheus::IntCounter,
+    /// The sampling draws' state, seeded per process.
+    draws: std::sync::atomic::AtomicU64,
     ids: RandomIdGenerator,
 }
 
@@ -201,6 +204,7 @@ impl Tracing {
         for outcome in [names::EXPORTED, names::DROPPED] {
             metrics.spans(outcome, 0);
         }
+        let recorded = metrics.spans_counter(names::RECORDED);
         let exporter = Counted {
             inner: exporter,
             metrics,
@@ -218,6 +222,13 @@ impl Tracing {
             bound: (cfg.sample_ratio.clamp(0.0, 1.0) * (1u64 << 63) as f64) as u64,
             propagate: cfg.propagate,
             topic_prefix: topic_prefix.to_string(),
+            recorded,
+            draws: std::sync::atomic::AtomicU64::new({
+                use std::hash::{BuildHasher, Hasher};
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u32(std::process::id());
+                h.finish()
+            }),
             ids: RandomIdGenerator::default(),
         })
     }
@@ -233,12 +244,12 @@ impl Tracing {
             Some((trace, span, true)) => (trace, Some(span)),
             Some((_, _, false)) => return None,
             None => {
-                let trace = u128::from_be_bytes(self.ids.new_trace_id().to_bytes());
-                // The SDK's ratio rule: the low 63 bits under the bound.
-                let low = (trace as u64) >> 1;
-                if low >= self.bound {
+                // The draw is cheap (most records are not traced); the trace
+                // id of one that is comes from the SDK's generator.
+                if self.draw() >> 1 >= self.bound {
                     return None;
                 }
+                let trace = u128::from_be_bytes(self.ids.new_trace_id().to_bytes());
                 (trace, None)
             }
         };
@@ -248,6 +259,17 @@ impl Tracing {
             span_id: u64::from_be_bytes(self.ids.new_span_id().to_bytes()),
             commit_us,
         })
+    }
+
+    /// A uniform 64-bit draw (SplitMix64 over an atomic counter).
+    fn draw(&self) -> u64 {
+        let mut z = self
+            .draws
+            .fetch_add(0x9e37_79b9_7f4a_7c15, std::sync::atomic::Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 
     /// At the acknowledgement: the span, from the commit to `now_us`.
@@ -295,6 +317,7 @@ impl Tracing {
             .start_with_context(&self.tracer, &parent);
         NEXT.with(|n| n.set((None, None)));
         opentelemetry::trace::Span::end_with_timestamp(&mut span, at(now_us));
+        self.recorded.inc();
     }
 
     /// Exports what is buffered, at most `within`.

@@ -26,7 +26,21 @@ pub(crate) struct Args {
     pub(crate) big_payload: i32,
     /// The instructions scenario (`--only instructions`): its smaller backlog.
     pub(crate) instr_rows: i64,
+    /// What the rows' `traceparent` column holds.
+    pub(crate) row_trace: RowTrace,
 }
+
+/// The rows' `traceparent`: a sampled W3C context (the default, as a
+/// traced writer leaves it), or none, so that `[otel]`'s `sample_ratio`
+/// decides (`--traceparent none`, to measure tracing at its default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowTrace {
+    Sampled,
+    Absent,
+}
+
+/// Set once from the command line; read where rows are written.
+pub(crate) static ROW_TRACE: std::sync::OnceLock<RowTrace> = std::sync::OnceLock::new();
 
 impl Args {
     pub(crate) fn parse() -> Result<Args> {
@@ -46,6 +60,7 @@ impl Args {
             big_rows: 1_000_000,
             big_payload: 1024,
             instr_rows: 20_000,
+            row_trace: RowTrace::Sampled,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -67,6 +82,13 @@ impl Args {
                 "--big-rows" => a.big_rows = value()?.parse()?,
                 "--big-payload" => a.big_payload = value()?.parse()?,
                 "--instr-rows" => a.instr_rows = value()?.parse()?,
+                "--traceparent" => {
+                    a.row_trace = match value()?.as_str() {
+                        "sampled" => RowTrace::Sampled,
+                        "none" => RowTrace::Absent,
+                        other => bail!("--traceparent is sampled or none, not {other}"),
+                    }
+                }
                 "--only" => a.only = value()?.split(',').map(str::to_string).collect(),
                 "--engines" => {
                     a.engines = value()?

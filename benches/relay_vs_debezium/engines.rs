@@ -40,7 +40,9 @@ pub(crate) enum Engine {
     /// `[otel]` with `sample_ratio = 1.0`: a span for every record, sent
     /// to a local collector, to show what tracing costs at its most.
     RelayOtel,
-    /// `[otel]` with its default sampling (rows carry no `traceparent`).
+    /// `[otel]` with its default `sample_ratio`: with `--traceparent none`
+    /// a share of the records is traced; rows with a sampled `traceparent`
+    /// (the default rows) are all traced, whatever the ratio.
     RelayOtelDefault,
     /// Kafka Connect's exactly-once source support (KIP-618): the worker
     /// with `exactly.once.source.support=enabled`, the connector with
@@ -313,10 +315,14 @@ pub(crate) const INSERT_COLUMNS: &str =
      partition_key, tenant, traceparent, correlation_id";
 
 pub(crate) fn insert_values(g: &str, tag: &str, payload: i32) -> String {
+    let traceparent = match crate::args::ROW_TRACE.get() {
+        Some(crate::args::RowTrace::Absent) => "NULL".to_string(),
+        _ => format!("'{TRACEPARENT}'"),
+    };
     format!(
         "md5('{tag}' || {g})::uuid, '{DESTINATION}', 'OrderPlaced', 1, 'application/json', \
          convert_to('{{\"n\":' || {g} || ',\"pad\":\"' || repeat('x', greatest({payload} - 20, 0)) || '\"}}', 'UTF8'), \
-         'customer-' || ({g} % 1000), 'acme', '{TRACEPARENT}', 'corr-' || {g}"
+         'customer-' || ({g} % 1000), 'acme', {traceparent}, 'corr-' || {g}"
     )
 }
 

@@ -79,6 +79,7 @@ async fn main() -> Result<()> {
 
 async fn bench() -> Result<()> {
     let a = Args::parse()?;
+    let _ = args::ROW_TRACE.set(a.row_trace);
     if std::env::args().any(|x| x == "--render-only") {
         // Rewrites the table from the results file, measuring nothing.
         let text = std::fs::read_to_string(a.out.join("benchmark.json"))?;
@@ -207,6 +208,7 @@ async fn bench() -> Result<()> {
             "seconds": a.seconds, "partitions": a.partitions, "repeat": a.repeat, "debezium_tuning": tuning,
             "relay_settings": std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
             "relay_kafka_properties": std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
+            "row_traceparent": match a.row_trace { args::RowTrace::Sampled => "sampled", args::RowTrace::Absent => "none" },
         },
         "results": results,
         "ratios": ratios(&a, &results),

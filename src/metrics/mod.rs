@@ -248,9 +248,14 @@ impl Metrics {
         self.kafka_transactions.with_label_values(&[outcome]).inc();
     }
 
-    /// `n` spans exported or dropped (`names::EXPORTED`, `names::DROPPED`).
+    /// `n` spans recorded, exported or dropped (`names::RECORDED`, ...).
     pub(crate) fn spans(&self, outcome: &str, n: u64) {
         self.spans.with_label_values(&[outcome]).inc_by(n);
+    }
+
+    /// The handle of one span outcome, for a count on the data path.
+    pub(crate) fn spans_counter(&self, outcome: &str) -> IntCounter {
+        self.spans.with_label_values(&[outcome])
     }
 
     /// The commit time of the oldest transaction read and not yet settled

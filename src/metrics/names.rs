@@ -162,7 +162,7 @@ pub const KAFKA_TRANSACTIONS: Def = counter(
 );
 pub const SPANS: Def = counter(
     "outbox_cdc_spans_total",
-    "[otel] spans handed to the collector, by outcome: exported, or dropped (the collector refused them or did not answer).",
+    "[otel] spans by outcome: recorded (ended and queued for export), exported (the collector took them), dropped (the collector refused them or did not answer); recorded less the other two is what is queued or was lost to a full queue.",
     &[OUTCOME],
 );
 pub const STANDBY: Def = gauge(
@@ -222,7 +222,8 @@ pub const AMBIGUOUS: &str = "ambiguous";
 pub const RETRY: &str = "retry";
 /// Kafka transaction outcomes.
 pub const COMMITTED: &str = "committed";
-/// Span export outcomes.
+/// Span outcomes.
+pub const RECORDED: &str = "recorded";
 pub const EXPORTED: &str = "exported";
 pub const DROPPED: &str = "dropped";
 pub const ABORTED: &str = "aborted";

@@ -407,6 +407,9 @@ async fn a_collector_that_is_down_stalls_nothing() {
         Some(0.0)
     );
     common::wait_until_marked(&db.client).await;
+    // Marked means acknowledged: every record's span has ended.
+    let recorded = metric(http, "outbox_cdc_spans_total{outcome=\"recorded\"}");
+    assert_eq!(recorded, Some(5000.0), "one span per record");
     let stopping = Instant::now();
     relay.signal("TERM");
     assert!(
