@@ -77,7 +77,7 @@ struct ConfigArg {
 
 impl ConfigArg {
     fn load(&self) -> Result<Config, Error> {
-        Config::load(&self.path, &env)
+        Config::load_from_process_env(&self.path)
     }
 }
 

@@ -9,9 +9,11 @@
 //! an environment variable or a file the configuration names.
 
 pub mod debezium;
+mod decoding;
 pub mod env;
 pub mod http;
 pub mod kafka;
+pub(crate) mod keys;
 pub mod otel;
 pub mod outbox;
 pub mod postgres;
@@ -29,7 +31,7 @@ pub use debezium::{
     DebeziumConfig, DebeziumServerConfig, OffsetStorage, ProviderReference, SecretKeyRef,
     StrimziConfig,
 };
-pub use env::{env_override_name, env_overrides, ENV_PREFIX};
+pub use env::{env_override_name, env_overrides, unused_variables, ENV_PREFIX};
 pub use http::HttpConfig;
 pub use kafka::KafkaConfig;
 pub use otel::{OtelConfig, OtlpProtocol};
@@ -40,7 +42,7 @@ pub use postgres::{
 pub use relay::{Delivery, DeliveryMode, RelayConfig, TransactionalConfig};
 pub use secrets::{PropertyValue, SecretSource};
 
-use crate::error::{Code, Error};
+use crate::error::{Cause, Code, Error};
 use crate::kafka::settings;
 pub use crate::secret::Secret;
 
@@ -50,6 +52,7 @@ pub type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 fn invalid(key: &str, reason: impl fmt::Display) -> Error {
     Error::new(Code::CONFIG_INVALID_VALUE, format!("`{key}`: {reason}"))
+        .caused_by(Cause::ConfigKey(key.to_string()))
 }
 
 fn secret_in_file(key: &str) -> Error {
@@ -62,6 +65,8 @@ fn secret_in_file(key: &str) -> Error {
 #[derive(Debug, Clone, Deserialize)]
 pub struct Config {
     pub postgres: PostgresConfig,
+    /// Optional: every key has a default.
+    #[serde(default)]
     pub outbox: OutboxConfig,
     pub kafka: KafkaConfig,
     #[serde(default)]
@@ -86,9 +91,33 @@ impl Config {
         Config::parse(&text, path, env)
     }
 
-    /// Loads with the process environment.
+    /// Loads with the process environment, warning of `OUTBOX_CDC_*`
+    /// variables that set nothing.
     pub fn load_from_process_env(path: &Path) -> Result<Config, Error> {
-        Config::load(path, &|name| std::env::var(name).ok())
+        let config = Config::load(path, &|name| std::env::var(name).ok())?;
+        let referenced = config.secret_variables();
+        let referenced: Vec<&str> = referenced.iter().map(String::as_str).collect();
+        for warning in env::unused_variables(std::env::vars().map(|(k, _)| k), &referenced) {
+            tracing::warn!(code = %Code::CONFIG_UNKNOWN_KEY, "{warning}");
+        }
+        Ok(config)
+    }
+
+    /// The environment variables the configuration names for secrets.
+    pub fn secret_variables(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        if let Some(SecretSource::Env { env }) = &self.postgres.password {
+            names.push(env.clone());
+        }
+        for value in self.kafka.properties.values() {
+            if let secrets::PropertyValue::Secret(SecretSource::Env { env }) = value {
+                names.push(env.clone());
+            }
+        }
+        if let Some(ProviderReference::Env { env }) = &self.debezium.password {
+            names.push(env.clone());
+        }
+        names
     }
 
     pub fn parse(
@@ -106,21 +135,31 @@ impl Config {
             .parse()
             .map_err(|e: toml::de::Error| syntax(e.to_string()))?;
         reject_literal_secret(&table, "postgres", "password")?;
-        env::apply_env_overrides(&mut table, env)?;
-        require_keys(&table)?;
+        let applied = env::apply_env_overrides(&mut table, env)?;
         RelayConfig::check_raw(table.get("relay"))?;
+        // A misspelt key or section, before the required ones it may be.
+        if let Some(e) = keys::unknown(&table) {
+            return Err(e);
+        }
+        require_keys(&table)?;
 
-        let mut unknown = Vec::new();
-        let config: Config =
-            serde_ignored::deserialize(toml::Value::Table(table), |p| unknown.push(p.to_string()))
-                .map_err(|e: toml::de::Error| syntax(e.to_string()))?;
+        let (config, unknown) = decode(table, &applied, &syntax)?;
         if let Some(key) = unknown.into_iter().next() {
             return Err(Error::new(
                 Code::CONFIG_UNKNOWN_KEY,
                 format!("unknown key `{key}` in {}", path.display()),
             ));
         }
-        config.validate()?;
+        config.validate().map_err(|e| {
+            // A refused value an environment variable set: name the variable.
+            match applied
+                .iter()
+                .find(|a| Some(a.key.as_str()) == e.config_key())
+            {
+                Some(a) => e.context(format!("{}={:?}", a.variable, a.value)),
+                None => e,
+            }
+        })?;
         Ok(config)
     }
 
@@ -189,6 +228,44 @@ impl Config {
     }
 }
 
+/// Decodes the table, naming the key a value fails at (and the variable,
+/// when one set it). A variable's value read as a number or a boolean
+/// where the key takes text is taken as text and decoded again, once.
+fn decode(
+    mut table: toml::Table,
+    applied: &[env::Applied],
+    syntax: &dyn Fn(String) -> Error,
+) -> Result<(Config, Vec<String>), Error> {
+    let mut as_text: Vec<&str> = Vec::new();
+    loop {
+        let mut unknown = Vec::new();
+        let mut note = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
+        let decoder =
+            serde_ignored::Deserializer::new(toml::Value::Table(table.clone()), &mut note);
+        let result: Result<Config, serde_path_to_error::Error<toml::de::Error>> =
+            serde_path_to_error::deserialize(decoder);
+        let e = match result {
+            Ok(config) => return Ok((config, unknown)),
+            Err(e) => e,
+        };
+        let key = e.path().to_string();
+        let reason = decoding::plain(&key, &e.inner().to_string());
+        let Some(a) = applied.iter().find(|a| a.key == key) else {
+            return Err(syntax(format!("`{key}`: {reason}")));
+        };
+        if as_text.contains(&a.key.as_str())
+            || matches!(env::scalar(&a.value), toml::Value::String(_))
+        {
+            return Err(invalid(
+                &key,
+                format!("{}={:?}: {reason}", a.variable, a.value),
+            ));
+        }
+        env::set(&mut table, &a.key, toml::Value::String(a.value.clone()))?;
+        as_text.push(&a.key);
+    }
+}
+
 fn reject_literal_secret(table: &toml::Table, section: &str, key: &str) -> Result<(), Error> {
     if let Some(v) = table.get(section).and_then(|s| s.get(key)) {
         if v.is_str() {
@@ -205,7 +282,6 @@ const REQUIRED_KEYS: &[(&str, Option<&str>)] = &[
     ("postgres", None),
     ("postgres", Some("dbname")),
     ("postgres", Some("user")),
-    ("outbox", None),
     ("kafka", None),
     ("kafka", Some("bootstrap_servers")),
 ];

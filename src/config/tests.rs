@@ -369,3 +369,159 @@ fn otel_is_off_unless_configured_and_its_values_are_checked() {
     .unwrap_err();
     assert!(e.to_string().contains("otel"), "{e}");
 }
+
+#[test]
+fn a_misspelt_key_or_section_is_named_before_what_it_leaves_missing() {
+    let e = parse_with(&MINIMAL.replace("dbname", "dbnme"), &[]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_UNKNOWN_KEY");
+    assert!(
+        e.to_string()
+            .contains("unknown key `postgres.dbnme`: did you mean `postgres.dbname`?"),
+        "{e}"
+    );
+    let e = parse_with(&MINIMAL.replace("[kafka]", "[kafak]"), &[]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_UNKNOWN_KEY");
+    assert!(
+        e.to_string()
+            .contains("unknown section `[kafak]`: did you mean `[kafka]`?"),
+        "{e}"
+    );
+    let e = parse_with(
+        &format!("{MINIMAL}\n[relay]\ndelivery = \"transactional\"\n[relay.transactional]\nmax_recods = 5\n"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("did you mean `relay.transactional.max_records`?"),
+        "{e}"
+    );
+    // Nothing near: no guess.
+    let e = parse_with(&MINIMAL.replace("[outbox]", "[outbox]\nzzzzzz = 1"), &[]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "CONFIG_UNKNOWN_KEY: unknown key `outbox.zzzzzz`"
+    );
+}
+
+#[test]
+fn the_outbox_section_may_be_left_out() {
+    let c = parse_with(&MINIMAL.replace("[outbox]", ""), &[]).unwrap();
+    assert_eq!(c.outbox.table, "messaging_outbox");
+    assert_eq!(c.outbox.topic_prefix, "outbox.");
+}
+
+#[test]
+fn a_bad_override_names_its_variable_and_no_rust_type() {
+    let e = parse_with(MINIMAL, &[("OUTBOX_CDC_DEBEZIUM_DATABASE_PORT", "70000")]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
+    let text = e.to_string();
+    assert!(
+        text.contains("`debezium.database_port`: OUTBOX_CDC_DEBEZIUM_DATABASE_PORT=\"70000\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("from 0 to 65535") && !text.contains("u16"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("test.toml"),
+        "the file is not to blame: {text}"
+    );
+}
+
+#[test]
+fn a_wrong_secret_form_says_what_the_forms_are() {
+    let e = parse_with(
+        &MINIMAL.replace(
+            "user = \"relay\"",
+            "user = \"relay\"\npassword = { envv = \"X\" }",
+        ),
+        &[],
+    )
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("`postgres.password`"), "{text}");
+    assert!(
+        text.contains("{ env = \\\"NAME\\\" }") || text.contains("{ env = \"NAME\" }"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("SecretSource") && !text.contains("untagged"),
+        "{text}"
+    );
+    let e = parse_with(
+        &MINIMAL.replace(
+            "bootstrap_servers = \"127.0.0.1:9092\"",
+            "bootstrap_servers = \"127.0.0.1:9092\"\n[kafka.properties]\n\"sasl.password\" = { fiel = \"/x\" }",
+        ),
+        &[],
+    )
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("`kafka.properties.sasl.password`"), "{text}");
+    assert!(
+        !text.contains("PropertyValue") && !text.contains("untagged"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_variable_that_sets_nothing_is_warned_of() {
+    let vars = [
+        "OUTBOX_CDC_KAFKA_PROPERTIES",
+        "OUTBOX_CDC_RELAY_MAX_IN_FLIGHT_MESSAGES",
+        "OUTBOX_CDC_POSTGRES_HOTS",
+        "OUTBOX_CDC_POSTGRES_HOST",
+        "OUTBOX_CDC_LOG",
+        "OUTBOX_CDC_KAFKA_SECRET",
+        "PATH",
+    ]
+    .map(String::from);
+    let warnings = unused_variables(vars, &["OUTBOX_CDC_KAFKA_SECRET"]);
+    assert_eq!(
+        warnings,
+        [
+            "OUTBOX_CDC_KAFKA_PROPERTIES is ignored: `kafka.properties` has no environment override; set it in the configuration file",
+            "OUTBOX_CDC_POSTGRES_HOTS is ignored: no such setting; did you mean OUTBOX_CDC_POSTGRES_HOST?",
+        ]
+    );
+}
+
+#[test]
+fn every_key_that_takes_one_value_has_its_variable() {
+    let c = parse_with(
+        MINIMAL,
+        &[
+            ("OUTBOX_CDC_RELAY_MAX_IN_FLIGHT_MESSAGES", "500"),
+            ("OUTBOX_CDC_RELAY_CREATE_SLOT", "true"),
+            ("OUTBOX_CDC_RELAY_DELIVERY", "transactional"),
+            ("OUTBOX_CDC_RELAY_TRANSACTIONAL_MAX_MS", "250"),
+            ("OUTBOX_CDC_DEBEZIUM_SERVER_OFFSET_TOPIC", "offsets"),
+            // Text that reads as a number stays text where the key takes text.
+            ("OUTBOX_CDC_POSTGRES_APPLICATION_NAME", "42"),
+            ("OUTBOX_CDC_HTTP_LISTEN", "127.0.0.1:9999"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.relay.max_in_flight_messages, 500);
+    assert!(c.relay.create_slot);
+    assert!(c.relay.transactional());
+    assert_eq!(c.debezium.server.offset_topic, "offsets");
+    assert_eq!(c.postgres.application_name, "42");
+    assert_eq!(c.http.map(|h| h.listen).as_deref(), Some("127.0.0.1:9999"));
+    let names: Vec<String> = env_overrides().into_iter().map(|(v, _)| v).collect();
+    assert!(names.contains(&"OUTBOX_CDC_RELAY_TRANSACTIONAL_MAX_MS".to_string()));
+    assert!(names.contains(&"OUTBOX_CDC_OTEL_SAMPLE_RATIO".to_string()));
+    assert!(!names.iter().any(|n| n == "OUTBOX_CDC_KAFKA_PROPERTIES"
+        || n == "OUTBOX_CDC_POSTGRES_PASSWORD"
+        || n == "OUTBOX_CDC_RELAY_TRANSACTIONAL"));
+    // A value the key refuses after decoding also names its variable.
+    let e = parse_with(MINIMAL, &[("OUTBOX_CDC_RELAY_MAX_IN_FLIGHT_MESSAGES", "0")]).unwrap_err();
+    assert_eq!(e.code(), "CONFIG_INVALID_VALUE");
+    assert!(
+        e.to_string()
+            .contains("OUTBOX_CDC_RELAY_MAX_IN_FLIGHT_MESSAGES=\"0\""),
+        "{e}"
+    );
+}

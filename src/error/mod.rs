@@ -326,6 +326,14 @@ impl Error {
         self
     }
 
+    /// The configuration key whose value was refused.
+    pub fn config_key(&self) -> Option<&str> {
+        match &self.cause {
+            Some(Cause::ConfigKey(k)) => Some(k),
+            _ => None,
+        }
+    }
+
     /// The SQLSTATE beneath, for a log field.
     pub fn sqlstate(&self) -> Option<&str> {
         match &self.cause {
@@ -372,6 +380,9 @@ pub enum Cause {
     /// rustls refused the peer (a certificate, a protocol, an alert), as
     /// rustls names it: `InvalidCertificate(UnknownIssuer)`.
     Tls(String),
+    /// The configuration key whose value was refused (`relay.max_ms`), so
+    /// the variable that set it can be named.
+    ConfigKey(String),
 }
 
 /// Logs an [`Error`] at a level with its code and typed cause as fields

@@ -537,3 +537,41 @@ fn every_target_is_written_without_the_secret_and_strimzi_connect_needs_an_image
     assert!(out.stdout.is_empty());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The binary's side of the configuration's errors: a misspelt key is named
+/// with the nearest one before anything else, and a variable that sets
+/// nothing is a warning, not silence.
+#[test]
+fn a_misspelt_key_and_an_idle_variable_are_named() {
+    let dir = temp_dir("typos");
+    let example = std::fs::read_to_string(root().join("outbox-cdc.example.toml")).unwrap();
+    let text = example.replace("dbname = ", "dbnme = ");
+    assert_ne!(text, example, "the example changed shape; update this test");
+    let path = write_config(&dir, &text);
+    let out = outbox_cdc(
+        &["connector-config", "--config", path.to_str().unwrap()],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "CONFIG_UNKNOWN_KEY: unknown key `postgres.dbnme`: did you mean `postgres.dbname`?"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("CONFIG_MISSING_KEY"), "{stderr}");
+
+    let path = write_config(&dir, &example);
+    let out = outbox_cdc(
+        &["connector-config", "--config", path.to_str().unwrap()],
+        &[("OUTBOX_CDC_POSTGRES_HOTS", "db.internal")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("OUTBOX_CDC_POSTGRES_HOTS is ignored: no such setting; did you mean OUTBOX_CDC_POSTGRES_HOST?"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
