@@ -23,8 +23,6 @@ enum Format {
   outbox-cdc audit --since 2026-12-01T00:00:00Z --until 2026-12-02T00:00:00Z --format json
   outbox-cdc audit --since 30m --destination orders")]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     /// Rows created since: a timestamp (`2026-11-30T08:00:00Z`) or an age
     /// (`2h`, `7d`).
     #[arg(long)]
@@ -59,10 +57,10 @@ fn request(args: &Args, now_us: i64) -> Result<Request, Error> {
     })
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     // Arguments are checked before anything connects.
     let request = request(&args, crate::metrics::unix_micros())?;
-    let cfg = args.config.load()?;
+    let cfg = config.load()?;
     let format = args.format;
     let report =
         super::run_on_workers(

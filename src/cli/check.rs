@@ -12,14 +12,12 @@ enum ReportFormat {
 
 #[derive(clap::Args)]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
     format: ReportFormat,
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
-    let cfg = args.config.load()?;
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
+    let cfg = config.load()?;
     let report = super::runtime()?.block_on(preflight::report(&cfg, &super::env));
     match args.format {
         ReportFormat::Human => print!("{}", report.render_human()),

@@ -30,8 +30,6 @@ enum Format {
 
 #[derive(clap::Args)]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     #[arg(long, value_enum, default_value_t = TargetArg::Connect)]
     target: TargetArg,
     /// Same as `--target connect` (properties) or `--target connect-json` (json).
@@ -42,8 +40,8 @@ pub(super) struct Args {
     out: Option<PathBuf>,
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
-    let cfg = args.config.load()?;
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
+    let cfg = config.load()?;
     let target = match (args.format, args.target) {
         (Some(Format::Properties), _) => Target::Connect,
         (Some(Format::Json), _) => Target::ConnectJson,

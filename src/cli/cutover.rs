@@ -20,8 +20,6 @@ enum To {
 
 #[derive(clap::Args)]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     /// `cdc`: fence polling claims, create the slot, hand the backlog to `run`;
     /// `polling`: give the outbox back (the CDC relay must be stopped).
     #[arg(long, value_enum)]
@@ -41,8 +39,8 @@ pub(super) struct Args {
     recover: bool,
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
-    let cfg = args.config.load()?;
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
+    let cfg = config.load()?;
     let opts = CutoverOptions {
         target: match args.to {
             To::Cdc => Target::Cdc,

@@ -7,8 +7,6 @@ use crate::pg::{connect, grants};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     /// Only the CDC objects, for an outbox table an application already created.
     #[arg(long)]
     cdc_only: bool,
@@ -20,14 +18,16 @@ pub(super) struct Args {
     print_grants: Option<String>,
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
-    let cfg = args.config.load()?;
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
+    let cfg = config.load()?;
     let scope = if args.cdc_only {
         Scope::CdcOnly
     } else {
         Scope::All
     };
     if let Some(role) = args.print_grants {
+        // As PostgreSQL folds an unquoted name.
+        let role = role.to_ascii_lowercase();
         let plain = !role.is_empty()
             && role.len() <= 63
             && role.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')

@@ -52,6 +52,8 @@ struct Cli {
     /// Log format on standard error.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "OUTBOX_CDC_LOG_FORMAT")]
     log_format: LogFormat,
+    #[command(flatten)]
+    config: ConfigArg,
     #[command(subcommand)]
     command: Command,
 }
@@ -62,13 +64,14 @@ enum LogFormat {
     Json,
 }
 
-/// `--config FILE`, shared by every command.
+/// `--config FILE`, global: `outbox-cdc -c FILE run` and `outbox-cdc run -c FILE`.
 #[derive(clap::Args)]
 struct ConfigArg {
-    /// The configuration file.
+    /// The configuration file (before or after the command).
     #[arg(
         long = "config",
         short = 'c',
+        global = true,
         env = "OUTBOX_CDC_CONFIG",
         default_value = "outbox-cdc.toml"
     )]
@@ -133,23 +136,28 @@ pub fn main() -> ExitCode {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    let log_format = cli.log_format;
     let result = match cli.command {
-        Command::ConnectorConfig(args) => connector_config::run(args),
-        Command::Run(args) => run::run(args),
-        Command::Cutover(args) => cutover::run(args),
-        Command::Check(args) => check::run(args),
-        Command::Tail(args) => tail::run(args),
-        Command::Migrate(args) => migrate::run(args),
+        Command::ConnectorConfig(args) => connector_config::run(args, &cli.config),
+        Command::Run(args) => run::run(args, &cli.config),
+        Command::Cutover(args) => cutover::run(args, &cli.config),
+        Command::Check(args) => check::run(args, &cli.config),
+        Command::Tail(args) => tail::run(args, &cli.config),
+        Command::Migrate(args) => migrate::run(args, &cli.config),
         Command::AlertRules(args) => alert_rules::run(args),
-        Command::Purge(args) => purge::run(args),
-        Command::Redrive(args) => redrive::run(args),
-        Command::Audit(args) => audit::run(args),
-        Command::Replay(args) => replay::run(args),
+        Command::Purge(args) => purge::run(args, &cli.config),
+        Command::Redrive(args) => redrive::run(args, &cli.config),
+        Command::Audit(args) => audit::run(args, &cli.config),
+        Command::Replay(args) => replay::run(args, &cli.config),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // The fatal line in the format of the others.
+            match log_format {
+                LogFormat::Human => eprintln!("error: {e}"),
+                LogFormat::Json => crate::log_error!(error, e, "{}", e.detail()),
+            }
             ExitCode::from(exit_status(&e))
         }
     }

@@ -9,8 +9,6 @@ use crate::pg::connect;
 
 #[derive(clap::Args)]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     /// Delete PUBLISHED rows published longer ago than this (`30d`, `12h`, `15m`, `90s`).
     #[arg(long, value_parser = purge::parse_duration)]
     older_than: Duration,
@@ -31,8 +29,8 @@ pub(super) struct Args {
     wait_secs: u64,
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
-    let cfg = args.config.load()?;
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
+    let cfg = config.load()?;
     let opts = PurgeOptions {
         older_than: args.older_than,
         failed_older_than: args.failed_older_than,

@@ -8,8 +8,6 @@ use crate::ops::redrive::{self, Run, Selection};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     /// Only rows that failed with this code (e.g. MESSAGE_TOO_LARGE).
     #[arg(long)]
     code: Option<String>,
@@ -25,12 +23,23 @@ pub(super) struct Args {
     dry_run: bool,
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
-    let cfg = args.config.load()?;
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
+    // Checked before the configuration is read or anything connects.
+    let since = match &args.since {
+        Some(text) => {
+            let us = super::window::instant("since", text, crate::metrics::unix_micros())?;
+            let at = crate::contract::value::Timestamp::from_unix_millis(us / 1000).ok_or_else(
+                || super::window::invalid("since", format!("{text:?} is out of range")),
+            )?;
+            Some(at.to_rfc3339_millis())
+        }
+        None => None,
+    };
+    let cfg = config.load()?;
     let selection = Selection {
         code: args.code,
         destination: args.destination,
-        since: args.since,
+        since,
     };
     let run = match args.dry_run {
         true => Run::DryRun,

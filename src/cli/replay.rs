@@ -13,8 +13,6 @@ use crate::ops::replay::{self, Request, Run};
   outbox-cdc replay --since 3h --until 2h --destination orders
   outbox-cdc replay --since 2026-12-01T00:00:00Z --until 2026-12-02T00:00:00Z --to-topic-prefix rebuild.")]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     /// Rows created since: a timestamp (`2026-11-30T08:00:00Z`) or an age
     /// (`2h`, `7d`).
     #[arg(long)]
@@ -49,7 +47,7 @@ fn prefix(text: &str) -> Result<String, Error> {
     }
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     // Arguments are checked before anything connects.
     let (since_us, until_us) = window::window(
         &args.since,
@@ -67,7 +65,7 @@ pub(super) fn run(args: Args) -> Result<(), Error> {
         },
     };
     let dry = request.run == Run::DryRun;
-    let cfg = args.config.load()?;
+    let cfg = config.load()?;
     super::run_on_workers(async move {
         let outcome = replay::replay(cfg, Arc::new(super::env), request).await?;
         let total: i64 = outcome.counts.iter().map(|c| c.2).sum();

@@ -9,16 +9,14 @@ use crate::pipeline::Relay;
 
 #[derive(clap::Args)]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     /// Only publish the backlog a cutover handed over, then exit (for a
     /// cutover to Debezium).
     #[arg(long)]
     handover_only: bool,
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
-    let cfg = args.config.load()?;
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
+    let cfg = config.load()?;
     super::run_on_workers(async move {
         let shutdown = shutdown_on_signals();
         let http = cfg.http.clone();

@@ -8,8 +8,6 @@ use crate::kafka::tail::{self, TailOptions};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
-    #[command(flatten)]
-    config: ConfigArg,
     /// The topic, or a destination (the configured topic prefix is added).
     topic: String,
     /// Start at the beginning instead of the end.
@@ -23,8 +21,8 @@ pub(super) struct Args {
     idle_timeout_secs: Option<u64>,
 }
 
-pub(super) fn run(args: Args) -> Result<(), Error> {
-    let cfg = args.config.load()?;
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
+    let cfg = config.load()?;
     let opts = TailOptions {
         topic: args.topic,
         from_beginning: args.from_beginning,

@@ -40,7 +40,7 @@ fn alerts(o: &RuleOptions) -> Vec<Alert> {
     vec![
         Alert {
             name: "OutboxCdcDown",
-            expr: format!("up{{job=\"{}\"}} == 0", o.job),
+            expr: format!("up{{job=\"{}\"}} == 0", promql_string(&o.job)),
             for_: "2m",
             severity: "critical",
             summary: "outbox-cdc {{ $labels.instance }} cannot be scraped".into(),
@@ -130,6 +130,21 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
+/// A PromQL string literal's body: backslashes, quotes and line breaks
+/// escaped as Go's strings take them.
+fn promql_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +161,14 @@ mod tests {
             text.contains("expr: 'outbox_cdc_seconds_behind_source > 60'"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_job_name_is_quoted_as_promql_reads_it() {
+        let text = render(&RuleOptions {
+            job: "a\"b\\c".into(),
+            ..RuleOptions::default()
+        });
+        assert!(text.contains(r#"up{job="a\"b\\c"} == 0"#), "{text}");
     }
 }

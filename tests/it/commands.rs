@@ -81,3 +81,56 @@ async fn migrate_is_quiet_about_the_servers_notices_unless_asked() {
     assert!(stderr.contains("does not exist, skipping"), "{stderr}");
     asked.drop(&services).await;
 }
+
+fn example() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("outbox-cdc.example.toml")
+}
+
+/// The command line's conventions, none of which needs a service: `-c`
+/// before or after the command, values checked before anything connects,
+/// a role folded as PostgreSQL folds it, and the fatal line in the log's
+/// format.
+#[test]
+fn the_command_line_follows_its_conventions() {
+    let config = example();
+    let config = config.to_str().unwrap();
+    let before = Cli::new(&["-c", config, "connector-config"]).output();
+    let after = Cli::new(&["connector-config", "-c", config]).output();
+    assert!(before.status.success(), "{}", common::cli::text(&before));
+    assert_eq!(before.stdout, after.stdout);
+
+    // The example's database is not running here: the value is refused
+    // first, with the argument's code.
+    let since = Cli::new(&["redrive", "-c", config, "--since", "yesterday"]).output();
+    assert_eq!(
+        since.status.code(),
+        Some(2),
+        "{}",
+        common::cli::text(&since)
+    );
+    let stderr = String::from_utf8_lossy(&since.stderr);
+    assert!(
+        stderr.starts_with("error: ARGUMENT_INVALID: --since: \"yesterday\""),
+        "{stderr}"
+    );
+
+    let grants = Cli::new(&["migrate", "-c", config, "--print-grants", "SomeRole"]).output();
+    assert!(grants.status.success(), "{}", common::cli::text(&grants));
+    assert!(String::from_utf8_lossy(&grants.stdout)
+        .contains("ALTER ROLE somerole WITH LOGIN REPLICATION;"));
+
+    let fatal = Cli::new(&[
+        "--log-format",
+        "json",
+        "check",
+        "-c",
+        "/nonexistent/outbox-cdc.toml",
+    ])
+    .output();
+    assert_eq!(fatal.status.code(), Some(2));
+    let line = String::from_utf8_lossy(&fatal.stderr);
+    let json: serde_json::Value = serde_json::from_str(line.trim())
+        .unwrap_or_else(|e| panic!("{e}: the fatal line is not JSON: {line}"));
+    assert_eq!(json["level"], "ERROR");
+    assert_eq!(json["fields"]["code"], "CONFIG_UNREADABLE");
+}
