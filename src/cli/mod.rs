@@ -126,8 +126,10 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("OUTBOX_CDC_LOG")
         .unwrap_or_else(|_| DEFAULT_LOG.into());
-    // Colours only for a person at a terminal, never in a log file.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Colours only for a person at a terminal, never in a log file, and
+    // never when NO_COLOR is set to anything (no-color.org).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
