@@ -88,6 +88,9 @@ pub(super) fn apply_env_overrides(
 
 /// The process's own variables under the prefix that are not overrides.
 const OTHER_VARIABLES: &[&str] = &[
+    // The build's (build.rs): a packager sets the commit, cargo both.
+    "OUTBOX_CDC_COMMIT",
+    "OUTBOX_CDC_RUSTC",
     "OUTBOX_CDC_CONFIG",
     "OUTBOX_CDC_LOG",
     "OUTBOX_CDC_LOG_FORMAT",

@@ -83,10 +83,16 @@ impl Config {
     /// Reads `path`, applies environment overrides and validates.
     pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Error> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::new(
+            let error = Error::new(
                 Code::CONFIG_UNREADABLE,
                 format!("cannot read {}: {e}", path.display()),
-            )
+            );
+            match e.kind() {
+                std::io::ErrorKind::NotFound => error.hint(
+                    "name the configuration with -c FILE or OUTBOX_CDC_CONFIG; outbox-cdc.example.toml is a documented start",
+                ),
+                _ => error,
+            }
         })?;
         Config::parse(&text, path, env)
     }

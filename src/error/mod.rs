@@ -319,6 +319,20 @@ impl Error {
         self
     }
 
+    /// Adds what the operator most likely has to do.
+    pub fn hint(mut self, what: impl fmt::Display) -> Error {
+        self.detail = format!("{}. Hint: {what}", self.detail);
+        self
+    }
+
+    /// Whether the typed cause is the OS refusing the connection.
+    pub fn refused(&self) -> bool {
+        matches!(
+            self.cause,
+            Some(Cause::Io(std::io::ErrorKind::ConnectionRefused))
+        )
+    }
+
     /// The same failure under another code, keeping its detail and cause
     /// (a failure whose meaning depends on where it happened).
     pub fn recoded(mut self, code: Code) -> Error {

@@ -33,11 +33,44 @@ impl rdkafka::producer::ProducerContext for ProbeContext {
 }
 
 impl ClientContext for ProbeContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        quiet_log(level, fac, message);
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         if let (Some(code), Ok(mut errors)) = (error.rdkafka_error_code(), self.errors.lock()) {
             errors.push((code, reason.to_string()));
         }
     }
+}
+
+/// librdkafka's own lines from a short-lived client (a probe, `tail`):
+/// debug, so the coded error that sums them up is the first line people see.
+fn quiet_log(level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+    tracing::debug!(target: "librdkafka", ?level, "{fac}: {message}");
+}
+
+/// A context for a short-lived client whose failures the caller reports
+/// with a code: librdkafka's lines and errors at debug.
+#[derive(Default)]
+pub(crate) struct Quiet;
+
+impl ClientContext for Quiet {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        quiet_log(level, fac, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::debug!(target: "librdkafka", %error, "{reason}");
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for Quiet {}
+
+/// Fails unless the cluster answers a metadata request (blocking).
+pub(crate) fn reachable_now(cluster: &settings::Cluster) -> Result<(), Error> {
+    let cc = settings::producer_config(cluster, None);
+    fetch_metadata(&cc, &cluster.bootstrap_servers).map(|_| ())
 }
 
 /// The operator's failure among librdkafka's codes, if one is there.
@@ -85,10 +118,18 @@ fn fetch_metadata(cc: &rdkafka::ClientConfig, servers: &str) -> Result<Metadata,
                 Some((_, reason)) => format!("{failed}: {reason}"),
                 None => failed,
             };
-            Error::new(
+            let e = Error::new(
                 Code::KAFKA_UNREACHABLE,
                 format!("the Kafka cluster at {servers}: {cause}"),
-            )
+            );
+            // No broker answered the transport at all: the usual slips.
+            match errors
+                .iter()
+                .any(|(code, _)| *code == RDKafkaErrorCode::BrokerTransportFailure)
+            {
+                true => e.hint("is Kafka running there, and is kafka.bootstrap_servers an address this host reaches (a listener the broker advertises, not only one it binds)?"),
+                false => e,
+            }
         }
     })
 }

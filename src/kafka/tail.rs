@@ -59,12 +59,16 @@ pub(crate) fn tail(
     opts: &TailOptions,
     out: &mut impl Write,
 ) -> Result<(), Error> {
-    let mut cc = settings::consumer_config(&cfg.kafka_cluster(env)?);
+    let cluster = cfg.kafka_cluster(env)?;
+    // One coded line naming the cluster when it does not answer, instead
+    // of librdkafka's own for every attempt.
+    super::probe::reachable_now(&cluster)?;
+    let mut cc = settings::consumer_config(&cluster);
     cc.set("group.id", "outbox-cdc-tail")
         .set("enable.auto.commit", "false");
-    let consumer: BaseConsumer = cc
-        .create()
-        .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))?;
+    let consumer: BaseConsumer<super::probe::Quiet> =
+        cc.create_with_context(super::probe::Quiet)
+            .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))?;
     let topic = if opts.topic.starts_with(&cfg.outbox.topic_prefix) {
         opts.topic.clone()
     } else {

@@ -69,7 +69,11 @@ pub async fn connect_to(
         )
     };
     let failed = |e: tokio_postgres::Error| {
-        sql_error(&e, Phase::Connecting, Code::PG_CONNECT_FAILED).context(context())
+        let e = sql_error(&e, Phase::Connecting, Code::PG_CONNECT_FAILED).context(context());
+        match e.refused() {
+            true => e.hint("nothing accepts connections there: is PostgreSQL running, listening on that address (listen_addresses), and are postgres.host and postgres.port right?"),
+            false => e,
+        }
     };
     let tls = tls::client_config(pg.sslmode, pg.sslrootcert.as_deref())?;
     let client = match tls {

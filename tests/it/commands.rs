@@ -134,3 +134,64 @@ fn the_command_line_follows_its_conventions() {
     assert_eq!(json["level"], "ERROR");
     assert_eq!(json["fields"]["code"], "CONFIG_UNREADABLE");
 }
+
+/// With nothing listening, the first line is the coded error naming the
+/// address, with the likely fix; librdkafka's own lines stay at debug.
+#[test]
+fn an_unreachable_service_is_one_coded_line_with_a_hint() {
+    let dir = std::env::temp_dir().join(format!("outbox-cdc-unreach-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = std::fs::read_to_string(example()).unwrap();
+    let text = example
+        .replace(
+            "bootstrap_servers = \"127.0.0.1:9092\"",
+            "bootstrap_servers = \"127.0.0.1:1\"",
+        )
+        .replace("port = 5432", "port = 1");
+    assert!(
+        text.contains("\"127.0.0.1:1\"") && text.contains("port = 1\n"),
+        "the example changed shape"
+    );
+    let config = dir.join("outbox-cdc.toml");
+    std::fs::write(&config, text).unwrap();
+    for args in [&["run"][..], &["tail", "orders"][..]] {
+        let out = Cli::new(args)
+            .config(&config)
+            .log(None)
+            .env("OUTBOX_CDC_POSTGRES_PASSWORD", "x")
+            .output();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: KAFKA_UNREACHABLE: the Kafka cluster at 127.0.0.1:1:"),
+            "{args:?}: {stderr}"
+        );
+        assert!(first.contains("Hint: is Kafka running there"), "{first}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(75), "{args:?}: {stderr}");
+    }
+    let check = Cli::new(&["check"])
+        .config(&config)
+        .env("OUTBOX_CDC_POSTGRES_PASSWORD", "x")
+        .output();
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        stdout.contains("Connection refused")
+            && stdout.contains("Hint: nothing accepts connections there"),
+        "{}",
+        common::cli::text(&check)
+    );
+    // No configuration where the default looks for it.
+    std::fs::remove_file(&config).unwrap();
+    let mut missing = Cli::new(&["check"]).current_dir(&dir).command();
+    missing.env_remove("OUTBOX_CDC_CONFIG");
+    let missing = missing.output().unwrap();
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("CONFIG_UNREADABLE: cannot read outbox-cdc.toml")
+            && stderr.contains("Hint: name the configuration with -c FILE"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
