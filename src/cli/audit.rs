@@ -42,6 +42,8 @@ pub(super) struct Args {
     /// unsettled, not lost.
     #[arg(long, default_value = "5m")]
     grace: String,
+    /// `human`: counts and one line per finding; `json`: one object, each
+    /// kind of finding capped at 1 000 entries.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
 }

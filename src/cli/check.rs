@@ -12,6 +12,7 @@ enum ReportFormat {
 
 #[derive(clap::Args)]
 pub(super) struct Args {
+    /// `human`: one line per check; `json`: one object with every finding.
     #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
     format: ReportFormat,
 }

@@ -30,6 +30,7 @@ enum Format {
 
 #[derive(clap::Args)]
 pub(super) struct Args {
+    /// Which deployment to write for.
     #[arg(long, value_enum, default_value_t = TargetArg::Connect)]
     target: TargetArg,
     /// Same as `--target connect` (properties) or `--target connect-json` (json).

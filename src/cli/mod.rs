@@ -87,26 +87,57 @@ impl ConfigArg {
 #[derive(Subcommand)]
 enum Command {
     /// Write the Debezium PostgreSQL connector configuration (Debezium 3.6.1.Final).
+    #[command(
+        after_help = "Examples:\n  outbox-cdc connector-config -c outbox-cdc.toml > connector.properties\n  outbox-cdc connector-config --target connect-json --out connector.json\n  outbox-cdc connector-config --target strimzi > kafkaconnector.yaml"
+    )]
     ConnectorConfig(connector_config::Args),
     /// Stream outbox INSERTs from the slot to Kafka until SIGTERM or SIGINT.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc run -c /etc/outbox-cdc/outbox-cdc.toml\n  OUTBOX_CDC_LOG=debug outbox-cdc --log-format json run"
+    )]
     Run(run::Args),
     /// Switch the outbox between the polling relay and this one, handing the backlog over.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc cutover --to cdc --dry-run\n  outbox-cdc cutover --to cdc\n  outbox-cdc cutover --to polling --reason 'back out'"
+    )]
     Cutover(cutover::Args),
     /// Preflight and health report; exit 1 when anything is wrong.
+    #[command(after_help = "Examples:\n  outbox-cdc check\n  outbox-cdc check --format json")]
     Check(check::Args),
     /// Print the records of a topic with their key and headers (for people).
+    #[command(
+        after_help = "Examples:\n  outbox-cdc tail orders --from-beginning --max 10\n  outbox-cdc tail outbox.orders"
+    )]
     Tail(tail::Args),
     /// Create the outbox table and the CDC objects; applies each migration once.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc migrate --print > migrations.sql\n  outbox-cdc migrate\n  outbox-cdc migrate --print-grants relay"
+    )]
     Migrate(migrate::Args),
     /// Delete old PUBLISHED (and FAILED) rows in short batches, never one the slot has not confirmed.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc purge --older-than 7d --dry-run\n  outbox-cdc purge --older-than 7d --failed-older-than 30d"
+    )]
     Purge(purge::Args),
     /// Publish FAILED rows again once their cause is fixed; they end PUBLISHED.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc redrive --code TOPIC_UNKNOWN --dry-run\n  outbox-cdc redrive --destination orders --since 2h"
+    )]
     Redrive(redrive::Args),
     /// Print the Prometheus alerting rules for the relay's metrics.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc alert-rules --job outbox-cdc > outbox-cdc.rules.yml"
+    )]
     AlertRules(alert_rules::Args),
     /// Compare a window of the outbox with its topics: lost, duplicated, different, out-of-order and orphaned records.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc audit --since 2026-12-01T09:00:00Z --until 2026-12-01T11:00:00Z\n  outbox-cdc audit --since 2h --destination orders --format json"
+    )]
     Audit(audit::Args),
     /// Publish the rows of a window again, to their topics or to a new prefix; no row's status changes.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc replay --since 2026-12-01T09:00:00Z --until 2026-12-01T11:00:00Z --dry-run\n  outbox-cdc replay --since 3h --until 1h --to-topic-prefix rebuild."
+    )]
     Replay(replay::Args),
 }
 
@@ -262,5 +293,78 @@ mod tests {
         ] {
             assert_eq!(exit_status(&Error::new(code, "x")), status, "{code}");
         }
+    }
+
+    /// A help example as the shell would split it: a leading `VAR=value`
+    /// and a trailing redirection dropped, single quotes kept together.
+    fn words(example: &str) -> Vec<String> {
+        let line = example.split(" > ").next().unwrap_or(example);
+        let mut words = Vec::new();
+        let mut word = String::new();
+        let mut quoted = false;
+        for c in line.chars() {
+            match c {
+                '\'' => quoted = !quoted,
+                ' ' if !quoted => words.push(std::mem::take(&mut word)),
+                c => word.push(c),
+            }
+        }
+        words.push(word);
+        words.retain(|w| !w.is_empty());
+        while words
+            .first()
+            .is_some_and(|w| w.contains('=') && !w.starts_with('-'))
+        {
+            words.remove(0);
+        }
+        words
+    }
+
+    #[test]
+    fn every_command_has_examples_that_parse_and_every_option_says_what_it_is() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        let mut undescribed = Vec::new();
+        for sub in cli.get_subcommands() {
+            let name = sub.get_name();
+            let after = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let examples: Vec<&str> = after
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("outbox-cdc ").map(|_| l.trim()))
+                .chain(
+                    after
+                        .lines()
+                        .filter(|l| {
+                            l.contains(" outbox-cdc ") && !l.trim().starts_with("outbox-cdc")
+                        })
+                        .map(str::trim),
+                )
+                .collect();
+            assert!(after.starts_with("Examples:"), "{name} has no examples");
+            assert!(!examples.is_empty(), "{name}: {after}");
+            for example in examples {
+                let words = words(example);
+                assert_eq!(
+                    words.first().map(String::as_str),
+                    Some("outbox-cdc"),
+                    "{example}"
+                );
+                if let Err(e) = Cli::try_parse_from(&words) {
+                    panic!("{name}: `{example}` does not parse: {e}");
+                }
+            }
+            for arg in sub.get_arguments() {
+                if arg.is_hide_set() || ["help", "version"].contains(&arg.get_id().as_str()) {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    undescribed.push(format!("{name} {}", arg.get_id()));
+                }
+            }
+        }
+        assert!(undescribed.is_empty(), "no description: {undescribed:?}");
     }
 }

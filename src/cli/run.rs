@@ -17,6 +17,18 @@ pub(super) struct Args {
 
 pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let cfg = config.load()?;
+    // One line that says what this process is and what it works on.
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        commit = metrics::BUILD_COMMIT,
+        config = %config.path.display(),
+        database = %cfg.postgres.dbname,
+        slot = %cfg.postgres.slot,
+        publication = %cfg.postgres.publication,
+        brokers = %cfg.kafka.bootstrap_servers,
+        delivery = ?cfg.relay.delivery,
+        "outbox-cdc starting"
+    );
     super::run_on_workers(async move {
         let shutdown = shutdown_on_signals();
         let http = cfg.http.clone();

@@ -161,13 +161,28 @@ fn an_unreachable_service_is_one_coded_line_with_a_hint() {
             .env("OUTBOX_CDC_POSTGRES_PASSWORD", "x")
             .output();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let first = stderr.lines().next().unwrap_or_default();
+        // `run` says once what it is and what it works on; then the error.
+        let mut lines: Vec<&str> = stderr.lines().collect();
+        if args[0] == "run" {
+            let start = lines.remove(0);
+            for said in [
+                "outbox-cdc starting",
+                "version=",
+                "commit=",
+                "slot=outbox_cdc_relay",
+                "publication=",
+                "brokers=127.0.0.1:1",
+            ] {
+                assert!(start.contains(said), "{said}: {start}");
+            }
+        }
+        let first = lines.first().copied().unwrap_or_default();
         assert!(
             first.starts_with("error: KAFKA_UNREACHABLE: the Kafka cluster at 127.0.0.1:1:"),
             "{args:?}: {stderr}"
         );
         assert!(first.contains("Hint: is Kafka running there"), "{first}");
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
         assert_eq!(out.status.code(), Some(75), "{args:?}: {stderr}");
     }
     let check = Cli::new(&["check"])
