@@ -199,6 +199,13 @@ async fn a_window_purge_thinned_is_refused_naming_what_is_gone() {
     let services = require_services!();
     let prefix = common::unique_prefix("replaypurged");
     let db = common::cdc_db(&services, "replaypurged", &prefix).await;
+    // A transaction open since before the rows, as another test's can be
+    // in CI: the purge's horizon stays behind it.
+    let holder = services.connect(&db.name).await;
+    holder
+        .batch_execute("BEGIN; SELECT txid_current();")
+        .await
+        .unwrap();
     for (created, published, n) in [("3 days", "2 days", 50), ("2 hours", "1 hour", 10)] {
         db.client
             .execute(OLD_ROWS, &[&created, &published, &n])
@@ -207,6 +214,23 @@ async fn a_window_purge_thinned_is_refused_naming_what_is_gone() {
     }
     // No relay has made its slot yet: the purge waits for none.
     let (_, config) = relay::default_config(&services, &db.name, &prefix);
+    let held = Cli::new(&["purge", "--older-than", "1d"])
+        .config(&config)
+        .output();
+    assert!(held.status.success(), "{}", cli::text(&held));
+    let purged: i64 = db
+        .client
+        .query_one("SELECT count(*) FROM public.outbox_cdc_purged", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        purged,
+        0,
+        "rows committed after a running transaction began are not deleted yet: {}",
+        cli::text(&held)
+    );
+    holder.batch_execute("COMMIT").await.unwrap();
     // The purge deletes only rows committed before the oldest transaction
     // running anywhere on the server; another test's long transaction can
     // hold that back, so it runs again until the rows are gone.
