@@ -41,6 +41,10 @@ if [ "${1:-}" = tools ]; then exit 0; fi
 
 log "building the release binary and the package"
 cargo build --release --quiet --bin outbox-cdc
+release="${CARGO_TARGET_DIR:-target}/release"
+"$release/outbox-cdc" man >"$release/outbox-cdc.1"
+"$release/outbox-cdc" completions bash >"$release/outbox-cdc.bash"
+"$release/outbox-cdc" completions zsh >"$release/_outbox-cdc"
 deb=$(cargo deb --no-build --quiet 2>/dev/null | tail -1)
 [ -f "$deb" ] || deb=$(ls -t "${CARGO_TARGET_DIR:-target}"/debian/outbox-cdc_*_amd64.deb | head -1)
 [ -f "$deb" ] || die "cargo deb made no package"
@@ -57,6 +61,7 @@ scripts/podman.sh run --rm --network none -v "$(cd "$(dirname "$deb")" && pwd):/
   id outbox-cdc
   test -f /etc/outbox-cdc/outbox-cdc.toml.example
   /usr/bin/outbox-cdc --version
+  ls /usr/share/man/man1/outbox-cdc.1* /usr/share/bash-completion/completions/outbox-cdc /usr/share/zsh/vendor-completions/_outbox-cdc
   systemd-analyze verify /lib/systemd/system/outbox-cdc.service
   echo "deb: installed, runs, unit verified"
 ' >&2

@@ -15,6 +15,7 @@ mod purge;
 mod redrive;
 mod replay;
 mod run;
+mod shell;
 mod tail;
 mod window;
 
@@ -139,6 +140,14 @@ enum Command {
         after_help = "Examples:\n  outbox-cdc replay --since 2026-12-01T09:00:00Z --until 2026-12-01T11:00:00Z --dry-run\n  outbox-cdc replay --since 3h --until 1h --to-topic-prefix rebuild."
     )]
     Replay(replay::Args),
+    /// Print the shell's completion script.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc completions bash > /etc/bash_completion.d/outbox-cdc\n  outbox-cdc completions zsh > ~/.zfunc/_outbox-cdc"
+    )]
+    Completions(shell::CompletionArgs),
+    /// Print the manual page (roff).
+    #[command(after_help = "Examples:\n  outbox-cdc man > outbox-cdc.1 && man ./outbox-cdc.1")]
+    Man,
 }
 
 /// The process environment: where secrets and overrides come from.
@@ -182,6 +191,8 @@ pub fn main() -> ExitCode {
         Command::Redrive(args) => redrive::run(args, &cli.config),
         Command::Audit(args) => audit::run(args, &cli.config),
         Command::Replay(args) => replay::run(args, &cli.config),
+        Command::Completions(args) => shell::completions(args),
+        Command::Man => shell::man(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

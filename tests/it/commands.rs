@@ -210,3 +210,42 @@ fn an_unreachable_service_is_one_coded_line_with_a_hint() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The shell's completion scripts and the manual page come from the
+/// command line's own definition: every command is in them.
+#[test]
+fn completions_and_the_manual_page_know_every_command() {
+    let bash = Cli::new(&["completions", "bash"]).output();
+    assert!(bash.status.success(), "{}", common::cli::text(&bash));
+    let bash = String::from_utf8_lossy(&bash.stdout);
+    assert!(
+        bash.contains("complete -F _outbox-cdc") || bash.contains("complete -F _outbox__cdc"),
+        "{bash}"
+    );
+    let man = Cli::new(&["man"]).output();
+    assert!(man.status.success(), "{}", common::cli::text(&man));
+    let man = String::from_utf8_lossy(&man.stdout);
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH outbox-cdc"),
+        "{man}"
+    );
+    for command in [
+        "run",
+        "cutover",
+        "check",
+        "audit",
+        "replay",
+        "purge",
+        "redrive",
+        "connector-config",
+        "completions",
+    ] {
+        assert!(bash.contains(command), "bash completion lacks {command}");
+        assert!(
+            man.contains(&format!(".SH \"OUTBOX-CDC {}\"", command.to_uppercase())),
+            "the manual lacks {command}"
+        );
+    }
+    let refused = Cli::new(&["completions", "tcsh"]).output();
+    assert_eq!(refused.status.code(), Some(2));
+}
