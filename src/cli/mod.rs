@@ -8,6 +8,7 @@
 mod alert_rules;
 mod audit;
 mod check;
+mod config_cmd;
 mod connector_config;
 mod cutover;
 mod migrate;
@@ -140,6 +141,12 @@ enum Command {
         after_help = "Examples:\n  outbox-cdc replay --since 2026-12-01T09:00:00Z --until 2026-12-01T11:00:00Z --dry-run\n  outbox-cdc replay --since 3h --until 1h --to-topic-prefix rebuild."
     )]
     Replay(replay::Args),
+    /// Check the configuration without connecting to anything.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  outbox-cdc config validate -c outbox-cdc.toml"
+    )]
+    Config(config_cmd::ConfigCommand),
     /// Print the shell's completion script.
     #[command(
         after_help = "Examples:\n  outbox-cdc completions bash > /etc/bash_completion.d/outbox-cdc\n  outbox-cdc completions zsh > ~/.zfunc/_outbox-cdc"
@@ -191,6 +198,7 @@ pub fn main() -> ExitCode {
         Command::Redrive(args) => redrive::run(args, &cli.config),
         Command::Audit(args) => audit::run(args, &cli.config),
         Command::Replay(args) => replay::run(args, &cli.config),
+        Command::Config(command) => config_cmd::run(command, &cli.config),
         Command::Completions(args) => shell::completions(args),
         Command::Man => shell::man(),
     };

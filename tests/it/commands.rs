@@ -249,3 +249,45 @@ fn completions_and_the_manual_page_know_every_command() {
     let refused = Cli::new(&["completions", "tcsh"]).output();
     assert_eq!(refused.status.code(), Some(2));
 }
+
+/// `config validate` checks what it can without a network: a good file
+/// passes, a secret it cannot resolve and a property librdkafka refuses
+/// fail with their codes and the configuration's exit status.
+#[test]
+fn config_validate_checks_offline() {
+    let config = example();
+    let ok = Cli::new(&["config", "validate"])
+        .config(&config)
+        .env("OUTBOX_CDC_POSTGRES_PASSWORD", "x")
+        .output();
+    assert!(ok.status.success(), "{}", common::cli::text(&ok));
+    assert!(String::from_utf8_lossy(&ok.stdout).ends_with(": valid\n"));
+
+    let mut unset = Cli::new(&["config", "validate"]).config(&config).command();
+    unset.env_remove("OUTBOX_CDC_POSTGRES_PASSWORD");
+    let unset = unset.output().unwrap();
+    assert_eq!(unset.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unset.stderr).contains("CONFIG_SECRET_UNAVAILABLE"));
+
+    let dir = std::env::temp_dir().join(format!("outbox-cdc-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "[kafka.properties]\n",
+        "[kafka.properties]\n\"linger.msss\" = \"5\"\n",
+    );
+    assert!(text.contains("linger.msss"), "the example changed shape");
+    let bad = dir.join("outbox-cdc.toml");
+    std::fs::write(&bad, text).unwrap();
+    let refused = Cli::new(&["config", "validate"])
+        .config(&bad)
+        .env("OUTBOX_CDC_POSTGRES_PASSWORD", "x")
+        .output();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("CONFIG_INVALID_VALUE")
+            && stderr.contains("No such configuration property: \"linger.msss\""),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
