@@ -2,7 +2,7 @@
 //! relay's own settings (its slot, its names, where Debezium Server keeps
 //! offsets, the Strimzi resources).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{invalid, non_empty, slot_name};
 use crate::contract::outbox;
@@ -21,7 +21,7 @@ pub const DEFAULT_PASSWORD_SECRET_KEY: &str = "password";
 
 /// How the generated Debezium configuration refers to the database password:
 /// a Kafka Connect config-provider reference, never the value.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum ProviderReference {
     /// `${env:NAME}` (Kafka's `EnvVarConfigProvider`)
@@ -39,7 +39,7 @@ impl ProviderReference {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct DebeziumConfig {
     pub connector_name: String,
@@ -79,7 +79,7 @@ impl Default for DebeziumConfig {
 
 /// Where Debezium Server keeps its source offsets (Kafka Connect keeps them
 /// in the worker's offset topic; Server has no worker).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OffsetStorage {
     /// A local file: one server with a persistent volume.
@@ -89,7 +89,7 @@ pub enum OffsetStorage {
     Kafka,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct DebeziumServerConfig {
     pub offset_storage: OffsetStorage,
@@ -117,13 +117,13 @@ impl Default for DebeziumServerConfig {
 }
 
 /// A Kubernetes Secret key, for the Connect pods' environment.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct SecretKeyRef {
     pub name: String,
     pub key: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct StrimziConfig {
     /// The `KafkaConnect` resource the connector belongs to (`strimzi.io/cluster`).

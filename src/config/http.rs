@@ -1,12 +1,12 @@
 //! `[http]`: the metrics and health endpoint; off when absent.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::invalid;
 use crate::error::Error;
 
 /// `/metrics`, `/healthz` and `/readyz`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct HttpConfig {
     /// Address and port to listen on, e.g. `127.0.0.1:9187`.
     pub listen: String,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::secrets::PropertyValue;
 use super::{invalid, non_empty, secret_in_file};
@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::kafka::settings;
 use crate::secret::Secret;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default)]
 pub struct KafkaConfig {
     /// Required.

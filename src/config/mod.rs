@@ -25,7 +25,7 @@ mod tests;
 use std::fmt;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use debezium::{
     DebeziumConfig, DebeziumServerConfig, OffsetStorage, ProviderReference, SecretKeyRef,
@@ -62,7 +62,7 @@ fn secret_in_file(key: &str) -> Error {
     )
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct Config {
     pub postgres: PostgresConfig,
     /// Optional: every key has a default.

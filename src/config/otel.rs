@@ -1,12 +1,12 @@
 //! `[otel]`: OpenTelemetry spans for published records; off when absent.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::invalid;
 use crate::error::Error;
 
 /// How spans reach the collector.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub enum OtlpProtocol {
     /// OTLP/HTTP with protobuf bodies (port 4318 by convention).
     #[default]
@@ -19,7 +19,7 @@ pub enum OtlpProtocol {
 
 /// A span from a source transaction's commit to Kafka's acknowledgement of
 /// each sampled record.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct OtelConfig {
     /// The collector: `http://host:4318` (the exporter adds `/v1/traces`)
     /// or, for gRPC, `http://host:4317`.

@@ -1,6 +1,6 @@
 //! `[outbox]`: which table is the outbox, and where its records go.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{identifier, invalid};
 use crate::contract::outbox;
@@ -8,7 +8,7 @@ use crate::error::Error;
 
 pub const DEFAULT_TOPIC_PREFIX: &str = "outbox.";
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct OutboxConfig {
     pub schema: String,

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::secrets::SecretSource;
 use super::{identifier, invalid, non_empty, slot_name};
@@ -29,7 +29,7 @@ pub const DEFAULT_QUERY_TIMEOUT_SECS: u64 = 30;
 const MAX_TIMEOUT_SECS: u64 = 3600;
 
 /// `sslmode`, as libpq spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum SslMode {
     Disable,
@@ -56,6 +56,21 @@ impl SslMode {
 /// list with one port per host (`"5432,5433"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ports(pub Vec<u16>);
+
+impl Serialize for Ports {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => s.serialize_u16(*one),
+            many => s.serialize_str(
+                &many
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        }
+    }
+}
 
 impl<'de> Deserialize<'de> for Ports {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ports, D::Error> {
@@ -88,7 +103,7 @@ impl<'de> Deserialize<'de> for Ports {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct PostgresConfig {
     /// One host, or libpq's multi-host form (`"db1,db2"`): the relay then

@@ -4,7 +4,7 @@
 //! [`RelayConfig::delivery`], so no code path reads them for an idempotent
 //! relay.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{invalid, non_empty};
 use crate::contract::outbox;
@@ -24,7 +24,7 @@ pub const DEFAULT_TRANSACTION_MAX_BYTES: usize = 32 << 20;
 pub const DEFAULT_TRANSACTION_MAX_MS: u64 = 100;
 pub const DEFAULT_PROGRESS_TOPIC: &str = "outbox-cdc.progress";
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct RelayConfig {
     /// Record published rows in the journal, folded into `PUBLISHED` with
@@ -86,7 +86,7 @@ impl Default for RelayConfig {
 }
 
 /// How records reach Kafka.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeliveryMode {
     /// Idempotent producer, at least once; a relay crash replays what the
@@ -99,7 +99,7 @@ pub enum DeliveryMode {
 }
 
 /// `[relay.transactional]`: transactional delivery's settings.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct TransactionalConfig {
     /// The producer's `transactional.id`; defaults to

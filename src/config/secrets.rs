@@ -3,14 +3,14 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Code, Error};
 use crate::secret::Secret;
 
 /// Where a secret comes from. Only references are ever written in the
 /// configuration file.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum SecretSource {
     /// `{ env = "NAME" }`
@@ -56,7 +56,7 @@ impl SecretSource {
 }
 
 /// A librdkafka property: a plain value, or a secret reference.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum PropertyValue {
     Plain(String),

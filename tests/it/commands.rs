@@ -291,3 +291,31 @@ fn config_validate_checks_offline() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `config show` prints every effective value with its source, and no
+/// secret: a password appears only as the reference that names it.
+#[test]
+fn config_show_marks_each_value_with_its_source() {
+    let config = example();
+    let out = Cli::new(&["config", "show"])
+        .config(&config)
+        .envs(&[
+            ("OUTBOX_CDC_RELAY_MAX_IN_FLIGHT_MESSAGES", "20000"),
+            ("OUTBOX_CDC_POSTGRES_PASSWORD", "hunter2-must-not-show"),
+        ])
+        .output();
+    assert!(out.status.success(), "{}", common::cli::text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "max_in_flight_messages = 20000  # env OUTBOX_CDC_RELAY_MAX_IN_FLIGHT_MESSAGES",
+        "dbname = \"app\"  # file",
+        "sslrootcert = (not set)  # default",
+        "# postgres.password = { env = \"OUTBOX_CDC_POSTGRES_PASSWORD\" }  # a reference",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line}:\n{text}");
+    }
+    assert!(!text.contains("hunter2"), "{text}");
+    // Every section the file has is shown; transactional settings only
+    // with transactional delivery.
+    assert!(text.contains("[debezium.server]") && !text.contains("[relay.transactional]"));
+}
