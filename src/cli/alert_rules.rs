@@ -17,6 +17,9 @@ pub(super) struct Args {
     /// `OutboxCdcRestarting` fires past this many restarts in 15 minutes.
     #[arg(long, default_value_t = 3)]
     restarts: u64,
+    /// Where docs/runbooks.md is served (each alert's runbook_url is this and its section).
+    #[arg(long, default_value = rules::DEFAULT_RUNBOOK_BASE)]
+    runbook_base: String,
 }
 
 pub(super) fn run(args: Args) -> Result<(), Error> {
@@ -24,6 +27,7 @@ pub(super) fn run(args: Args) -> Result<(), Error> {
         job: args.job,
         behind_secs: args.behind_secs,
         restarts: args.restarts,
+        runbook_base: args.runbook_base,
     });
     std::io::stdout()
         .write_all(text.as_bytes())

@@ -14,7 +14,13 @@ pub struct RuleOptions {
     pub behind_secs: u64,
     /// `OutboxCdcRestarting` fires past this many restarts in 15 minutes.
     pub restarts: u64,
+    /// Where `docs/runbooks.md` is served; each alert's `runbook_url` is
+    /// this and the alert's section.
+    pub runbook_base: String,
 }
+
+/// `runbook_base` by default: the page in the repository and the package.
+pub const DEFAULT_RUNBOOK_BASE: &str = "docs/runbooks.md";
 
 impl Default for RuleOptions {
     fn default() -> Self {
@@ -22,6 +28,7 @@ impl Default for RuleOptions {
             job: "outbox-cdc".into(),
             behind_secs: 60,
             restarts: 3,
+            runbook_base: DEFAULT_RUNBOOK_BASE.into(),
         }
     }
 }
@@ -113,16 +120,31 @@ pub fn render(o: &RuleOptions) -> String {
     );
     for a in alerts(o) {
         out.push_str(&format!(
-            "      - alert: {}\n        expr: {}\n        for: {}\n        labels:\n          severity: {}\n        annotations:\n          summary: {}\n          description: {}\n",
+            "      - alert: {}\n        expr: {}\n        for: {}\n        labels:\n          severity: {}\n        annotations:\n          summary: {}\n          description: {}\n          runbook_url: {}\n",
             a.name,
             quote(&a.expr),
             a.for_,
             a.severity,
             quote(&a.summary),
-            quote(a.description)
+            quote(a.description),
+            quote(&runbook_url(o, a.name))
         ));
     }
     out
+}
+
+/// An alert's runbook: its section of `docs/runbooks.md` (the heading is
+/// the alert's name, so the anchor is the name in lower case).
+pub fn runbook_url(o: &RuleOptions, alert: &str) -> String {
+    format!("{}#{}", o.runbook_base, alert.to_ascii_lowercase())
+}
+
+/// Every alert's name, in the rules' order.
+pub fn alert_names() -> Vec<&'static str> {
+    alerts(&RuleOptions::default())
+        .iter()
+        .map(|a| a.name)
+        .collect()
 }
 
 /// A YAML single-quoted scalar.

@@ -41,3 +41,27 @@ fn the_readme_lists_every_metric() {
         );
     }
 }
+
+/// Every alert links its runbook, and every runbook is an alert's.
+#[test]
+fn every_alert_has_its_runbook_and_every_runbook_its_alert() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let runbooks = std::fs::read_to_string(root.join("docs/runbooks.md")).unwrap();
+    let rules = std::fs::read_to_string(root.join("monitoring/outbox-cdc.rules.yml")).unwrap();
+    let alerts = outbox_cdc::metrics::rules::alert_names();
+    assert!(alerts.len() >= 7);
+    for alert in &alerts {
+        assert!(
+            runbooks.lines().any(|l| l == format!("## {alert}")),
+            "docs/runbooks.md has no section for {alert}"
+        );
+        let url = format!("runbook_url: 'docs/runbooks.md#{}'", alert.to_lowercase());
+        assert!(rules.contains(&url), "the rules lack {url}");
+    }
+    for heading in runbooks.lines().filter_map(|l| l.strip_prefix("## ")) {
+        assert!(
+            alerts.contains(&heading),
+            "a runbook for no alert: {heading}"
+        );
+    }
+}
