@@ -35,6 +35,34 @@ const fn gauge(name: &'static str, help: &'static str, labels: &'static [&'stati
     }
 }
 
+/// The metrics reference (`docs/reference/metrics.md`): every metric with
+/// its type, labels and help, written from these definitions; a test fails
+/// when the committed page is stale.
+pub fn reference_markdown() -> String {
+    let mut out = String::from(
+        "# Metrics reference\n\nGenerated from `src/metrics/names.rs` (`scripts/regenerate.sh`); do not edit by hand.\nEvery metric is served at `/metrics` when `[http]` is set.\n\n| metric | type | labels | what it counts |\n|---|---|---|---|\n",
+    );
+    for def in ALL {
+        let kind = match def.kind {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        };
+        let labels = def
+            .labels
+            .iter()
+            .map(|l| format!("`{l}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push_str(&format!(
+            "| `{}` | {kind} | {labels} | {} |\n",
+            def.name,
+            def.help.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
 /// Label names.
 pub const DESTINATION: &str = "destination";
 pub const CODE: &str = "code";

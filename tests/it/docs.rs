@@ -65,3 +65,27 @@ fn every_alert_has_its_runbook_and_every_runbook_its_alert() {
         );
     }
 }
+
+/// The metrics reference is the definitions' own output; with
+/// `OUTBOX_CDC_REGENERATE=1` the test writes it instead.
+#[test]
+fn the_metrics_reference_is_up_to_date() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference/metrics.md");
+    let generated = outbox_cdc::metrics::names::reference_markdown();
+    if std::env::var_os("OUTBOX_CDC_REGENERATE").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "docs/reference/metrics.md is stale: scripts/regenerate.sh writes it"
+    );
+    for def in outbox_cdc::metrics::names::ALL {
+        assert!(
+            committed.contains(&format!("| `{}` |", def.name)),
+            "{}",
+            def.name
+        );
+    }
+}
