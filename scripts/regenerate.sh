@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the committed Debezium configuration (every deployment target)
 # and its snapshots from the outbox definition and outbox-cdc.example.toml,
-# the alerting rules and the metrics reference from the metric definitions.
+# the alerting rules and the metrics reference from the metric definitions,
+# and the error-code reference from the codes.
 # Review the diff afterwards.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,5 +15,5 @@ done
 cargo run --quiet -- alert-rules >monitoring/outbox-cdc.rules.yml
 cp monitoring/outbox-cdc.rules.yml deploy/helm/outbox-cdc/files/outbox-cdc.rules.yml
 INSTA_UPDATE=always cargo test --quiet --test it connector_config::snapshots_pin_the_generated_configuration
-OUTBOX_CDC_REGENERATE=1 cargo test --quiet --test it docs::the_metrics_reference_is_up_to_date
+OUTBOX_CDC_REGENERATE=1 cargo test --quiet --test it docs::the_metrics_reference_is_up_to_date docs::the_error_code_reference_is_up_to_date
 git status --short connector-config snapshots monitoring deploy docs/reference

@@ -14,6 +14,28 @@ pub mod policy;
 
 use std::fmt;
 
+/// The error-code reference (`docs/reference/error-codes.md`): every code
+/// with its class, what the relay does after it and what it means, written
+/// from the definitions below; a test fails when the committed page is stale.
+pub fn reference_markdown() -> String {
+    let mut out = String::from(
+        "# Error-code reference\n\nGenerated from `src/error/mod.rs` and `src/error/policy.rs` (`scripts/regenerate.sh`); do not edit by hand.\nEvery failure starts with one of these codes. The class says whose matter it is; `after it` is what the relay does when the code ends a session (the README's \"Error codes\" section explains each).\n\n| code | class | after it | meaning |\n|---|---|---|---|\n",
+    );
+    for code in Code::ALL {
+        let class = match code.class() {
+            Class::Transient => "transient",
+            Class::Operator => "operator",
+            Class::Row => "row",
+        };
+        out.push_str(&format!(
+            "| `{code}` | {class} | {} | {} |\n",
+            policy::for_code(*code).as_str(),
+            code.meaning()
+        ));
+    }
+    out
+}
+
 /// What a failure asks of the relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -27,7 +49,7 @@ pub enum Class {
 }
 
 macro_rules! codes {
-    ($($(#[$doc:meta])* $code:ident => $class:ident,)*) => {
+    ($($(#[$doc:meta])* $code:ident => $class:ident, $meaning:literal,)*) => {
         /// Every stable code, with its class.
         #[allow(non_camel_case_types)]
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,195 +71,202 @@ macro_rules! codes {
                     $(Code::$code => Class::$class,)*
                 }
             }
+
+            /// What the code means, for the error-code reference.
+            pub const fn meaning(self) -> &'static str {
+                match self {
+                    $(Code::$code => $meaning,)*
+                }
+            }
         }
     };
 }
 
 codes! {
     // Configuration.
-    CONFIG_UNREADABLE => Operator,
-    CONFIG_SYNTAX => Operator,
-    CONFIG_UNKNOWN_KEY => Operator,
-    CONFIG_MISSING_KEY => Operator,
-    CONFIG_INVALID_VALUE => Operator,
-    CONFIG_SECRET_IN_FILE => Operator,
-    CONFIG_SECRET_UNAVAILABLE => Operator,
+    CONFIG_UNREADABLE => Operator, "the configuration file cannot be read",
+    CONFIG_SYNTAX => Operator, "not TOML, or a value of the wrong type (the key is named)",
+    CONFIG_UNKNOWN_KEY => Operator, "a key or section the relay does not know, with the nearest known one (misspelt settings never pass silently); also the warning for an `OUTBOX_CDC_*` variable that sets nothing",
+    CONFIG_MISSING_KEY => Operator, "a required key or section is missing",
+    CONFIG_INVALID_VALUE => Operator, "a value out of range, or a Kafka property the relay owns",
+    CONFIG_SECRET_IN_FILE => Operator, "a literal secret in the file; use `{ env = ... }` or `{ file = ... }`",
+    CONFIG_SECRET_UNAVAILABLE => Operator, "the referenced variable or file is missing",
 
     // PostgreSQL connections.
     /// Cannot connect (refused, timed out, server starting, too many connections).
-    PG_CONNECT_FAILED => Transient,
+    PG_CONNECT_FAILED => Transient, "cannot connect: refused, timed out, no such database, server starting, too many connections",
     /// An established connection broke or the server shut down.
-    PG_CONNECTION_LOST => Transient,
-    PG_TLS_REFUSED => Operator,
-    PG_TLS_FAILED => Operator,
+    PG_CONNECTION_LOST => Transient, "an established connection broke or the server shut down",
+    PG_TLS_REFUSED => Operator, "the server offers no TLS but `sslmode` requires it",
+    PG_TLS_FAILED => Operator, "TLS handshake or certificate verification failed",
     /// Wrong password, unknown role, or no `pg_hba.conf` entry.
-    PG_AUTH_FAILED => Operator,
-    PG_AUTH_UNSUPPORTED => Operator,
+    PG_AUTH_FAILED => Operator, "wrong password, unknown role, no `pg_hba.conf` entry",
+    PG_AUTH_UNSUPPORTED => Operator, "the server asks for GSS, SSPI or Kerberos",
     /// E.g. the role lacks `REPLICATION`.
-    PG_PERMISSION_DENIED => Operator,
+    PG_PERMISSION_DENIED => Operator, "e.g. the role lacks `REPLICATION` (SQLSTATE 42501)",
     /// The role lacks a table privilege the relay needs (the message names
     /// it and the `GRANT` that fixes it).
-    PG_PRIVILEGE_MISSING => Operator,
+    PG_PRIVILEGE_MISSING => Operator, "the role lacks a table privilege the relay needs; the message names it and the `GRANT` that fixes it",
     /// Bytes from the server the client does not understand.
-    PG_PROTOCOL => Transient,
+    PG_PROTOCOL => Transient, "bytes from the server the client does not understand",
     /// A statement the server refused, with its SQLSTATE.
-    PG_QUERY_FAILED => Operator,
+    PG_QUERY_FAILED => Operator, "a statement the server refused, with its SQLSTATE",
     /// A replication command the server refused, with its SQLSTATE.
-    PG_SERVER_ERROR => Operator,
+    PG_SERVER_ERROR => Operator, "a replication command the server refused, with its SQLSTATE",
 
     // Server settings and headroom.
-    PG_WAL_LEVEL_NOT_LOGICAL => Operator,
-    PG_ENCODING_UNSUPPORTED => Operator,
-    SLOTS_EXHAUSTED => Operator,
-    WAL_SENDERS_EXHAUSTED => Operator,
+    PG_WAL_LEVEL_NOT_LOGICAL => Operator, "`wal_level` is not `logical`",
+    PG_ENCODING_UNSUPPORTED => Operator, "the database encoding is not UTF8",
+    SLOTS_EXHAUSTED => Operator, "`max_replication_slots` leaves no room for the relay's slot",
+    WAL_SENDERS_EXHAUSTED => Operator, "`max_wal_senders` leaves no room (check)",
     /// Warning: `max_slot_wal_keep_size = -1`.
-    UNLIMITED_SLOT_WAL => Operator,
+    UNLIMITED_SLOT_WAL => Operator, "warning: `max_slot_wal_keep_size = -1`",
 
     // The outbox's schema.
-    PUBLICATION_MISSING => Operator,
-    PUBLICATION_MISSING_TABLE => Operator,
+    PUBLICATION_MISSING => Operator, "the publication does not exist; run `migrate`",
+    PUBLICATION_MISSING_TABLE => Operator, "the publication does not cover the outbox",
     /// The publication must publish inserts, and only inserts.
-    PUBLICATION_NOT_INSERT_ONLY => Operator,
-    ROUTING_KEY_MISSING => Operator,
-    ROUTING_KEY_GENERATED => Operator,
-    ROUTING_KEY_TRIGGER_MISSING => Operator,
-    CONSTRAINT_MISSING => Operator,
+    PUBLICATION_NOT_INSERT_ONLY => Operator, "the publication must publish inserts, and only inserts",
+    ROUTING_KEY_MISSING => Operator, "the outbox has no `routing_key` column",
+    ROUTING_KEY_GENERATED => Operator, "`routing_key` is a generated column; run `migrate --cdc-only`",
+    ROUTING_KEY_TRIGGER_MISSING => Operator, "the trigger that keeps `routing_key` is missing or disabled",
+    CONSTRAINT_MISSING => Operator, "a CHECK constraint of the CDC migration is missing",
     /// Warning: a constraint exists but old rows were not validated.
-    CONSTRAINT_NOT_VALIDATED => Operator,
+    CONSTRAINT_NOT_VALIDATED => Operator, "warning: a constraint is `NOT VALID` (old rows violate it)",
     /// A contract column is missing or has a type the contract cannot encode.
-    OUTBOX_SCHEMA_DRIFT => Operator,
+    OUTBOX_SCHEMA_DRIFT => Operator, "a contract column is missing or has a type the contract cannot encode (the column is named)",
     /// Warning: a column's nullability differs from the definition.
-    OUTBOX_COLUMN_NULLABILITY => Operator,
+    OUTBOX_COLUMN_NULLABILITY => Operator, "warning: a column's nullability differs from the definition",
 
     // The replication slot.
-    SLOT_MISSING => Operator,
+    SLOT_MISSING => Operator, "the relay's slot does not exist; `cutover --to cdc` creates it. A slot that disappears while the relay runs (a failover to a standby without a synchronised copy) is never created again by `relay.create_slot`: the relay stops, and `cutover --to cdc` hands over every row not yet `PUBLISHED` or `FAILED`",
     /// A setting asks for what this PostgreSQL major does not offer
     /// (`postgres.failover_slot` before 17).
-    PG_FEATURE_UNAVAILABLE => Operator,
+    PG_FEATURE_UNAVAILABLE => Operator, "a setting needs a newer PostgreSQL (`postgres.failover_slot` before 17)",
     /// `postgres.failover_slot` is on but a promoted standby would not have
     /// the slot: what is missing is named.
-    FAILOVER_NOT_READY => Operator,
-    SLOT_WRONG_PLUGIN => Operator,
-    SLOT_WRONG_DATABASE => Operator,
-    SLOT_NOT_LOGICAL => Operator,
+    FAILOVER_NOT_READY => Operator, "`check` with `postgres.failover_slot`: what a promoted standby would lack (`synchronized_standby_slots`, the standby's physical slot, `hot_standby_feedback`, `sync_replication_slots`, the synchronised copy), each named",
+    SLOT_WRONG_PLUGIN => Operator, "the slot does not use pgoutput",
+    SLOT_WRONG_DATABASE => Operator, "the slot belongs to another database",
+    SLOT_NOT_LOGICAL => Operator, "the slot is physical",
     /// The server removed WAL the slot needed; `cutover --to cdc --recover`
     /// makes a new slot and hands over every row not yet published.
-    SLOT_INVALIDATED => Operator,
+    SLOT_INVALIDATED => Operator, "the server removed WAL the slot needed; `cutover --to cdc --recover` makes a new slot and hands over every row not yet published",
     /// Warning from the slot guard: `safe_wal_size` is under
     /// `relay.slot_wal_margin_bytes`.
-    SLOT_WAL_AT_RISK => Operator,
+    SLOT_WAL_AT_RISK => Operator, "a warning (slot guard and `check`): the slot's `safe_wal_size` is under `relay.slot_wal_margin_bytes`",
     /// Another process streams from the slot; a relay waits as a standby.
-    SLOT_IN_USE => Operator,
-    PGOUTPUT_MALFORMED => Operator,
+    SLOT_IN_USE => Operator, "another process streams from the slot: the relay waits as a standby",
+    PGOUTPUT_MALFORMED => Operator, "the stream holds bytes pgoutput v1 does not produce",
 
     // Relay exclusivity and cutover.
-    DUPLICATE_OUTBOX_RELAY => Operator,
-    NO_OUTBOX_RELAY => Operator,
-    LEASE_WAIT_TIMEOUT => Operator,
-    CDC_RELAY_RUNNING => Operator,
-    SLOT_EXISTS_BEFORE_CUTOVER => Operator,
-    HANDOVER_INCOMPLETE => Operator,
-    HANDOVER_FAILED => Operator,
+    DUPLICATE_OUTBOX_RELAY => Operator, "another relay publishes the outbox (polling, a live lease, no fence, Debezium active)",
+    NO_OUTBOX_RELAY => Operator, "no relay mode is declared, or nothing publishes a CDC outbox (check)",
+    LEASE_WAIT_TIMEOUT => Operator, "polling leases still live after the cutover's wait",
+    CDC_RELAY_RUNNING => Operator, "`cutover --to polling` while the relay streams",
+    SLOT_EXISTS_BEFORE_CUTOVER => Operator, "a slot no cutover created; drop it and cut over again",
+    HANDOVER_INCOMPLETE => Operator, "a cutover stopped before it listed the backlog; run it again",
+    HANDOVER_FAILED => Operator, "reading or writing the hand-over tables failed",
     /// `cutover --to cdc --recover` when there is nothing to recover (the
     /// slot is healthy) or the outbox was never cut over.
-    RECOVERY_REFUSED => Operator,
-    ROW_MARKING_FAILED => Operator,
+    RECOVERY_REFUSED => Operator, "`cutover --to cdc --recover` with a healthy slot, or an outbox never cut over to CDC",
+    ROW_MARKING_FAILED => Operator, "the server refused a FAILED or PUBLISHED mark, or a write to the published journal",
     /// `redrive` stopped before every matching row was published (the
     /// rest stay FAILED).
-    REDRIVE_INCOMPLETE => Operator,
+    REDRIVE_INCOMPLETE => Operator, "`redrive` stopped or rows failed again; the rest stay `FAILED`",
     /// `replay` stopped before every row of the window was published, or
     /// the destination refused rows (their status is unchanged).
-    REPLAY_INCOMPLETE => Operator,
+    REPLAY_INCOMPLETE => Operator, "`replay` stopped, or the destination refused rows (named in the log); no row's status changed: fix the cause and replay the window again",
     /// `replay`: `purge` has deleted rows of the window, so a replay would
     /// leave them out; nothing was published.
-    REPLAY_WINDOW_PURGED => Operator,
+    REPLAY_WINDOW_PURGED => Operator, "`replay`: `purge` deleted rows of the window (the message says which destination, status, count and creation times); nothing was published: choose a window after them",
     /// `purge`: a slot has not confirmed the purge's horizon in time (the
     /// relay is stopped or far behind); nothing was deleted.
-    PURGE_SLOT_BEHIND => Transient,
+    PURGE_SLOT_BEHIND => Transient, "`purge`: a slot did not confirm the purge's horizon in time (is the relay streaming?); nothing was deleted",
 
     // Migrations.
-    MIGRATION_TEMPLATE => Operator,
-    MIGRATION_CHECKSUM_MISMATCH => Operator,
-    MIGRATION_FAILED => Operator,
+    MIGRATION_TEMPLATE => Operator, "a migration uses an unknown placeholder",
+    MIGRATION_CHECKSUM_MISMATCH => Operator, "an applied migration file was edited",
+    MIGRATION_FAILED => Operator, "a migration statement failed",
 
     // Kafka.
-    KAFKA_CONFIG_INVALID => Operator,
-    KAFKA_UNREACHABLE => Transient,
+    KAFKA_CONFIG_INVALID => Operator, "librdkafka refused the configuration",
+    KAFKA_UNREACHABLE => Transient, "the cluster does not answer a metadata request",
     /// SASL authentication failed: the credentials are wrong.
-    KAFKA_AUTH_FAILED => Operator,
+    KAFKA_AUTH_FAILED => Operator, "SASL authentication with the cluster failed (wrong password, unknown user, mechanism not enabled)",
     /// The principal may not use its transactional id, its progress group
     /// or the cluster (an ACL): the relay waits until it is granted.
-    KAFKA_NOT_AUTHORIZED => Operator,
+    KAFKA_NOT_AUTHORIZED => Operator, "the principal may not use its transactional id, its progress group or the cluster (an ACL): the relay waits until it is granted",
     /// The TLS handshake with the cluster failed (e.g. a CA that does not
     /// match the brokers' certificates).
-    KAFKA_TLS_FAILED => Operator,
+    KAFKA_TLS_FAILED => Operator, "the TLS handshake with the cluster failed (e.g. a CA that does not match the brokers' certificates)",
     /// Not stored for a passing reason (queue timeout, broker down), or the
     /// producer's task failed: the session restarts and replays.
-    KAFKA_PRODUCE_FAILED => Transient,
+    KAFKA_PRODUCE_FAILED => Transient, "not stored for a passing reason (queue timeout, broker down): the session restarts and replays",
     /// Possibly stored: the session restarts and replays under the same ids.
-    KAFKA_DELIVERY_AMBIGUOUS => Transient,
+    KAFKA_DELIVERY_AMBIGUOUS => Transient, "possibly stored: the session restarts and replays under the same ids",
     /// Transactional delivery: another producer with the same
     /// `transactional.id` started; this relay stops and never publishes again.
-    KAFKA_PRODUCER_FENCED => Operator,
+    KAFKA_PRODUCER_FENCED => Operator, "transactional delivery: another relay started with the same `transactional.id`; this one stops and never publishes again",
     /// Transactional delivery: a Kafka transaction was aborted (none of its
     /// records is visible to read_committed consumers); the session
     /// restarts and publishes its source transactions again.
-    KAFKA_TRANSACTION_ABORTED => Transient,
+    KAFKA_TRANSACTION_ABORTED => Transient, "transactional delivery: a Kafka transaction was aborted (none of it is visible to read_committed consumers); the session restarts and publishes its source transactions again",
     /// Transactional delivery: a commit's outcome is unknown (it timed
     /// out); the next session learns it from the progress in Kafka.
-    KAFKA_TRANSACTION_OUTCOME_UNKNOWN => Transient,
-    TOPIC_MISSING => Operator,
+    KAFKA_TRANSACTION_OUTCOME_UNKNOWN => Transient, "transactional delivery: a commit timed out; the next session learns its outcome from the progress in Kafka",
+    TOPIC_MISSING => Operator, "a pending row's topic is missing and not auto-creatable (check)",
     /// Warning: a new topic's partitions were not all served by their
     /// leaders in time (the cause says why); the relay produced anyway.
-    TOPIC_NOT_SERVED => Transient,
+    TOPIC_NOT_SERVED => Transient, "a warning: a new topic's partitions were not all served by their leaders within 10 s (the broker's last answer is the cause); the relay produced anyway",
     /// The broker refused a batch as too large although its records fit
     /// the topic on their own, or a topic's limit is below the producer's
     /// batch size: the session restarts and publishes them again in
     /// batches under the topic's limit (learned again). No row is FAILED.
-    BATCH_OVER_TOPIC_LIMIT => Transient,
+    BATCH_OVER_TOPIC_LIMIT => Transient, "a topic's `max.message.bytes` is below the producer's batch size, or the broker refused a batch as too large although its records fit on their own: the session restarts and publishes them again in batches under the limit; no row is FAILED",
     /// The principal may not describe a topic's configuration
     /// (DESCRIBE_CONFIGS): its `max.message.bytes` is learned from the
     /// batches the broker refuses instead.
-    TOPIC_LIMIT_UNKNOWN => Operator,
+    TOPIC_LIMIT_UNKNOWN => Operator, "a warning of `check`: the principal may not describe a topic's configuration (`DESCRIBE_CONFIGS`), so the relay learns its `max.message.bytes` from the batches the broker refuses",
 
     // The broker refused a record for a reason of the operator's (an ACL, a
     // missing topic, a policy): no row is marked FAILED for it; the session
     // ends and the relay retries with backoff until it is fixed.
-    TOPIC_AUTHORIZATION_FAILED => Operator,
-    TOPIC_UNKNOWN => Operator,
-    POLICY_VIOLATION => Operator,
+    TOPIC_AUTHORIZATION_FAILED => Operator, "the broker refused writing the topic (an ACL): the relay retries, no row is FAILED",
+    TOPIC_UNKNOWN => Operator, "the topic does not exist and is not created: the relay retries, no row is FAILED",
+    POLICY_VIOLATION => Operator, "a broker policy refused the record: the relay retries, no row is FAILED",
 
     // One row: recorded as FAILED with the code.
-    MESSAGE_TOO_LARGE => Row,
-    INVALID_TOPIC => Row,
-    INVALID_RECORD => Row,
-    HEADERS_NOT_FLAT => Row,
-    RESERVED_HEADER_NAME => Row,
-    ILLEGAL_TOPIC_NAME => Row,
-    HEADER_UNENCODABLE => Row,
-    ROW_UNDECODABLE => Row,
-    ROW_SHAPE_MISMATCH => Row,
+    MESSAGE_TOO_LARGE => Row, "the broker refused the record's size",
+    INVALID_TOPIC => Row, "the broker refused the topic name",
+    INVALID_RECORD => Row, "the broker refused the record",
+    HEADERS_NOT_FLAT => Row, "application headers are not a JSON object of strings",
+    RESERVED_HEADER_NAME => Row, "an application header uses the platform's names",
+    ILLEGAL_TOPIC_NAME => Row, "`topic_prefix + destination` is not a legal Kafka topic",
+    HEADER_UNENCODABLE => Row, "a column value cannot be written as its header",
+    ROW_UNDECODABLE => Row, "a value does not decode (or a NOT NULL column is NULL)",
+    ROW_SHAPE_MISMATCH => Row, "a tuple has more or fewer values than its relation",
     /// A row came without a decodable message id: it cannot be recorded
     /// FAILED, so the relay stops before the slot passes it.
-    ROW_UNIDENTIFIABLE => Operator,
+    ROW_UNIDENTIFIABLE => Operator, "a row came without a decodable message id: it cannot be recorded `FAILED`, so the relay stops before the slot passes it",
 
     // The process.
     /// `http.listen` cannot be bound.
-    HTTP_LISTEN_FAILED => Operator,
+    HTTP_LISTEN_FAILED => Operator, "`http.listen` cannot be bound",
     /// The runtime or a task of the relay failed.
-    INTERNAL => Operator,
+    INTERNAL => Operator, "the runtime or one of the relay's tasks failed",
     /// Standard output or a file could not be written.
-    OUTPUT_UNWRITABLE => Operator,
+    OUTPUT_UNWRITABLE => Operator, "standard output or a file cannot be written",
     /// `check` found errors.
-    UNHEALTHY => Operator,
+    UNHEALTHY => Operator, "`check` found errors (the codes follow)",
     /// A command-line argument is malformed (checked before anything
     /// connects).
-    ARGUMENT_INVALID => Operator,
+    ARGUMENT_INVALID => Operator, "a command-line argument is malformed (`audit --since yesterday`); nothing connected; exit status 2",
     /// `audit`: rows of the window are missing from Kafka.
-    AUDIT_LOST => Operator,
+    AUDIT_LOST => Operator, "`audit`: rows of the window are missing from Kafka (the report lists them); exit status 3",
     /// `audit`: records differ from their rows, are out of per-key order,
     /// or have no row.
-    AUDIT_MISMATCH => Operator,
+    AUDIT_MISMATCH => Operator, "`audit`: records differ from their rows, are out of per-key order or have no row; exit status 4",
 }
 
 impl fmt::Display for Code {

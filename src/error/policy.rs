@@ -1,7 +1,8 @@
 //! The one retry policy: what the relay does after a failure ended a
 //! session, decided from the error's code alone. The supervisor obeys it and
-//! nothing else decides; the README's code table shows each code's
-//! directive, and a test holds the two together.
+//! nothing else decides; the error-code reference
+//! (`docs/reference/error-codes.md`) shows each code's directive, generated
+//! from here.
 
 use super::{Class, Code, Error};
 
@@ -33,7 +34,7 @@ pub enum Directive {
 }
 
 impl Directive {
-    /// As the README's code table writes it.
+    /// As the error-code reference writes it.
     pub const fn as_str(self) -> &'static str {
         match self {
             Directive::Retry => "retry",
