@@ -17,6 +17,7 @@ pub(crate) mod keys;
 pub mod otel;
 pub mod outbox;
 pub mod postgres;
+pub mod reference;
 pub mod relay;
 pub mod secrets;
 #[cfg(test)]

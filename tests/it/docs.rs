@@ -1,16 +1,11 @@
 //! The README's configuration reference lists every environment override.
 
 #[test]
-fn the_readme_lists_every_environment_override() {
+fn the_readme_points_at_the_configuration_reference() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let overrides = outbox_cdc::config::env_overrides();
-    assert!(overrides.len() >= 18);
-    for (var, key) in overrides {
-        let row = format!("| `{var}` | `{key}` |");
-        assert!(readme.contains(&row), "README.md lacks the row {row}");
-    }
-    assert!(readme.contains("OUTBOX_CDC_POSTGRES_HOST"));
+    assert!(readme.contains("(docs/reference/configuration.md)"));
+    assert!(outbox_cdc::config::env_overrides().len() >= 50);
 }
 
 /// The error-code reference is the definitions' own output (code, class,
@@ -103,4 +98,54 @@ fn the_metrics_reference_is_up_to_date() {
             def.name
         );
     }
+}
+
+/// The configuration reference is the definitions' own output, and the
+/// example says so wherever it departs from a default.
+#[test]
+fn the_configuration_reference_is_up_to_date_and_the_example_agrees_with_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("docs/reference/configuration.md");
+    let generated = outbox_cdc::config::reference::reference_markdown();
+    if std::env::var_os("OUTBOX_CDC_REGENERATE").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "docs/reference/configuration.md is stale: scripts/regenerate.sh writes it"
+    );
+    for (var, _) in outbox_cdc::config::env_overrides() {
+        assert!(committed.contains(&format!("`{var}`")), "{var}");
+    }
+    // Each value the example sets is the default, or its line says it is not.
+    let example = std::fs::read_to_string(root.join("outbox-cdc.example.toml")).unwrap();
+    let mut section = String::new();
+    let mut departures = Vec::new();
+    for line in example.lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_string();
+            continue;
+        }
+        let Some((key, rest)) = line.split_once(" = ") else {
+            continue;
+        };
+        if line.starts_with('#') || section == "kafka.properties" || rest.starts_with('{') {
+            continue;
+        }
+        let value = rest.split("  #").next().unwrap_or(rest).trim();
+        let key = format!("{section}.{}", key.trim());
+        let Some(default) = outbox_cdc::config::reference::default_of(&key) else {
+            continue;
+        };
+        if !default.is_empty() && value != default && !rest.contains("default") {
+            departures.push(format!("{key} = {value} (default {default})"));
+        }
+    }
+    assert!(
+        departures.is_empty(),
+        "the example departs from defaults without saying so: {departures:?}"
+    );
 }
