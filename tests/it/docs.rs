@@ -149,3 +149,85 @@ fn the_configuration_reference_is_up_to_date_and_the_example_agrees_with_it() {
         "the example departs from defaults without saying so: {departures:?}"
     );
 }
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped but `-`
+/// and `_`, spaces as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+fn markdown_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            markdown_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every relative link of the README and the docs reaches a file, and
+/// every `#anchor` a heading of its page.
+#[test]
+fn every_internal_link_and_anchor_resolves() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    markdown_files(&root.join("docs"), &mut files);
+    let anchors_of = |path: &std::path::Path| -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut fenced = false;
+        text.lines()
+            .filter(|l| {
+                if l.starts_with("```") {
+                    fenced = !fenced;
+                }
+                !fenced
+            })
+            .filter_map(|l| {
+                l.trim_start_matches('#')
+                    .strip_prefix(' ')
+                    .filter(|_| l.starts_with('#'))
+            })
+            .map(anchor)
+            .collect()
+    };
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for part in text.split("](").skip(1) {
+            let Some(target) = part.split(')').next() else {
+                continue;
+            };
+            if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                continue;
+            }
+            checked += 1;
+            let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let page = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            if !page.exists() {
+                broken.push(format!("{}: {target} (no such file)", file.display()));
+                continue;
+            }
+            if !fragment.is_empty()
+                && page.extension().is_some_and(|e| e == "md")
+                && !anchors_of(&page).iter().any(|a| a == fragment)
+            {
+                broken.push(format!("{}: {target} (no such heading)", file.display()));
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} links checked");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
