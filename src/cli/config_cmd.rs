@@ -5,6 +5,7 @@
 //! effective value with where it came from.
 
 use super::ConfigArg;
+use crate::config::reference::at;
 use crate::error::{Code, Error};
 use crate::kafka::settings;
 
@@ -50,16 +51,6 @@ fn validate(config: &ConfigArg) -> Result<(), Error> {
     }
     println!("{}: valid", config.path.display());
     Ok(())
-}
-
-/// The value at a dotted path of a table.
-fn at<'a>(table: &'a toml::Table, path: &str) -> Option<&'a toml::Value> {
-    let mut parts = path.split('.');
-    let mut value = table.get(parts.next()?)?;
-    for part in parts {
-        value = value.as_table()?.get(part)?;
-    }
-    Some(value)
 }
 
 /// A Kafka property whose plain value may be a credential.

@@ -86,7 +86,8 @@ fn defaults() -> Option<toml::Table> {
     toml::Table::try_from(&cfg).ok()
 }
 
-fn at<'a>(table: &'a toml::Table, path: &str) -> Option<&'a toml::Value> {
+/// The value at a dotted path of a table (`relay.transactional.max_ms`).
+pub(crate) fn at<'a>(table: &'a toml::Table, path: &str) -> Option<&'a toml::Value> {
     let mut parts = path.split('.');
     let mut value = table.get(parts.next()?)?;
     for part in parts {

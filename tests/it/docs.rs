@@ -14,16 +14,7 @@ fn the_readme_points_at_the_configuration_reference() {
 fn the_error_code_reference_is_up_to_date() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let path = root.join("docs/reference/error-codes.md");
-    let generated = outbox_cdc::error::reference_markdown();
-    if std::env::var_os("OUTBOX_CDC_REGENERATE").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "docs/reference/error-codes.md is stale: scripts/regenerate.sh writes it"
-    );
+    let committed = committed_page(&path, outbox_cdc::error::reference_markdown());
     for code in outbox_cdc::error::Code::ALL {
         let class = match code.class() {
             outbox_cdc::error::Class::Transient => "transient",
@@ -81,16 +72,7 @@ fn every_alert_has_its_runbook_and_every_runbook_its_alert() {
 #[test]
 fn the_metrics_reference_is_up_to_date() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference/metrics.md");
-    let generated = outbox_cdc::metrics::names::reference_markdown();
-    if std::env::var_os("OUTBOX_CDC_REGENERATE").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "docs/reference/metrics.md is stale: scripts/regenerate.sh writes it"
-    );
+    let committed = committed_page(&path, outbox_cdc::metrics::names::reference_markdown());
     for def in outbox_cdc::metrics::names::ALL {
         assert!(
             committed.contains(&format!("| `{}` |", def.name)),
@@ -106,16 +88,7 @@ fn the_metrics_reference_is_up_to_date() {
 fn the_configuration_reference_is_up_to_date_and_the_example_agrees_with_it() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let path = root.join("docs/reference/configuration.md");
-    let generated = outbox_cdc::config::reference::reference_markdown();
-    if std::env::var_os("OUTBOX_CDC_REGENERATE").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "docs/reference/configuration.md is stale: scripts/regenerate.sh writes it"
-    );
+    let committed = committed_page(&path, outbox_cdc::config::reference::reference_markdown());
     for (var, _) in outbox_cdc::config::env_overrides() {
         assert!(committed.contains(&format!("`{var}`")), "{var}");
     }
@@ -230,4 +203,20 @@ fn every_internal_link_and_anchor_resolves() {
     }
     assert!(checked > 20, "only {checked} links checked");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// The committed generated page at `path`, asserted equal to `generated`;
+/// with `OUTBOX_CDC_REGENERATE=1` it is written first.
+fn committed_page(path: &std::path::Path, generated: String) -> String {
+    if std::env::var_os("OUTBOX_CDC_REGENERATE").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{} is stale: scripts/regenerate.sh writes it",
+        path.display()
+    );
+    committed
 }
