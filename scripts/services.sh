@@ -620,7 +620,7 @@ kafka_tool() {
     "$class" --bootstrap-server "127.0.0.1:$KAFKA_PORT" "$@"
 }
 
-# The relay's principal on the secured listener gets exactly what the README
+# The relay's principal on the secured listener gets exactly what the user guide
 # lists: WRITE and DESCRIBE on the topic prefix, IDEMPOTENT_WRITE on the
 # cluster. Its SCRAM password is made per state directory.
 secure_kafka() {

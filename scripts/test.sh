@@ -65,11 +65,12 @@ eval "$(scripts/services.sh env)"
 # directory of their own: the release build and the container image, the
 # Helm chart's checks, the Debian package's tools. Their results are read
 # at the end.
-step "building the shipped artifacts in the background (image, chart, package tools)"
+step "building the shipped artifacts in the background (image, chart, package tools, the guide's mdBook)"
 artifacts_log=$(mktemp)
 image_file=$(mktemp)
 (
   export CARGO_TARGET_DIR=$PWD/target/ship
+  nice -n 19 scripts/book.sh install
   nice -n 19 scripts/image.sh >"$image_file"
   nice -n 19 scripts/chart-check.sh
   nice -n 19 scripts/deb.sh tools
@@ -80,7 +81,8 @@ step "cargo test on PostgreSQL 15 (unit, integration, failover, restarts, packag
 log=$(mktemp)
 status=0
 # Libraries, binaries and tests; the benches are run by hand, never here.
-# The image's tests run once the image is built, at the end.
+# The image's tests run once the image is built, at the end, and so does
+# the user guide's build and link check (book::), once mdBook is installed.
 # The network faults (tests/network) run after it, beside the matrix.
 # The restart tests (tests/faults) run on the newest major, in the matrix;
 # here only transactional delivery's, whose point is on Kafka's side (and
@@ -93,7 +95,7 @@ for main in tests/*/main.rs; do
     *) targets+=(--test "$name") ;;
   esac
 done
-cargo test --lib --bins "${targets[@]}" --no-fail-fast -- --skip image:: 2>&1 | tee "$log" || status=$?
+cargo test --lib --bins "${targets[@]}" --no-fail-fast -- --skip image:: --skip book:: 2>&1 | tee "$log" || status=$?
 cargo test --test faults --no-fail-fast -- transactional_delivery 2>&1 | tee -a "$log" || status=$?
 
 # The network faults (PostgreSQL 15 and Kafka through Toxiproxy) run beside
@@ -152,6 +154,8 @@ if wait "$artifacts"; then
   export OUTBOX_TEST_IMAGE
   step "the image's tests ($OUTBOX_TEST_IMAGE, PostgreSQL 15)"
   cargo test --test it --no-fail-fast -- image:: 2>&1 | tee -a "$log" || status=$?
+  step "the user guide: mdBook build and link check (tests/it/book.rs)"
+  cargo test --test it --no-fail-fast -- book:: 2>&1 | tee -a "$log" || status=$?
   step "Debian package (scripts/deb.sh)"
   CARGO_TARGET_DIR=$PWD/target/ship scripts/deb.sh || status=$?
 else

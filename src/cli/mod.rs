@@ -386,4 +386,96 @@ mod tests {
         }
         assert!(undescribed.is_empty(), "no description: {undescribed:?}");
     }
+
+    /// Markdown files of the README and the user guide.
+    fn guide_pages() -> Vec<(String, String)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "md") {
+                    out.push(path);
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut paths = vec![root.join("README.md")];
+        walk(&root.join("docs"), &mut paths);
+        paths
+            .into_iter()
+            .map(|p| {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                (
+                    p.strip_prefix(root).unwrap_or(&p).display().to_string(),
+                    text,
+                )
+            })
+            .collect()
+    }
+
+    /// Every `outbox-cdc ...` command the README and the guide show, in a
+    /// shell block or in running text, parses with today's arguments: a
+    /// renamed flag or command fails here. Usage summaries (`[--x]`,
+    /// `a|b`, `<...>`) are not commands and are left out.
+    #[test]
+    fn every_command_the_guide_shows_parses() {
+        let mut commands = Vec::new();
+        for (page, text) in guide_pages() {
+            let mut fenced = false;
+            // Running text joined, since a code span may wrap.
+            let mut prose = String::new();
+            for line in text.lines() {
+                if line.trim_start().starts_with("```") {
+                    fenced = !fenced;
+                    continue;
+                }
+                if fenced {
+                    let line = line.split(" #").next().unwrap_or(line).trim();
+                    if line.starts_with("outbox-cdc ") {
+                        commands.push((page.clone(), line.to_string()));
+                    }
+                } else {
+                    prose.push_str(line.trim());
+                    prose.push(' ');
+                }
+            }
+            for span in prose.split('`').skip(1).step_by(2) {
+                if span.starts_with("outbox-cdc ") {
+                    commands.push((page.clone(), span.to_string()));
+                }
+            }
+        }
+        let mut parsed = 0;
+        let mut stale = Vec::new();
+        for (page, command) in &commands {
+            if ["[", "|", "<", "...", "…"]
+                .iter()
+                .any(|m| command.contains(m))
+            {
+                continue;
+            }
+            let mut words = words(command);
+            // `--help` prints and exits: parse the command without it.
+            words.retain(|w| w != "--help");
+            parsed += 1;
+            if let Err(e) = Cli::try_parse_from(&words) {
+                // `outbox-cdc tail` in a sentence names the command.
+                if words.len() == 2 && e.kind() == clap::error::ErrorKind::MissingRequiredArgument {
+                    continue;
+                }
+                let e = e.to_string();
+                stale.push(format!(
+                    "{page}: `{command}`: {}",
+                    e.lines().next().unwrap_or("")
+                ));
+            }
+        }
+        assert!(parsed >= 40, "only {parsed} commands found");
+        assert!(
+            stale.is_empty(),
+            "commands that no longer parse:\n{}",
+            stale.join("\n")
+        );
+    }
 }

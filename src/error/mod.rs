@@ -19,7 +19,7 @@ use std::fmt;
 /// from the definitions below; a test fails when the committed page is stale.
 pub fn reference_markdown() -> String {
     let mut out = String::from(
-        "# Error-code reference\n\nGenerated from `src/error/mod.rs` and `src/error/policy.rs` (`scripts/regenerate.sh`); do not edit by hand.\nEvery failure starts with one of these codes. The class says whose matter it is; `after it` is what the relay does when the code ends a session (the README's \"Error codes\" section explains each).\n\n| code | class | after it | meaning |\n|---|---|---|---|\n",
+        "# Error-code reference\n\nGenerated from `src/error/mod.rs` and `src/error/policy.rs` (`scripts/regenerate.sh`); do not edit by hand.\nEvery failure starts with one of these codes. The class says whose matter it is; `after it` is what the relay does when the code ends a session ([Error codes](../operating/commands.md#error-codes) explains the classes).\n\n| code | class | after it | meaning |\n|---|---|---|---|\n",
     );
     for code in Code::ALL {
         let class = match code.class() {

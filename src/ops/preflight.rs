@@ -27,6 +27,15 @@ impl Report {
             .collect()
     }
 
+    /// The codes that make the report unhealthy (warnings left out).
+    pub fn error_codes(&self) -> Vec<&'static str> {
+        self.findings
+            .iter()
+            .filter(|f| matches!(f.level, Level::Error))
+            .filter_map(|f| f.code.map(Code::as_str))
+            .collect()
+    }
+
     pub fn render_human(&self) -> String {
         let mut out = String::new();
         for f in &self.findings {

@@ -50,7 +50,7 @@ impl Relations {
                 Error::new(
                     Code::OUTBOX_SCHEMA_DRIFT,
                     format!(
-                        "{}.{} in the replication stream: column {} {what}; restore it (see the README on schema drift)",
+                        "{}.{} in the replication stream: column {} {what}; restore it (see \"Schema drift\" in the user guide)",
                         self.schema, self.table, column.name
                     ),
                 )

@@ -1069,7 +1069,7 @@ async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration
 }
 
 /// What real Debezium does when a contract column disappears from the table
-/// (the README's "Schema drift" cites it): its task fails on the next row,
+/// (the user guide's "Schema drift" cites it): its task fails on the next row,
 /// naming the column, and publishes nothing of that row.
 #[tokio::test]
 async fn debezium_fails_its_task_when_a_contract_column_is_dropped() {

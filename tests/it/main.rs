@@ -10,12 +10,14 @@ extern crate outbox_cdc_testkit;
 use outbox_cdc_testkit as common;
 
 mod audit;
+mod book;
 mod bookkeeping;
 mod commands;
 mod connector_config;
 mod debezium;
 mod docs;
 mod errors;
+mod examples;
 mod exclusivity;
 mod image;
 mod kafka_roundtrip;

@@ -5,9 +5,9 @@
 //! that first deliveries kept per-key commit order and that the relay never
 //! exited. It notes how long the relay took to notice the fault (`/readyz`
 //! stops answering 200) and to publish again after the heal, in
-//! `network-faults.jsonl` under Cargo's test directory; the README's table
+//! `network-faults.jsonl` under Cargo's test directory; the network-faults page's table
 //! comes from these figures. Durations are asserted only against the
-//! detection budgets the README documents.
+//! detection budgets the user guide documents.
 //!
 //! Its own binary, one test at a time: the proxies are shared.
 
@@ -25,7 +25,7 @@ mod soak;
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The budgets these tests configure (the README gives the defaults).
+/// The budgets these tests configure (the user guide gives the defaults).
 const WAL_RECEIVER_TIMEOUT_SECS: u64 = 10;
 const QUERY_TIMEOUT_SECS: u64 = 10;
 const SLOT_CHECK_INTERVAL_SECS: u64 = 5;
