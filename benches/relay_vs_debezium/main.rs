@@ -84,6 +84,7 @@ async fn bench() -> Result<()> {
         // Rewrites the table from the results file, measuring nothing.
         let text = std::fs::read_to_string(a.out.join("benchmark.json"))?;
         let report: Json = serde_json::from_str(&text)?;
+        write_charts(&a.out, &report)?;
         std::fs::write(a.out.join("benchmark.md"), markdown(&report))?;
         return Ok(());
     }
@@ -216,7 +217,17 @@ async fn bench() -> Result<()> {
     std::fs::create_dir_all(&a.out)?;
     let mut f = File::create(a.out.join("benchmark.json"))?;
     writeln!(f, "{}", serde_json::to_string_pretty(&report)?)?;
+    write_charts(&a.out, &report)?;
     std::fs::write(a.out.join("benchmark.md"), markdown(&report))?;
     println!("{}", serde_json::to_string_pretty(&report["ratios"])?);
+    Ok(())
+}
+
+/// The SVG charts beside the table (`chart::benchmark`, which a test holds
+/// the committed ones to).
+fn write_charts(dir: &std::path::Path, report: &Json) -> Result<()> {
+    for (name, svg) in outbox_cdc_testkit::chart::benchmark(report) {
+        std::fs::write(dir.join(name), svg)?;
+    }
     Ok(())
 }

@@ -447,6 +447,20 @@ pub(crate) fn markdown(report: &Json) -> String {
         machine CPU is the busy time of the whole machine (database, broker, relay, bench consumer) per message, \
         over the whole run and, as the throughput is, from the first record to the last.\n",
         s["repeat"]);
+    let charts: Vec<&str> = outbox_cdc_testkit::chart::benchmark(report)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let image = |md: &mut String, name: &str, alt: &str| {
+        if charts.contains(&name) {
+            let _ = writeln!(md, "![{alt}]({name})\n");
+        }
+    };
+    image(
+        &mut md,
+        "benchmark-throughput.svg",
+        "Backlog throughput of each relay beside the shared-CPU bound",
+    );
     let _ = writeln!(md, "| scenario | relay | msg/s | first to last (s) | first record after start (s) | CPU (s) | machine CPU (µs/msg) | first to last (µs/msg) | peak RSS (MiB) |");
     let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let results = report["results"].as_array().cloned().unwrap_or_default();
@@ -498,6 +512,11 @@ pub(crate) fn markdown(report: &Json) -> String {
     let _ = writeln!(
         md,
         "\n## Latency: commit to Kafka at a fixed offered load\n"
+    );
+    image(
+        &mut md,
+        "benchmark-latency.svg",
+        "Commit-to-Kafka latency percentiles of each relay",
     );
     let _ = writeln!(
         md,
@@ -615,6 +634,14 @@ pub(crate) fn markdown(report: &Json) -> String {
             );
         }
         let _ = writeln!(md);
+    }
+    if charts.contains(&"benchmark-memory.svg") {
+        let _ = writeln!(md, "## Peak memory\n");
+        image(
+            &mut md,
+            "benchmark-memory.svg",
+            "Peak resident memory of each relay in each scenario",
+        );
     }
     let _ = writeln!(md, "## Against the goals\n");
     let _ = writeln!(md, "| ratio | value | goal |");

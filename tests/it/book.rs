@@ -1,6 +1,6 @@
 //! The user guide (`docs/`, an mdBook) builds without a warning, every page
 //! under `docs/` is a chapter, and every link of the built HTML reaches a
-//! page and every `#fragment` an element of that page. `scripts/book.sh
+//! page and every `#fragment` an element of that page; every image is there. `scripts/book.sh
 //! install` installs the pinned mdBook; `scripts/test.sh` runs this module
 //! at the end, once the background build has installed it.
 
@@ -134,6 +134,14 @@ fn the_user_guide_builds_without_warnings_and_every_link_resolves() {
             .nth(1)
             .and_then(|m| m.split("</main>").next())
             .unwrap_or_else(|| panic!("{chapter} has no <main>"));
+        for src in attribute_values(main, "src") {
+            if !src.contains("://") {
+                checked += 1;
+                if !page.parent().unwrap().join(src).is_file() {
+                    broken.push(format!("{chapter}: image {src} (no such file in the book)"));
+                }
+            }
+        }
         for href in attribute_values(main, "href") {
             if href.contains("://") || href.starts_with("mailto:") {
                 continue;

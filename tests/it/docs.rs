@@ -1,6 +1,8 @@
 //! The README and the user guide (docs/): generated references that cannot
 //! drift, and links that resolve. `examples` runs and checks their examples.
 
+use crate::common;
+
 #[test]
 fn the_readme_points_at_the_configuration_reference() {
     let readme =
@@ -224,4 +226,88 @@ fn committed_page(path: &std::path::Path, generated: String) -> String {
         path.display()
     );
     committed
+}
+
+/// The committed charts are drawn from the committed results (the
+/// benchmark's latest run and the soak's report), by the code the benchmark
+/// and the soak draw them with; `OUTBOX_CDC_REGENERATE=1` redraws them.
+/// (`docs/delivery-modes/` and `docs/metrics-cost/` are earlier runs'
+/// reports, kept as they were written.)
+#[test]
+fn the_charts_are_drawn_from_the_committed_results() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut drawn = 0;
+    for dir in ["docs"] {
+        let text = std::fs::read_to_string(root.join(dir).join("benchmark.json")).unwrap();
+        let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let page = std::fs::read_to_string(root.join(dir).join("benchmark.md")).unwrap();
+        for (name, svg) in common::chart::benchmark(&report) {
+            assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+            committed_page(&root.join(dir).join(name), svg);
+            assert!(
+                page.contains(&format!("]({name})")),
+                "{dir}/benchmark.md does not show {name}"
+            );
+            drawn += 1;
+        }
+    }
+    // The full run has all three: throughput, latency, memory.
+    assert!(drawn >= 3, "only {drawn} charts");
+    let soak: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("docs/soak-idempotent-2026.json")).unwrap(),
+    )
+    .unwrap();
+    let per_10s: Vec<usize> = soak["throughput_per_10s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap() as usize)
+        .collect();
+    let faults: Vec<(String, f64, f64)> = soak["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["kind"].as_str().unwrap().to_string(),
+                f["at_secs"].as_f64().unwrap(),
+                f["hold_secs"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(faults.len(), 91);
+    let svg = common::soak::throughput_chart(
+        soak["delivery"].as_str().unwrap(),
+        soak["seed"].as_u64().unwrap(),
+        &per_10s,
+        &faults,
+    );
+    // Every fault is marked.
+    assert_eq!(svg.matches("class=\"span\"").count(), 91);
+    committed_page(&root.join("docs/soak-idempotent-2026-throughput.svg"), svg);
+}
+
+/// A bar is as long as its value on the chart's axis, and prints it.
+#[test]
+fn a_chart_draws_each_bar_to_scale_and_prints_its_value() {
+    use common::chart::{Bar, Bars, Group, Scale};
+    let bar = |series: &str, value: f64| Bar {
+        series: series.into(),
+        value,
+    };
+    let svg = Bars {
+        title: "t".into(),
+        unit: "msg/s".into(),
+        scale: Scale::Linear,
+        groups: vec![Group {
+            label: "g".into(),
+            bars: vec![bar("a", 100_000.0), bar("b", 25_000.0), bar("c", 12.6)],
+        }],
+    }
+    .svg();
+    // The plot is 420 px wide and its axis ends at 100 000.
+    assert!(svg.contains("width=\"420.0\""), "{svg}");
+    assert!(svg.contains("width=\"105.0\""), "{svg}");
+    assert!(svg.contains(">100\u{202f}000<"), "{svg}");
+    assert!(svg.contains(">12.6<"), "{svg}");
 }

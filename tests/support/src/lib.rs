@@ -7,12 +7,14 @@
 //!   second sets of them; restarting PostgreSQL;
 //! - `db`: databases, the rows tests write, what they read back;
 //! - `config`: configuration files for the relay under test;
+//! - `chart`: SVG charts for the benchmark's and the soak's reports;
 //! - `cli`: the binary as a command;
 //! - `container`: the image under podman;
 //! - `relay`: the binary as a child process, with its log;
 //! - `replication`: a reader against a test database;
 //! - `kafka`: topics, consumers, Java's partitioner.
 
+pub mod chart;
 pub mod cli;
 pub mod config;
 pub mod container;

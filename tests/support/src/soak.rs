@@ -268,6 +268,21 @@ impl Report {
         )
     }
 
+    /// The report's file names without extension.
+    pub fn stem(&self) -> String {
+        format!("soak-{}-{}", self.delivery.as_str(), self.seed)
+    }
+
+    /// The throughput over time with the faults shaded.
+    pub fn chart(&self) -> String {
+        let faults: Vec<(String, f64, f64)> = self
+            .faults
+            .iter()
+            .map(|f| (f.kind.name().to_string(), f.at, f.hold))
+            .collect();
+        throughput_chart(self.delivery.as_str(), self.seed, &self.throughput, &faults)
+    }
+
     pub fn markdown(&self) -> String {
         let mut md = format!(
             "# Nemesis soak: {} delivery, seed {}, {:.1} minutes\n\nReplay: `scripts/soak.sh --minutes {} --seed {} --delivery {}`\n\n",
@@ -309,13 +324,10 @@ impl Report {
                 if f.ready_again { "yes" } else { "no" }
             ));
         }
-        md.push_str("\n## Throughput\n\nRecords arriving in Kafka per 10 s (each bar is one interval; faults above).\n\n```\n");
-        let peak = self.throughput.iter().copied().max().unwrap_or(1).max(1);
-        for (i, n) in self.throughput.iter().enumerate() {
-            let bar = "#".repeat(n * 50 / peak);
-            md.push_str(&format!("{:>5} s {:>6} {bar}\n", i * 10, n));
-        }
-        md.push_str("```\n");
+        md.push_str(&format!(
+            "\n## Throughput\n\nRecords arriving in Kafka per second, averaged over 10 s, with each fault shaded while it was held and each kill or restart a line (the table above).\n\n![Throughput over time, faults shaded]({}-throughput.svg)\n",
+            self.stem()
+        ));
         let violations = self.violations();
         md.push_str(&format!(
             "\n## Verdict\n\n{}\n",
@@ -331,6 +343,42 @@ impl Report {
         ));
         md
     }
+}
+
+/// The soak's chart from its figures (the report's, or a committed report's
+/// JSON): records per second in each 10 s interval, and each fault (kind,
+/// start, hold in seconds) shaded by what it hit.
+pub fn throughput_chart(
+    delivery: &str,
+    seed: u64,
+    per_10s: &[usize],
+    faults: &[(String, f64, f64)],
+) -> String {
+    crate::chart::Timeline {
+        title: format!("Nemesis soak, {delivery} delivery, seed {seed}: records per second"),
+        unit: "records per second".into(),
+        points: per_10s
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (i as f64 * 10.0 + 5.0, *n as f64 / 10.0))
+            .collect(),
+        spans: faults
+            .iter()
+            .map(|(kind, at, hold)| crate::chart::Span {
+                start: *at,
+                length: *hold,
+                category: if kind.starts_with("kafka") {
+                    "Kafka faults"
+                } else if kind.starts_with("relay") {
+                    "relay killed"
+                } else {
+                    "PostgreSQL faults"
+                }
+                .into(),
+            })
+            .collect(),
+    }
+    .svg()
 }
 
 /// A relay slot of the pair: its config, its process, its `/readyz`.
@@ -732,7 +780,8 @@ async fn check(
 
 fn write(report: &Report, dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
-    let stem = format!("soak-{}-{}", report.delivery.as_str(), report.seed);
+    let stem = report.stem();
+    std::fs::write(dir.join(format!("{stem}-throughput.svg")), report.chart()).unwrap();
     std::fs::write(dir.join(format!("{stem}.json")), report.json()).unwrap();
     std::fs::write(dir.join(format!("{stem}.md")), report.markdown()).unwrap();
     eprintln!(
