@@ -17,16 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 # Build prerequisites of rdkafka's bundled librdkafka (C toolchain, OpenSSL).
-if ! command -v cc >/dev/null || ! command -v make >/dev/null || ! pkg-config --exists openssl 2>/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    step "installing build prerequisites"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential pkg-config libssl-dev cmake >/dev/null
-  else
-    echo "missing a C toolchain, make, pkg-config or OpenSSL headers (apt-get install build-essential pkg-config libssl-dev)" >&2
-    exit 1
-  fi
-fi
+scripts/build-prerequisites.sh
 
 # Snapshots are compared, never written, by this command.
 export INSTA_UPDATE=no
@@ -146,6 +137,19 @@ network_done
 eval "$(OUTBOX_TEST_PG_MAJOR=15 env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
 step "the short nemesis soak, both delivery modes (PostgreSQL 15 through Toxiproxy)"
 "$network_bin" soak:: 2>&1 | tee -a "$log" || status=$?
+
+# The README's first command, end to end, with the binary the tests ran
+# (its own build, the quickstart profile, is a plain cargo build).
+step "the quickstart (scripts/quickstart.sh, the README's first command)"
+quickstart_log=$(mktemp)
+if OUTBOX_CDC_BIN=$PWD/target/debug/outbox-cdc scripts/quickstart.sh >"$quickstart_log" 2>&1; then
+  tail -5 "$quickstart_log"
+else
+  cat "$quickstart_log" >&2
+  echo "the quickstart failed" >&2
+  status=1
+fi
+rm -f "$quickstart_log"
 
 step "the shipped artifacts: image (scripts/image.sh), chart (scripts/chart-check.sh)"
 if wait "$artifacts"; then
