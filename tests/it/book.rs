@@ -40,17 +40,6 @@ fn chapters(docs: &Path) -> Vec<String> {
         .collect()
 }
 
-fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files_under(&path, ext, out);
-        } else if path.extension().is_some_and(|e| e == ext) {
-            out.push(path);
-        }
-    }
-}
-
 /// Every value of `attr="..."` in an HTML page.
 fn attribute_values<'a>(html: &'a str, attr: &str) -> Vec<&'a str> {
     let needle = format!(" {attr}=\"");
@@ -58,28 +47,6 @@ fn attribute_values<'a>(html: &'a str, attr: &str) -> Vec<&'a str> {
         .skip(1)
         .filter_map(|rest| rest.split('"').next())
         .collect()
-}
-
-fn decode(fragment: &str) -> String {
-    // Headings with non-ASCII text are percent-encoded in links.
-    let bytes = fragment.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            if let Some(Ok(b)) = fragment
-                .get(i + 1..i + 3)
-                .map(|h| u8::from_str_radix(h, 16))
-            {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[test]
@@ -104,7 +71,7 @@ fn the_user_guide_builds_without_warnings_and_every_link_resolves() {
     let chapters = chapters(&docs);
     assert!(chapters.len() >= 25, "only {} chapters", chapters.len());
     let mut pages = Vec::new();
-    files_under(&docs, "md", &mut pages);
+    crate::docs::files_under(&docs, "md", &mut pages);
     for page in &pages {
         let rel = page
             .strip_prefix(&docs)
@@ -147,12 +114,7 @@ fn the_user_guide_builds_without_warnings_and_every_link_resolves() {
                 continue;
             }
             checked += 1;
-            let (path, fragment) = href.split_once('#').unwrap_or((href, ""));
-            let target = if path.is_empty() {
-                page.clone()
-            } else {
-                page.parent().unwrap().join(path)
-            };
+            let (target, path, fragment) = crate::docs::link_target(&page, href);
             if !target.is_file() {
                 broken.push(format!("{chapter}: {href} (no such file in the book)"));
                 continue;
@@ -163,8 +125,7 @@ fn the_user_guide_builds_without_warnings_and_every_link_resolves() {
             }
             if !fragment.is_empty() && target.extension().is_some_and(|e| e == "html") {
                 let text = std::fs::read_to_string(&target).unwrap();
-                let fragment = decode(fragment);
-                if !attribute_values(&text, "id").contains(&fragment.as_str()) {
+                if !attribute_values(&text, "id").contains(&fragment) {
                     broken.push(format!("{chapter}: {href} (no such anchor)"));
                 }
             }

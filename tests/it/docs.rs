@@ -142,24 +142,45 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
-pub(crate) fn markdown_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+/// Every file under `dir` whose name ends in `.ext`.
+pub(crate) fn files_under(dir: &std::path::Path, ext: &str, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let path = entry.path();
         if path.is_dir() {
-            markdown_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "md") {
+            files_under(&path, ext, out);
+        } else if path.extension().is_some_and(|e| e == ext) {
             out.push(path);
         }
     }
+}
+
+/// The README and every page under `docs/`.
+pub(crate) fn guide_files() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    files_under(&root.join("docs"), "md", &mut files);
+    files
+}
+
+/// The file a relative link of `page` points at, and its fragment.
+pub(crate) fn link_target<'a>(
+    page: &std::path::Path,
+    link: &'a str,
+) -> (std::path::PathBuf, &'a str, &'a str) {
+    let (path, fragment) = link.split_once('#').unwrap_or((link, ""));
+    let target = if path.is_empty() {
+        page.to_path_buf()
+    } else {
+        page.parent().unwrap().join(path)
+    };
+    (target, path, fragment)
 }
 
 /// Every relative link of the README and the docs reaches a file, and
 /// every `#anchor` a heading of its page.
 #[test]
 fn every_internal_link_and_anchor_resolves() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = vec![root.join("README.md")];
-    markdown_files(&root.join("docs"), &mut files);
+    let files = guide_files();
     let anchors_of = |path: &std::path::Path| -> Vec<String> {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let mut fenced = false;
@@ -190,12 +211,7 @@ fn every_internal_link_and_anchor_resolves() {
                 continue;
             }
             checked += 1;
-            let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
-            let page = if path.is_empty() {
-                file.clone()
-            } else {
-                file.parent().unwrap().join(path)
-            };
+            let (page, _, fragment) = link_target(file, target);
             if !page.exists() {
                 broken.push(format!("{}: {target} (no such file)", file.display()));
                 continue;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::common;
 use crate::common::cli::Cli;
-use crate::docs::markdown_files;
+use crate::docs::guide_files;
 
 /// The fenced blocks of a Markdown page: (language, body).
 fn fenced_blocks(text: &str) -> Vec<(String, String)> {
@@ -30,9 +30,7 @@ fn fenced_blocks(text: &str) -> Vec<(String, String)> {
 /// The README and every page of the guide, with their paths.
 fn guide() -> Vec<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = vec![root.join("README.md")];
-    markdown_files(&root.join("docs"), &mut files);
-    files
+    guide_files()
         .into_iter()
         .map(|f| {
             let text = std::fs::read_to_string(&f).unwrap();
@@ -321,13 +319,17 @@ async fn the_readme_walkthrough_runs_as_written() {
         ),
         ("OUTBOX_CDC_HTTP_LISTEN", &http),
     ];
-    let command = |args: &[String]| {
+    // What the walkthrough exports, for the commands after it (never this
+    // process's environment, which the other tests share).
+    let mut exported: Vec<(String, String)> = Vec::new();
+    let command = |args: &[String], exported: &[(String, String)]| {
         let mut cmd = Cli::new(&args.iter().map(String::as_str).collect::<Vec<_>>())
             .envs(&env)
             .current_dir(&dir)
             .log(None)
             .command();
         cmd.env_remove("OUTBOX_CDC_CONFIG");
+        cmd.envs(exported.iter().map(|(k, v)| (k, v)));
         cmd
     };
     let mut relay: Option<std::process::Child> = None;
@@ -343,10 +345,10 @@ async fn the_readme_walkthrough_runs_as_written() {
                         Some("export") => {
                             let name = words[1].split('=').next().unwrap();
                             assert_eq!(name, "OUTBOX_CDC_POSTGRES_PASSWORD");
-                            std::env::set_var(name, &services.pg_password);
+                            exported.push((name.to_string(), services.pg_password.clone()));
                         }
                         Some("outbox-cdc") if words.get(1).map(String::as_str) == Some("run") => {
-                            let child = command(&words[1..])
+                            let child = command(&words[1..], &exported)
                                 .stdout(std::process::Stdio::null())
                                 .stderr(std::process::Stdio::piped())
                                 .spawn()
@@ -355,7 +357,7 @@ async fn the_readme_walkthrough_runs_as_written() {
                             wait_until_streaming(&db.client, &slot).await;
                         }
                         Some("outbox-cdc") => {
-                            let mut child = command(&words[1..])
+                            let mut child = command(&words[1..], &exported)
                                 .stdout(std::process::Stdio::piped())
                                 .stderr(std::process::Stdio::piped())
                                 .spawn()
