@@ -337,7 +337,14 @@ async fn the_readme_walkthrough_runs_as_written() {
     for (lang, body) in fenced_blocks(walkthrough) {
         match lang.as_str() {
             "toml" => std::fs::write(dir.join("outbox-cdc.toml"), &body).unwrap(),
-            "sql" => db.client.batch_execute(&body).await.unwrap(),
+            "sql" => {
+                db.client.batch_execute(&body).await.unwrap();
+                // "and its record arrives": the relay creates the topic with
+                // its first record, and `tail` refuses a topic that does not
+                // exist yet (TOPIC_UNKNOWN), so the next step waits for it
+                // as a reader would.
+                common::wait_until_marked(&db.client).await;
+            }
             "sh" => {
                 for words in shell_commands(&body) {
                     ran.push(words.join(" "));
