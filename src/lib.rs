@@ -4,9 +4,11 @@
 //! `docs/ARCHITECTURE.md` is the map. In short: [`contract`] says what a row
 //! and its Kafka record are; [`replication`] streams committed rows from the
 //! slot; [`pipeline`] maps, publishes and settles them; [`kafka`] and [`pg`]
-//! speak to the two sides; [`preflight`] holds the findings `check` reports
-//! and `run` obeys; [`cutover`] hands an outbox between relays; [`cli`] is
-//! the command line. Every failure is an [`error::Error`] with a stable code.
+//! speak to the two sides; [`ops`] holds the engines of the operator's
+//! commands (`check`'s preflight, `cutover`, `migrate`, `purge`, `redrive`,
+//! `audit`, `replay`); [`config`] reads the configuration file; [`cli`] is
+//! the command line. Every failure is an [`error::Error`] with a stable code,
+//! and [`error::policy`] decides what follows it.
 
 pub mod allocator;
 pub mod cli;

@@ -30,6 +30,6 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     if report.ok {
         Ok(())
     } else {
-        Err(Error::new(Code::UNHEALTHY, report.error_codes().join(", ")))
+        Err(Error::new(Code::UNHEALTHY, report.error_summary()))
     }
 }

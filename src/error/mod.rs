@@ -1,5 +1,6 @@
 //! The one error model: every failure carries a stable code, and every code
-//! carries the class that decides what happens next.
+//! carries its class, which says whose matter it is (a passing condition,
+//! an operator's, one row's).
 //!
 //! Codes are named exactly as operators see them (`Code::PG_AUTH_FAILED`
 //! prints `PG_AUTH_FAILED`), so searching the source for a code from a log
@@ -7,8 +8,8 @@
 //! from SQLSTATEs and typed client errors, never from message text: a server
 //! with `lc_messages` in another language must give the same codes.
 //!
-//! What happens after a failure is decided in one place, [`policy`], from
-//! the code alone.
+//! What happens after a failure is decided in one place, [`policy`]: from
+//! the code alone, and for one refused record from the delivery mode too.
 
 pub mod policy;
 
@@ -19,7 +20,7 @@ use std::fmt;
 /// from the definitions below; a test fails when the committed page is stale.
 pub fn reference_markdown() -> String {
     let mut out = String::from(
-        "# Error-code reference\n\nGenerated from `src/error/mod.rs` and `src/error/policy.rs` (`scripts/regenerate.sh`); do not edit by hand.\nEvery failure starts with one of these codes. The class says whose matter it is; `after it` is what the relay does when the code ends a session ([Error codes](../operating/commands.md#error-codes) explains the classes).\n\n| code | class | after it | meaning |\n|---|---|---|---|\n",
+        "# Error-code reference\n\nGenerated from `src/error/mod.rs` and `src/error/policy.rs` (`scripts/regenerate.sh`); do not edit by hand.\nEvery failure starts with one of these codes. The class says whose matter it is; `after it` is what the relay does when the code ends a session, and what a record refused with it gets where the delivery modes differ ([Error codes](../operating/commands.md#error-codes) explains the classes).\n\n| code | class | after it | meaning |\n|---|---|---|---|\n",
     );
     for code in Code::ALL {
         let class = match code.class() {
@@ -27,24 +28,29 @@ pub fn reference_markdown() -> String {
             Class::Operator => "operator",
             Class::Row => "row",
         };
+        let after = match policy::refusal_note(*code) {
+            Some(note) => format!("{} ({note})", policy::for_code(*code).as_str()),
+            None => policy::for_code(*code).as_str().to_string(),
+        };
         out.push_str(&format!(
-            "| `{code}` | {class} | {} | {} |\n",
-            policy::for_code(*code).as_str(),
+            "| `{code}` | {class} | {after} | {} |\n",
             code.meaning()
         ));
     }
     out
 }
 
-/// What a failure asks of the relay.
+/// Whose matter a failure is. What follows it is [`policy`]'s to decide,
+/// from the code: most of a class share a directive, some do not (an ACL the
+/// relay outwaits is an operator's matter that does not stop it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Class {
-    /// Passing (network, restart, overload): the relay retries with backoff.
+    /// Passing (network, restart, overload).
     Transient,
-    /// Needs an operator (configuration, permissions, schema): the relay stops.
+    /// Needs an operator (configuration, permissions, schema, an ACL).
     Operator,
-    /// One row's data: the row is recorded as FAILED and the stream goes on.
+    /// One row's data.
     Row,
 }
 
@@ -109,6 +115,9 @@ codes! {
     PG_PRIVILEGE_MISSING => Operator, "the role lacks a table privilege the relay needs; the message names it and the `GRANT` that fixes it",
     /// Bytes from the server the client does not understand.
     PG_PROTOCOL => Transient, "bytes from the server the client does not understand",
+    /// A statement failed for a reason that passes: a serialization
+    /// failure, a deadlock, a lock or statement timeout.
+    PG_STATEMENT_CONFLICT => Transient, "a statement failed for a reason that passes (SQLSTATE 40001 serialization failure, 40P01 deadlock, 55P03 lock not available, 57014 statement timeout or cancel): tried again",
     /// A statement the server refused, with its SQLSTATE.
     PG_QUERY_FAILED => Operator, "a statement the server refused, with its SQLSTATE",
     /// A replication command the server refused, with its SQLSTATE.
@@ -326,10 +335,6 @@ impl Error {
 
     pub fn class(&self) -> Class {
         self.code.class()
-    }
-
-    pub fn is_transient(&self) -> bool {
-        self.class() == Class::Transient
     }
 
     /// The typed evidence beneath the code, when there is one.

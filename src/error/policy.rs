@@ -1,8 +1,16 @@
-//! The one retry policy: what the relay does after a failure ended a
-//! session, decided from the error's code alone. The supervisor obeys it and
-//! nothing else decides; the error-code reference
-//! (`docs/reference/error-codes.md`) shows each code's directive, generated
-//! from here.
+//! The one retry policy: what follows a failure, decided here and nowhere
+//! else, from the code and, for one refused record, the delivery mode.
+//!
+//! - [`for_code`]: what the relay does after a failure ended a session (the
+//!   supervisor obeys it; the recorder retries a journal write only when it
+//!   says [`Directive::Retry`]).
+//! - [`next`]: what a session does with a failure that settlement reports
+//!   (a record refused for good, a delivery that failed otherwise): record
+//!   the row FAILED, hold it, or end the session.
+//!
+//! The error-code reference (`docs/reference/error-codes.md`) shows each
+//! code's directive, and its refusal where the delivery modes differ,
+//! generated from here.
 
 use super::{Class, Code, Error};
 
@@ -56,9 +64,66 @@ impl Directive {
                 | Directive::Standby
         )
     }
+
+    /// How much a reason to end a session weighs against another: the
+    /// heaviest is the one the session ends with.
+    pub const fn weight(self) -> u8 {
+        match self {
+            Directive::Fatal => 3,
+            Directive::Stop => 2,
+            Directive::AwaitOperator => 1,
+            _ => 0,
+        }
+    }
 }
 
-/// The directive for `code`.
+/// The delivery mode: what follows one refused record depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// At least once, each record settled by its own report.
+    Idempotent,
+    /// Source transactions in Kafka transactions, settled at the commit.
+    Transactional,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 2] = [Mode::Idempotent, Mode::Transactional];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mode::Idempotent => "idempotent",
+            Mode::Transactional => "transactional",
+        }
+    }
+}
+
+/// A failure as settlement reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// One record definitely not stored (refused by the mapper, by its
+    /// topic's known limit or by the broker).
+    Refused(Code),
+    /// Anything else: a delivery that may pass or may have been stored, a
+    /// call that failed.
+    Failed(Code),
+}
+
+/// What a session does with a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// The row's own fault: it is recorded FAILED and settles; the stream
+    /// goes on (a refusal by the broker stops the producer, so the session
+    /// then ends and the next publishes again without the row).
+    RecordFailed,
+    /// An operator's fault the relay outwaits (idempotent delivery): the
+    /// row holds the slot and the session goes on, until
+    /// `relay.operator_error_threshold` such refusals end it.
+    Hold,
+    /// The session ends; the directive says what follows.
+    End(Directive),
+}
+
+/// The directive for `code`, after it ended a session.
 pub const fn for_code(code: Code) -> Directive {
     match code {
         Code::SLOT_IN_USE => Directive::Standby,
@@ -84,108 +149,170 @@ pub fn directive(e: &Error) -> Directive {
     for_code(e.code())
 }
 
+/// What a session does with `failure` in `mode`. A failure that is not a
+/// definite refusal ends the session whatever its code: only a record
+/// known not to be stored may be recorded FAILED or held.
+pub const fn next(failure: Failure, mode: Mode) -> Next {
+    let code = match failure {
+        Failure::Refused(code) => code,
+        Failure::Failed(code) => return Next::End(for_code(code)),
+    };
+    match (for_code(code), mode) {
+        (Directive::RecordFailed, _) => Next::RecordFailed,
+        // A Kafka transaction cannot commit without the record: it ends at
+        // once, and the next session publishes it again.
+        (Directive::AwaitOperator, Mode::Idempotent) => Next::Hold,
+        (d, _) => Next::End(d),
+    }
+}
+
+/// What the reference says a refused record of `code` gets, where the
+/// delivery modes differ: `None` where they agree with the directive.
+pub fn refusal_note(code: Code) -> Option<String> {
+    let [idempotent, transactional] = Mode::ALL.map(|m| next(Failure::Refused(code), m));
+    if idempotent == transactional {
+        return None;
+    }
+    let say = |n: Next| match n {
+        Next::RecordFailed => "record FAILED".to_string(),
+        Next::Hold => format!(
+            "held until `relay.operator_error_threshold` refusals, then {}",
+            for_code(code).as_str()
+        ),
+        Next::End(d) => format!("{} at once", d.as_str()),
+    };
+    Some(format!(
+        "a refused record: {}, {}; {}, {}",
+        Mode::Idempotent.as_str(),
+        say(idempotent),
+        Mode::Transactional.as_str(),
+        say(transactional)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Every code's directive, written out: a code added to `codes!` fails
     /// here until someone decides what the relay does after it.
-    const EXPECTED: &[(&str, Directive)] = {
+    /// Every code's directive after it ended a session, then what a
+    /// record refused with it gets in idempotent and in transactional
+    /// delivery (`R`: record FAILED, `H`: hold, `end(d)`: end the session),
+    /// written out: a code added to `codes!` fails here until someone
+    /// decides what the relay does after it.
+    const EXPECTED: &[(&str, Directive, Next, Next)] = {
         use Directive::*;
+        const R: Next = Next::RecordFailed;
+        const H: Next = Next::Hold;
+        const fn end(d: Directive) -> Next {
+            Next::End(d)
+        }
         &[
-            ("CONFIG_UNREADABLE", Stop),
-            ("CONFIG_SYNTAX", Stop),
-            ("CONFIG_UNKNOWN_KEY", Stop),
-            ("CONFIG_MISSING_KEY", Stop),
-            ("CONFIG_INVALID_VALUE", Stop),
-            ("CONFIG_SECRET_IN_FILE", Stop),
-            ("CONFIG_SECRET_UNAVAILABLE", Stop),
-            ("PG_CONNECT_FAILED", Retry),
-            ("PG_CONNECTION_LOST", Retry),
-            ("PG_TLS_REFUSED", Stop),
-            ("PG_TLS_FAILED", Stop),
-            ("PG_AUTH_FAILED", Stop),
-            ("PG_AUTH_UNSUPPORTED", Stop),
-            ("PG_PERMISSION_DENIED", Stop),
-            ("PG_PRIVILEGE_MISSING", Stop),
-            ("PG_PROTOCOL", Retry),
-            ("PG_QUERY_FAILED", Stop),
-            ("PG_SERVER_ERROR", Stop),
-            ("PG_WAL_LEVEL_NOT_LOGICAL", Stop),
-            ("PG_ENCODING_UNSUPPORTED", Stop),
-            ("SLOTS_EXHAUSTED", Stop),
-            ("WAL_SENDERS_EXHAUSTED", Stop),
-            ("UNLIMITED_SLOT_WAL", Stop),
-            ("PUBLICATION_MISSING", Stop),
-            ("PUBLICATION_MISSING_TABLE", Stop),
-            ("PUBLICATION_NOT_INSERT_ONLY", Stop),
-            ("ROUTING_KEY_MISSING", Stop),
-            ("ROUTING_KEY_GENERATED", Stop),
-            ("ROUTING_KEY_TRIGGER_MISSING", Stop),
-            ("CONSTRAINT_MISSING", Stop),
-            ("CONSTRAINT_NOT_VALIDATED", Stop),
-            ("OUTBOX_SCHEMA_DRIFT", Stop),
-            ("OUTBOX_COLUMN_NULLABILITY", Stop),
-            ("SLOT_MISSING", Stop),
-            ("PG_FEATURE_UNAVAILABLE", Stop),
-            ("FAILOVER_NOT_READY", Stop),
-            ("SLOT_WRONG_PLUGIN", Stop),
-            ("SLOT_WRONG_DATABASE", Stop),
-            ("SLOT_NOT_LOGICAL", Stop),
-            ("SLOT_INVALIDATED", Stop),
-            ("SLOT_WAL_AT_RISK", Stop),
-            ("SLOT_IN_USE", Standby),
-            ("PGOUTPUT_MALFORMED", Stop),
-            ("DUPLICATE_OUTBOX_RELAY", Stop),
-            ("NO_OUTBOX_RELAY", Stop),
-            ("LEASE_WAIT_TIMEOUT", Stop),
-            ("CDC_RELAY_RUNNING", Stop),
-            ("SLOT_EXISTS_BEFORE_CUTOVER", Stop),
-            ("HANDOVER_INCOMPLETE", Stop),
-            ("HANDOVER_FAILED", Stop),
-            ("RECOVERY_REFUSED", Stop),
-            ("ROW_MARKING_FAILED", Stop),
-            ("REDRIVE_INCOMPLETE", Stop),
-            ("REPLAY_INCOMPLETE", Stop),
-            ("REPLAY_WINDOW_PURGED", Stop),
-            ("PURGE_SLOT_BEHIND", Retry),
-            ("MIGRATION_TEMPLATE", Stop),
-            ("MIGRATION_CHECKSUM_MISMATCH", Stop),
-            ("MIGRATION_FAILED", Stop),
-            ("KAFKA_CONFIG_INVALID", Stop),
-            ("KAFKA_UNREACHABLE", Retry),
-            ("KAFKA_AUTH_FAILED", Stop),
-            ("KAFKA_NOT_AUTHORIZED", AwaitOperator),
-            ("KAFKA_TLS_FAILED", Stop),
-            ("KAFKA_PRODUCE_FAILED", Retry),
-            ("KAFKA_DELIVERY_AMBIGUOUS", Retry),
-            ("KAFKA_PRODUCER_FENCED", Fatal),
-            ("KAFKA_TRANSACTION_ABORTED", Retry),
-            ("KAFKA_TRANSACTION_OUTCOME_UNKNOWN", Retry),
-            ("TOPIC_MISSING", Stop),
-            ("TOPIC_NOT_SERVED", Retry),
-            ("BATCH_OVER_TOPIC_LIMIT", Retry),
-            ("TOPIC_LIMIT_UNKNOWN", AwaitOperator),
-            ("TOPIC_AUTHORIZATION_FAILED", AwaitOperator),
-            ("TOPIC_UNKNOWN", AwaitOperator),
-            ("POLICY_VIOLATION", AwaitOperator),
-            ("MESSAGE_TOO_LARGE", RecordFailed),
-            ("INVALID_TOPIC", RecordFailed),
-            ("INVALID_RECORD", RecordFailed),
-            ("HEADERS_NOT_FLAT", RecordFailed),
-            ("RESERVED_HEADER_NAME", RecordFailed),
-            ("ILLEGAL_TOPIC_NAME", RecordFailed),
-            ("HEADER_UNENCODABLE", RecordFailed),
-            ("ROW_UNDECODABLE", RecordFailed),
-            ("ROW_SHAPE_MISMATCH", RecordFailed),
-            ("ROW_UNIDENTIFIABLE", Stop),
-            ("HTTP_LISTEN_FAILED", Stop),
-            ("INTERNAL", Fatal),
-            ("OUTPUT_UNWRITABLE", Stop),
-            ("UNHEALTHY", Stop),
-            ("ARGUMENT_INVALID", Stop),
-            ("AUDIT_LOST", Stop),
-            ("AUDIT_MISMATCH", Stop),
+            ("CONFIG_UNREADABLE", Stop, end(Stop), end(Stop)),
+            ("CONFIG_SYNTAX", Stop, end(Stop), end(Stop)),
+            ("CONFIG_UNKNOWN_KEY", Stop, end(Stop), end(Stop)),
+            ("CONFIG_MISSING_KEY", Stop, end(Stop), end(Stop)),
+            ("CONFIG_INVALID_VALUE", Stop, end(Stop), end(Stop)),
+            ("CONFIG_SECRET_IN_FILE", Stop, end(Stop), end(Stop)),
+            ("CONFIG_SECRET_UNAVAILABLE", Stop, end(Stop), end(Stop)),
+            ("PG_CONNECT_FAILED", Retry, end(Retry), end(Retry)),
+            ("PG_CONNECTION_LOST", Retry, end(Retry), end(Retry)),
+            ("PG_TLS_REFUSED", Stop, end(Stop), end(Stop)),
+            ("PG_TLS_FAILED", Stop, end(Stop), end(Stop)),
+            ("PG_AUTH_FAILED", Stop, end(Stop), end(Stop)),
+            ("PG_AUTH_UNSUPPORTED", Stop, end(Stop), end(Stop)),
+            ("PG_PERMISSION_DENIED", Stop, end(Stop), end(Stop)),
+            ("PG_PRIVILEGE_MISSING", Stop, end(Stop), end(Stop)),
+            ("PG_PROTOCOL", Retry, end(Retry), end(Retry)),
+            ("PG_STATEMENT_CONFLICT", Retry, end(Retry), end(Retry)),
+            ("PG_QUERY_FAILED", Stop, end(Stop), end(Stop)),
+            ("PG_SERVER_ERROR", Stop, end(Stop), end(Stop)),
+            ("PG_WAL_LEVEL_NOT_LOGICAL", Stop, end(Stop), end(Stop)),
+            ("PG_ENCODING_UNSUPPORTED", Stop, end(Stop), end(Stop)),
+            ("SLOTS_EXHAUSTED", Stop, end(Stop), end(Stop)),
+            ("WAL_SENDERS_EXHAUSTED", Stop, end(Stop), end(Stop)),
+            ("UNLIMITED_SLOT_WAL", Stop, end(Stop), end(Stop)),
+            ("PUBLICATION_MISSING", Stop, end(Stop), end(Stop)),
+            ("PUBLICATION_MISSING_TABLE", Stop, end(Stop), end(Stop)),
+            ("PUBLICATION_NOT_INSERT_ONLY", Stop, end(Stop), end(Stop)),
+            ("ROUTING_KEY_MISSING", Stop, end(Stop), end(Stop)),
+            ("ROUTING_KEY_GENERATED", Stop, end(Stop), end(Stop)),
+            ("ROUTING_KEY_TRIGGER_MISSING", Stop, end(Stop), end(Stop)),
+            ("CONSTRAINT_MISSING", Stop, end(Stop), end(Stop)),
+            ("CONSTRAINT_NOT_VALIDATED", Stop, end(Stop), end(Stop)),
+            ("OUTBOX_SCHEMA_DRIFT", Stop, end(Stop), end(Stop)),
+            ("OUTBOX_COLUMN_NULLABILITY", Stop, end(Stop), end(Stop)),
+            ("SLOT_MISSING", Stop, end(Stop), end(Stop)),
+            ("PG_FEATURE_UNAVAILABLE", Stop, end(Stop), end(Stop)),
+            ("FAILOVER_NOT_READY", Stop, end(Stop), end(Stop)),
+            ("SLOT_WRONG_PLUGIN", Stop, end(Stop), end(Stop)),
+            ("SLOT_WRONG_DATABASE", Stop, end(Stop), end(Stop)),
+            ("SLOT_NOT_LOGICAL", Stop, end(Stop), end(Stop)),
+            ("SLOT_INVALIDATED", Stop, end(Stop), end(Stop)),
+            ("SLOT_WAL_AT_RISK", Stop, end(Stop), end(Stop)),
+            ("SLOT_IN_USE", Standby, end(Standby), end(Standby)),
+            ("PGOUTPUT_MALFORMED", Stop, end(Stop), end(Stop)),
+            ("DUPLICATE_OUTBOX_RELAY", Stop, end(Stop), end(Stop)),
+            ("NO_OUTBOX_RELAY", Stop, end(Stop), end(Stop)),
+            ("LEASE_WAIT_TIMEOUT", Stop, end(Stop), end(Stop)),
+            ("CDC_RELAY_RUNNING", Stop, end(Stop), end(Stop)),
+            ("SLOT_EXISTS_BEFORE_CUTOVER", Stop, end(Stop), end(Stop)),
+            ("HANDOVER_INCOMPLETE", Stop, end(Stop), end(Stop)),
+            ("HANDOVER_FAILED", Stop, end(Stop), end(Stop)),
+            ("RECOVERY_REFUSED", Stop, end(Stop), end(Stop)),
+            ("ROW_MARKING_FAILED", Stop, end(Stop), end(Stop)),
+            ("REDRIVE_INCOMPLETE", Stop, end(Stop), end(Stop)),
+            ("REPLAY_INCOMPLETE", Stop, end(Stop), end(Stop)),
+            ("REPLAY_WINDOW_PURGED", Stop, end(Stop), end(Stop)),
+            ("PURGE_SLOT_BEHIND", Retry, end(Retry), end(Retry)),
+            ("MIGRATION_TEMPLATE", Stop, end(Stop), end(Stop)),
+            ("MIGRATION_CHECKSUM_MISMATCH", Stop, end(Stop), end(Stop)),
+            ("MIGRATION_FAILED", Stop, end(Stop), end(Stop)),
+            ("KAFKA_CONFIG_INVALID", Stop, end(Stop), end(Stop)),
+            ("KAFKA_UNREACHABLE", Retry, end(Retry), end(Retry)),
+            ("KAFKA_AUTH_FAILED", Stop, end(Stop), end(Stop)),
+            ("KAFKA_NOT_AUTHORIZED", AwaitOperator, H, end(AwaitOperator)),
+            ("KAFKA_TLS_FAILED", Stop, end(Stop), end(Stop)),
+            ("KAFKA_PRODUCE_FAILED", Retry, end(Retry), end(Retry)),
+            ("KAFKA_DELIVERY_AMBIGUOUS", Retry, end(Retry), end(Retry)),
+            ("KAFKA_PRODUCER_FENCED", Fatal, end(Fatal), end(Fatal)),
+            ("KAFKA_TRANSACTION_ABORTED", Retry, end(Retry), end(Retry)),
+            (
+                "KAFKA_TRANSACTION_OUTCOME_UNKNOWN",
+                Retry,
+                end(Retry),
+                end(Retry),
+            ),
+            ("TOPIC_MISSING", Stop, end(Stop), end(Stop)),
+            ("TOPIC_NOT_SERVED", Retry, end(Retry), end(Retry)),
+            ("BATCH_OVER_TOPIC_LIMIT", Retry, end(Retry), end(Retry)),
+            ("TOPIC_LIMIT_UNKNOWN", AwaitOperator, H, end(AwaitOperator)),
+            (
+                "TOPIC_AUTHORIZATION_FAILED",
+                AwaitOperator,
+                H,
+                end(AwaitOperator),
+            ),
+            ("TOPIC_UNKNOWN", AwaitOperator, H, end(AwaitOperator)),
+            ("POLICY_VIOLATION", AwaitOperator, H, end(AwaitOperator)),
+            ("MESSAGE_TOO_LARGE", RecordFailed, R, R),
+            ("INVALID_TOPIC", RecordFailed, R, R),
+            ("INVALID_RECORD", RecordFailed, R, R),
+            ("HEADERS_NOT_FLAT", RecordFailed, R, R),
+            ("RESERVED_HEADER_NAME", RecordFailed, R, R),
+            ("ILLEGAL_TOPIC_NAME", RecordFailed, R, R),
+            ("HEADER_UNENCODABLE", RecordFailed, R, R),
+            ("ROW_UNDECODABLE", RecordFailed, R, R),
+            ("ROW_SHAPE_MISMATCH", RecordFailed, R, R),
+            ("ROW_UNIDENTIFIABLE", Stop, end(Stop), end(Stop)),
+            ("HTTP_LISTEN_FAILED", Stop, end(Stop), end(Stop)),
+            ("INTERNAL", Fatal, end(Fatal), end(Fatal)),
+            ("OUTPUT_UNWRITABLE", Stop, end(Stop), end(Stop)),
+            ("UNHEALTHY", Stop, end(Stop), end(Stop)),
+            ("ARGUMENT_INVALID", Stop, end(Stop), end(Stop)),
+            ("AUDIT_LOST", Stop, end(Stop), end(Stop)),
+            ("AUDIT_MISMATCH", Stop, end(Stop), end(Stop)),
         ]
     };
 
@@ -193,10 +320,29 @@ mod tests {
     fn every_code_has_the_directive_written_for_it() {
         assert_eq!(Code::ALL.len(), EXPECTED.len(), "a code without a row here");
         for code in Code::ALL {
-            let Some((_, want)) = EXPECTED.iter().find(|(name, _)| code == name) else {
+            let Some((_, want, idempotent, transactional)) =
+                EXPECTED.iter().find(|(name, ..)| code == name)
+            else {
                 panic!("{code} has no row in EXPECTED");
             };
             assert_eq!(for_code(*code), *want, "{code}");
+            assert_eq!(
+                next(Failure::Refused(*code), Mode::Idempotent),
+                *idempotent,
+                "{code} refused, idempotent"
+            );
+            assert_eq!(
+                next(Failure::Refused(*code), Mode::Transactional),
+                *transactional,
+                "{code} refused, transactional"
+            );
+            for mode in Mode::ALL {
+                assert_eq!(
+                    next(Failure::Failed(*code), mode),
+                    Next::End(*want),
+                    "{code}: a failure that is not a refusal ends the session"
+                );
+            }
             assert_eq!(
                 directive(&Error::new(*code, "x")),
                 *want,
@@ -217,5 +363,15 @@ mod tests {
         // configuration does.
         assert_eq!(for_code(Code::KAFKA_AUTH_FAILED), Directive::Stop);
         assert!(!Directive::Fatal.restarts() && !Directive::Stop.restarts());
+    }
+
+    #[test]
+    fn the_reference_names_the_modes_only_where_they_differ() {
+        assert_eq!(refusal_note(Code::MESSAGE_TOO_LARGE), None);
+        assert_eq!(refusal_note(Code::PG_CONNECTION_LOST), None);
+        assert_eq!(
+            refusal_note(Code::TOPIC_UNKNOWN).as_deref(),
+            Some("a refused record: idempotent, held until `relay.operator_error_threshold` refusals, then await operator; transactional, await operator at once")
+        );
     }
 }

@@ -27,13 +27,25 @@ impl Report {
             .collect()
     }
 
-    /// The codes that make the report unhealthy (warnings left out).
-    pub fn error_codes(&self) -> Vec<&'static str> {
-        self.findings
+    /// What makes the report unhealthy (warnings left out): each code once,
+    /// in the order first found, with the checks it failed:
+    /// `PG_CONNECT_FAILED (postgres, replication_log_in); SLOT_MISSING (slot)`.
+    pub fn error_summary(&self) -> String {
+        let mut by_code: Vec<(Code, Vec<&str>)> = Vec::new();
+        for f in &self.findings {
+            let (Level::Error, Some(code)) = (f.level, f.code) else {
+                continue;
+            };
+            match by_code.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, checks)) => checks.push(f.check),
+                None => by_code.push((code, vec![f.check])),
+            }
+        }
+        by_code
             .iter()
-            .filter(|f| matches!(f.level, Level::Error))
-            .filter_map(|f| f.code.map(Code::as_str))
-            .collect()
+            .map(|(code, checks)| format!("{code} ({})", checks.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     pub fn render_human(&self) -> String {
@@ -162,4 +174,27 @@ async fn database(
     let ownership = checks::ownership(c, cfg).await?;
     out.extend(checks::ownership_findings(&ownership, cfg, Purpose::Report));
     checks::pending_destinations(c, cfg).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_that_failed_several_checks_is_said_once_with_them() {
+        let report = Report {
+            ok: false,
+            findings: vec![
+                Finding::error("postgres", Code::PG_CONNECT_FAILED, "refused"),
+                Finding::warn("slot_wal", Code::UNLIMITED_SLOT_WAL, "-1"),
+                Finding::error("replication_log_in", Code::PG_CONNECT_FAILED, "refused"),
+                Finding::ok("kafka", "reachable"),
+                Finding::error("topics", Code::TOPIC_MISSING, "t.orders"),
+            ],
+        };
+        assert_eq!(
+            report.error_summary(),
+            "PG_CONNECT_FAILED (postgres, replication_log_in); TOPIC_MISSING (topics)"
+        );
+    }
 }

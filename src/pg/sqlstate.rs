@@ -52,6 +52,11 @@ pub(crate) fn code_for(sqlstate: &str, phase: Phase) -> Option<Code> {
         "42501" => Code::PG_PERMISSION_DENIED,
         // A database that does not exist: cannot connect.
         "3D000" if phase == Phase::Connecting => Code::PG_CONNECT_FAILED,
+        // Serialization failure, deadlock, lock not available, a statement
+        // timeout or cancel: the same statement may pass next time.
+        "40001" | "40P01" | "55P03" | "57014" if phase == Phase::Connected => {
+            Code::PG_STATEMENT_CONFLICT
+        }
         s if is_transient(s) => match phase {
             Phase::Connecting => Code::PG_CONNECT_FAILED,
             Phase::Connected => Code::PG_CONNECTION_LOST,
@@ -119,6 +124,10 @@ mod tests {
             ("57P03", Phase::Connecting, Some(Code::PG_CONNECT_FAILED)),
             ("57P01", Phase::Connected, Some(Code::PG_CONNECTION_LOST)),
             ("08006", Phase::Connected, Some(Code::PG_CONNECTION_LOST)),
+            ("40001", Phase::Connected, Some(Code::PG_STATEMENT_CONFLICT)),
+            ("40P01", Phase::Connected, Some(Code::PG_STATEMENT_CONFLICT)),
+            ("55P03", Phase::Connected, Some(Code::PG_STATEMENT_CONFLICT)),
+            ("57014", Phase::Connected, Some(Code::PG_STATEMENT_CONFLICT)),
             ("42P01", Phase::Connected, None),
             ("23514", Phase::Connected, None),
         ];

@@ -253,21 +253,19 @@ impl Relay {
         replay: &mut Replay,
         shutdown: CancellationToken,
     ) -> Result<(), Error> {
-        // As `relearning`, with the replay's place kept between attempts.
-        let mut relearned = 0;
-        loop {
-            let result = match self.mode {
-                Mode::Idempotent => self.replay_with::<Idempotent>(replay, &shutdown).await,
-                Mode::Transactional => self.replay_with::<Transactional>(replay, &shutdown).await,
-            };
-            match result {
-                Err(e) if e.code() == Code::BATCH_OVER_TOPIC_LIMIT && relearned < RELEARNS => {
-                    relearned += 1;
-                    crate::log_error!(info, e, "publishing the window again under the limit");
+        // The replay's place is kept between attempts.
+        let place = tokio::sync::Mutex::new(replay);
+        relearning(|| async {
+            let mut replay = place.lock().await;
+            match self.mode {
+                Mode::Idempotent => self.replay_with::<Idempotent>(&mut replay, &shutdown).await,
+                Mode::Transactional => {
+                    self.replay_with::<Transactional>(&mut replay, &shutdown)
+                        .await
                 }
-                result => return result,
             }
-        }
+        })
+        .await
     }
 
     async fn replay_with<S: Settlement>(
@@ -434,8 +432,10 @@ impl Relay {
 /// Attempts a one-off backlog gets to learn topics' limits: a few topics' worth.
 const RELEARNS: usize = 8;
 
-/// Runs a one-off backlog (a hand-over, a redrive) again while it ends
-/// only to batch under a topic limit it just learned: [`RELEARNS`] times.
+/// Runs a one-off backlog (a hand-over, a redrive, a replay) again while it
+/// ends only to batch under a topic limit it just learned: [`RELEARNS`]
+/// times. The one place a backlog is tried again: it runs without the
+/// supervisor, and nothing else it meets passes by itself.
 async fn relearning<T, F, Fut>(mut attempt: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
@@ -445,7 +445,7 @@ where
     for _ in 0..RELEARNS {
         match &result {
             Err(e) if e.code() == Code::BATCH_OVER_TOPIC_LIMIT => {
-                crate::log_error!(info, e, "publishing the backlog again under the limit");
+                crate::log_error!(info, e, "publishing again under the limit");
                 result = attempt().await;
             }
             _ => break,
@@ -460,7 +460,7 @@ fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
     let relay = &cfg.relay;
     let metrics = Arc::new(Metrics::new(&cfg.relay));
     let (feedback, _) = Feedback::new(Lsn::ZERO);
-    let stalled = Arc::new(tokio::sync::Notify::new());
+    let trouble = Arc::new(recorder::Trouble::default());
     let marks = match relay.mark_published {
         true => Marks::Journaled,
         false => Marks::Off,
@@ -471,7 +471,7 @@ fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
             journaled: metrics.journaled.clone(),
             folded: metrics.marks_written.clone(),
             feedback: feedback.clone(),
-            stalled: stalled.clone(),
+            trouble: trouble.clone(),
         };
         Recorder::start(
             PgJournal::new(cfg.postgres.clone(), &cfg.outbox, env),
@@ -495,7 +495,7 @@ fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
         stats,
         feedback,
         recorder,
-        stalled,
+        trouble,
         poison: std::sync::Mutex::new(HashSet::new()),
         limits: limits::Limits::default(),
         otel: None,

@@ -335,12 +335,7 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
 
 /// How much a reason to end a session weighs against another.
 fn weight(e: &Error) -> u8 {
-    match policy::directive(e) {
-        policy::Directive::Fatal => 3,
-        policy::Directive::Stop => 2,
-        policy::Directive::AwaitOperator => 1,
-        _ => 0,
-    }
+    policy::directive(e).weight()
 }
 
 impl<'a, K, L> Parts<'a, K, L> {

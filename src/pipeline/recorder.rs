@@ -1,9 +1,11 @@
 //! The recorder: published-row bookkeeping on its own task and connection,
 //! so it never holds up publication. Each batch of confirmed ids is
 //! recorded in the journal (one INSERT per batch, not an UPDATE per row); a
-//! write that fails is retried with backoff and counted, never dropped
-//! while the relay runs; at any stop the queue is flushed, and what cannot
-//! be written by the deadline is logged with its count.
+//! write that fails for a passing reason (the retry policy's `retry`) is
+//! retried with backoff and counted, never dropped while the relay runs;
+//! any other failure stops the relay with its code, the slot before the
+//! rows. At any stop the queue is flushed, and what cannot be written by
+//! the deadline is logged with its count.
 //!
 //! The slot is confirmed from here: a batch carries the position its rows'
 //! transactions end at, and that position is settled only once the batch
@@ -19,8 +21,8 @@
 //! all of it), and at a clean stop: a backlog drains at the speed of the
 //! stream, and the table catches up once it is drained.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch, Notify};
@@ -30,6 +32,7 @@ use super::ledger::Journal;
 use super::stats::RelayStats;
 use super::supervisor::Backoff;
 use crate::contract::value::Uuid;
+use crate::error::policy::{self, Directive};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
 use crate::replication::Feedback;
@@ -68,9 +71,49 @@ pub(super) struct Links {
     pub(super) journaled: prometheus::IntCounter,
     pub(super) folded: prometheus::IntCounter,
     pub(super) feedback: Feedback,
-    /// Told when PostgreSQL cannot be reached: the session ends its
-    /// replication connection rather than keep the walsender waiting.
-    pub(super) stalled: Arc<Notify>,
+    pub(super) trouble: Arc<Trouble>,
+}
+
+/// What the recorder tells the sessions when it cannot record: the slot
+/// waits for the rows, so no session may go on as if they were recorded.
+#[derive(Debug, Default)]
+pub(crate) struct Trouble {
+    /// Told when PostgreSQL cannot be reached (a write the policy retries):
+    /// the session ends its replication connection rather than keep the
+    /// walsender waiting.
+    stalled: Notify,
+    /// A write the policy does not retry: every session ends with it, and
+    /// the policy stops the relay.
+    stopped: Mutex<Option<Error>>,
+    any_stop: AtomicBool,
+}
+
+impl Trouble {
+    /// Waits until the recorder stalls or stops.
+    pub(crate) async fn alarmed(&self) {
+        self.stalled.notified().await;
+    }
+
+    /// The write failure the recorder gave up on, if any.
+    pub(crate) fn stopped(&self) -> Option<Error> {
+        if !self.any_stop.load(Ordering::Acquire) {
+            return None;
+        }
+        self.stopped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn stall(&self) {
+        self.stalled.notify_waiters();
+    }
+
+    fn stop(&self, e: Error) {
+        *self.stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+        self.any_stop.store(true, Ordering::Release);
+        self.stalled.notify_waiters();
+    }
 }
 
 /// The handle sessions queue batches on.
@@ -233,9 +276,9 @@ impl<J: Journal> Task<J> {
         }
     }
 
-    /// Records one chunk, retrying with backoff until it succeeds or the
-    /// deadline (set only once the relay stops) passes. `false` when given
-    /// up.
+    /// Records one chunk, retrying what the policy retries with backoff
+    /// until it succeeds or the deadline (set only once the relay stops)
+    /// passes. `false` when given up.
     async fn write(&mut self, ids: &[Uuid]) -> bool {
         self.backoff.reset();
         loop {
@@ -255,6 +298,16 @@ impl<J: Journal> Task<J> {
                 .stats
                 .mark_failures
                 .fetch_add(1, Ordering::Relaxed);
+            if policy::directive(&error) != Directive::Retry {
+                crate::log_error!(
+                    error,
+                    error,
+                    rows = ids.len(),
+                    "cannot record published rows, and trying again would not help: the relay stops; the slot stays before them"
+                );
+                self.links.trouble.stop(error);
+                return false;
+            }
             if matches!(
                 error.code(),
                 Code::PG_CONNECTION_LOST | Code::PG_CONNECT_FAILED
@@ -263,7 +316,7 @@ impl<J: Journal> Task<J> {
                 // waits for the slot's walsender to be confirmed: the
                 // session ends its replication connection so neither waits
                 // on the other.
-                self.links.stalled.notify_waiters();
+                self.links.trouble.stall();
             }
             let delay = self.backoff.next_delay();
             let until = *self.deadline.borrow();
@@ -397,7 +450,7 @@ mod tests {
                 journaled: metrics.journaled.clone(),
                 folded: metrics.marks_written.clone(),
                 feedback: feedback.clone(),
-                stalled: Arc::new(tokio::sync::Notify::new()),
+                trouble: Arc::new(Trouble::default()),
             },
         );
         recorder.queue(vec![Uuid([7; 16])], Some(Lsn(100))).await;

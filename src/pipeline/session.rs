@@ -74,6 +74,9 @@ pub(super) enum Flow {
 impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
     /// A session over `sink`; the strategy readies the sink first.
     pub(super) async fn open(shared: &'a Shared, sink: K, ledger: L) -> Result<Self, Error> {
+        if let Some(e) = shared.trouble.stopped() {
+            return Err(e);
+        }
         let settlement = S::start(Start {
             sink: &sink,
             shared,
@@ -105,6 +108,9 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
             }
             self.settlement.after_step(&mut self.parts).await?;
             self.parts.hand_over_marks().await;
+            if let Some(e) = self.parts.shared.trouble.stopped() {
+                self.parts.end_with(e);
+            }
             if let Some(e) = self.parts.ending.take() {
                 return Err(e);
             }
@@ -152,11 +158,12 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                 }
                 pace.reports = reports;
             }
-            _ = self.parts.shared.stalled.notified() => {
-                self.parts.end_with(Error::new(
+            _ = self.parts.shared.trouble.alarmed() => {
+                let e = self.parts.shared.trouble.stopped().unwrap_or_else(|| Error::new(
                     Code::PG_CONNECTION_LOST,
                     "published rows cannot be recorded in PostgreSQL; the slot waits for them, so the replication connection is closed rather than kept waiting",
                 ));
+                self.parts.end_with(e);
             }
             event = events.recv(), if reading => match event {
                 Some(event) => self.on_event(event).await?,

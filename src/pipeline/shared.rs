@@ -6,9 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Notify;
-
-use super::recorder::Recorder;
+use super::recorder::{Recorder, Trouble};
 use super::stats::RelayStats;
 use crate::contract::value::Uuid;
 use crate::lsn::Lsn;
@@ -77,8 +75,8 @@ pub(crate) struct Shared {
     /// Records confirmed rows and then settles their position; `None` when
     /// rows are not marked (the position is settled at once).
     pub(crate) recorder: Option<Recorder>,
-    /// The recorder cannot reach PostgreSQL: the session must end.
-    pub(crate) stalled: Arc<Notify>,
+    /// The recorder cannot record: the session must end.
+    pub(crate) trouble: Arc<Trouble>,
     /// Rows Kafka refused inside an aborted transaction, recorded FAILED:
     /// left out when their transaction is published again.
     pub(crate) poison: Mutex<HashSet<Uuid>>,

@@ -86,7 +86,10 @@ mod tests {
     fn giving_up_is_a_transient_lost_connection_that_names_the_setting() {
         let e = silent(Duration::from_secs(30));
         assert_eq!(e.code(), Code::PG_CONNECTION_LOST);
-        assert!(e.is_transient());
+        assert_eq!(
+            crate::error::policy::directive(&e),
+            crate::error::policy::Directive::Retry
+        );
         assert!(
             e.detail().contains("postgres.wal_receiver_timeout_secs"),
             "{e}"

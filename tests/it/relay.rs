@@ -712,20 +712,24 @@ async fn schema_drift_stops_the_relay_before_the_drifted_rows_and_compatible_cha
 }
 
 #[tokio::test]
-async fn failed_journal_writes_are_retried_and_a_stop_reports_what_it_could_not_write() {
+async fn failed_journal_writes_are_retried_a_stop_reports_what_it_could_not_write_and_a_refusal_stops_the_relay(
+) {
     let services = require_services!();
     let prefix = common::unique_prefix("marks");
     let db = common::cdc_db(&services, "marks", &prefix).await;
     // A gate that makes every write to the published journal fail while it
-    // is closed.
+    // is closed, with the SQLSTATE it holds: a serialization failure
+    // (40001) passes and is tried again; a plain exception (P0001) would
+    // not pass, and stops the relay.
     db.client
         .batch_execute(
-            "CREATE TABLE public.mark_gate (closed boolean NOT NULL);
-             INSERT INTO public.mark_gate VALUES (true);
+            "CREATE TABLE public.mark_gate (closed text);
+             INSERT INTO public.mark_gate VALUES ('40001');
              CREATE FUNCTION public.refuse_marks() RETURNS trigger LANGUAGE plpgsql AS $$
+             DECLARE state text := (SELECT closed FROM public.mark_gate);
              BEGIN
-               IF (SELECT closed FROM public.mark_gate) THEN
-                 RAISE EXCEPTION 'the journal is closed for this test';
+               IF state IS NOT NULL THEN
+                 RAISE EXCEPTION USING ERRCODE = state, MESSAGE = 'the journal is closed for this test';
                END IF;
                RETURN NEW;
              END $$;
@@ -770,7 +774,7 @@ async fn failed_journal_writes_are_retried_and_a_stop_reports_what_it_could_not_
 
     // The gate opens: the retried marks land, nothing was dropped.
     db.client
-        .batch_execute("UPDATE public.mark_gate SET closed = false")
+        .batch_execute("UPDATE public.mark_gate SET closed = NULL")
         .await
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -781,7 +785,7 @@ async fn failed_journal_writes_are_retried_and_a_stop_reports_what_it_could_not_
 
     // Closed again, then a stop: what cannot be written is counted in the log.
     db.client
-        .batch_execute("UPDATE public.mark_gate SET closed = true")
+        .batch_execute("UPDATE public.mark_gate SET closed = '40001'")
         .await
         .unwrap();
     db.client.batch_execute(&write(10, 51)).await.unwrap();
@@ -813,7 +817,7 @@ async fn failed_journal_writes_are_retried_and_a_stop_reports_what_it_could_not_
     // marks again, the next start publishes those 10 rows again (and only
     // them) and marks them.
     db.client
-        .batch_execute("UPDATE public.mark_gate SET closed = false")
+        .batch_execute("UPDATE public.mark_gate SET closed = NULL")
         .await
         .unwrap();
     let relay = RelayProcess::spawn(&config);
@@ -843,5 +847,39 @@ async fn failed_journal_writes_are_retried_and_a_stop_reports_what_it_could_not_
     .collect();
     assert_eq!(records.len(), 70);
     assert_eq!(again, last_ten);
+
+    // A write the server refuses for a reason that does not pass: the
+    // relay does not try again but stops with the code (exit status 1),
+    // the slot before the row, which stays PENDING.
+    db.client
+        .batch_execute("UPDATE public.mark_gate SET closed = 'P0001'")
+        .await
+        .unwrap();
+    db.client.batch_execute(&write(1, 61)).await.unwrap();
+    let (status, relay) = tokio::task::spawn_blocking(move || {
+        let mut relay = relay;
+        (relay.wait(Duration::from_secs(60)), relay)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        relay.log_text()
+    );
+    let log = relay.log_text();
+    assert!(
+        log.contains("cannot record published rows, and trying again would not help"),
+        "{log}"
+    );
+    assert!(log.contains("ROW_MARKING_FAILED"), "{log}");
+    assert_eq!(
+        log.matches("could not record published rows; retrying")
+            .count(),
+        0,
+        "the refusal was not tried again: {log}"
+    );
+    assert_eq!(common::rows_with_status(&db.client, "PENDING").await, 1);
     finish(&services, db, &slot, relay).await;
 }

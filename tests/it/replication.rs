@@ -891,7 +891,10 @@ async fn set_up_failures_have_their_own_codes() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "SLOT_IN_USE");
-    assert!(!err.is_transient());
+    assert_eq!(
+        outbox_cdc::error::policy::directive(&err).as_str(),
+        "standby"
+    );
     reader.stop().await.unwrap();
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;

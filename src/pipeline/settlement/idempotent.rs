@@ -16,7 +16,8 @@ use tokio::time::Instant;
 
 use super::{seconds_since, Settlement, Start};
 use crate::contract::value::{Timestamp, Uuid};
-use crate::error::{Class, Error};
+use crate::error::policy::{self, Failure as Refusal, Mode, Next};
+use crate::error::Error;
 use crate::kafka::publisher::Outcome;
 use crate::lsn::Lsn;
 use crate::metrics::unix_micros;
@@ -71,9 +72,10 @@ impl Settlement for Idempotent {
         }
     }
 
-    /// Past `relay.operator_error_threshold` refusals of an operator's
-    /// kind the session ends, and the relay retries until someone acts; at
-    /// once when the refusal stopped the producer.
+    /// What follows is the policy's: a row's fault is recorded FAILED, an
+    /// operator's holds the row until `relay.operator_error_threshold`
+    /// refusals end the session (at once when the refusal stopped the
+    /// producer), anything else ends it.
     fn rejected<K: Sink, L: Ledger>(
         &mut self,
         parts: &mut Parts<'_, K, L>,
@@ -82,23 +84,27 @@ impl Settlement for Idempotent {
         error: Error,
     ) {
         let stopped = parts.sink.fatal_error();
-        if error.class() == Class::Row {
-            parts.failures.push(Failure {
-                tx: Some(tx),
-                id,
-                error,
-            });
-            self.refused.push(id);
-            if let Some(stopped) = stopped {
-                parts.end_with(stopped.context(format!("after message {id} was refused")));
+        match policy::next(Refusal::Refused(error.code()), Mode::Idempotent) {
+            Next::RecordFailed => {
+                parts.failures.push(Failure {
+                    tx: Some(tx),
+                    id,
+                    error,
+                });
+                self.refused.push(id);
+                if let Some(stopped) = stopped {
+                    parts.end_with(stopped.context(format!("after message {id} was refused")));
+                }
             }
-            return;
-        }
-        self.operator_rejections += 1;
-        if stopped.is_some()
-            || self.operator_rejections >= parts.shared.options.operator_error_threshold
-        {
-            parts.end_with(error.context(format!("message {id}")));
+            Next::Hold => {
+                self.operator_rejections += 1;
+                if stopped.is_some()
+                    || self.operator_rejections >= parts.shared.options.operator_error_threshold
+                {
+                    parts.end_with(error.context(format!("message {id}")));
+                }
+            }
+            Next::End(_) => parts.end_with(error.context(format!("message {id}"))),
         }
     }
 

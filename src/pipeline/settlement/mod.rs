@@ -123,11 +123,7 @@ pub(crate) trait Settlement: Send + Sized {
 }
 
 /// The delivery modes, for choosing a strategy once per session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Idempotent,
-    Transactional,
-}
+pub(crate) use crate::error::policy::Mode;
 
 /// Seconds from a commit (Unix µs) to `now`, for the latency histogram.
 fn seconds_since(now: i64, at: i64) -> f64 {

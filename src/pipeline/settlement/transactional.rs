@@ -19,7 +19,8 @@ use tokio::time::Instant;
 
 use super::{seconds_since, Settlement, Start};
 use crate::contract::value::{Timestamp, Uuid};
-use crate::error::{policy, Class, Code, Error};
+use crate::error::policy::{self, Failure as Refusal, Mode, Next};
+use crate::error::{Code, Error};
 use crate::kafka::publisher::Outcome;
 use crate::lsn::Lsn;
 use crate::metrics::{names, unix_micros};
@@ -138,7 +139,7 @@ impl Settlement for Transactional {
                     *n += 1;
                 }
             }
-            Outcome::Rejected(error) if error.class() == Class::Row => {
+            Outcome::Rejected(error) if records_failed(&error) => {
                 self.txn.poison.push((id, error));
             }
             Outcome::Rejected(error) | Outcome::Retry(error) | Outcome::Ambiguous(error) => {
@@ -160,7 +161,7 @@ impl Settlement for Transactional {
         id: Uuid,
         error: Error,
     ) {
-        if error.class() == Class::Row {
+        if records_failed(&error) {
             parts.failures.push(Failure {
                 tx: Some(tx),
                 id,
@@ -351,6 +352,12 @@ impl Transactional {
         }));
         Ok(())
     }
+}
+
+/// Whether the policy records a row refused with `error` FAILED; any other
+/// refusal ends the session (a Kafka transaction cannot commit without it).
+fn records_failed(error: &Error) -> bool {
+    policy::next(Refusal::Refused(error.code()), Mode::Transactional) == Next::RecordFailed
 }
 
 /// A committed Kafka transaction: its rows are published and its progress

@@ -478,6 +478,26 @@ const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "a journal write the server refuses is not tried again: the relay stops before the row",
+        modes: BOTH,
+        answers: Answers::Immediate,
+        steps: || {
+            vec![
+                Step::RefuseJournal,
+                Step::Commit(vec![row(1)]),
+                Step::Deliver(1),
+                Step::Wait(1_000),
+            ]
+        },
+        expect: |r| {
+            // Tried again, the second write would have passed.
+            assert_eq!(r.ends.first(), Some(&Err(Code::ROW_MARKING_FAILED)));
+            assert_eq!(directives(r), vec![Directive::Stop]);
+            assert_eq!(r.settled(), Lsn::ZERO);
+            assert!(!r.world.table.recorded(&row(1).id));
+        },
+    },
+    Case {
         name: "a FAILED mark that cannot be written holds the slot before its row",
         modes: IDEMPOTENT,
         answers: Answers::Immediate,

@@ -38,6 +38,8 @@ pub(crate) enum Step {
     ReleaseJournal,
     /// The next journal writes fail (a lost connection).
     FailJournal(usize),
+    /// The next journal write is refused by the server.
+    RefuseJournal,
     /// The next FAILED marks fail (a lost connection).
     FailMarks(usize),
     /// An operator's ACL refuses the topic (`t.` + destination).
@@ -147,6 +149,7 @@ impl Runner {
             Step::StallJournal => self.world.table.stall_journal(),
             Step::ReleaseJournal => self.world.table.release_journal(),
             Step::FailJournal(n) => self.world.table.state().journal_failures += n,
+            Step::RefuseJournal => self.world.table.state().journal_refusals += 1,
             Step::FailMarks(n) => self.world.table.state().mark_failures += n,
             Step::Deny(d) => {
                 self.world.broker.state().denied.insert(format!("t.{d}"));
@@ -257,6 +260,7 @@ impl Runner {
         {
             let mut t = self.world.table.state();
             t.journal_failures = 0;
+            t.journal_refusals = 0;
             t.mark_failures = 0;
         }
         let last = self.world.wal.last().map_or(Lsn::ZERO, |t| t.end_lsn);

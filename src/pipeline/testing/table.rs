@@ -28,8 +28,11 @@ pub(crate) struct State {
     pub(crate) journal: Vec<Vec<Uuid>>,
     /// Every id ever journaled (folded or not).
     pub(crate) journaled: Vec<Uuid>,
-    /// The next this many journal writes fail.
+    /// The next this many journal writes fail (a lost connection).
     pub(crate) journal_failures: usize,
+    /// The next this many journal writes are refused by the server (a
+    /// trigger, a revoked privilege): not worth trying again.
+    pub(crate) journal_refusals: usize,
     /// The next this many FAILED marks fail.
     pub(crate) mark_failures: usize,
     /// Journal writes wait until this is false.
@@ -130,6 +133,13 @@ impl Journal for FakeJournal {
                 if s.journal_failures > 0 {
                     s.journal_failures -= 1;
                     return Err(lost());
+                }
+                if s.journal_refusals > 0 {
+                    s.journal_refusals -= 1;
+                    return Err(Error::new(
+                        Code::ROW_MARKING_FAILED,
+                        "permission denied for table outbox_cdc_published (SQLSTATE 42501)",
+                    ));
                 }
                 if !s.journal_stalled {
                     s.journal.push(ids.to_vec());

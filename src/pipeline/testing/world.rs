@@ -173,7 +173,7 @@ impl Process {
         let metrics = Arc::new(Metrics::new(&relay_config()));
         let stats = Arc::new(RelayStats::default());
         let (feedback, _) = Feedback::new(world.slot);
-        let stalled = Arc::new(tokio::sync::Notify::new());
+        let trouble = Arc::new(crate::pipeline::recorder::Trouble::default());
         let recorder = setup.marks.on().then(|| {
             Recorder::start(
                 world.table.journal(),
@@ -182,7 +182,7 @@ impl Process {
                     journaled: metrics.journaled.clone(),
                     folded: metrics.marks_written.clone(),
                     feedback: feedback.clone(),
-                    stalled: stalled.clone(),
+                    trouble: trouble.clone(),
                 },
             )
         });
@@ -202,7 +202,7 @@ impl Process {
                 stats,
                 feedback,
                 recorder,
-                stalled,
+                trouble,
                 poison: Default::default(),
                 otel: None,
             }),
