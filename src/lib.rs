@@ -13,9 +13,11 @@
 pub mod allocator;
 pub mod cli;
 pub mod config;
+pub mod connector;
 pub mod contract;
 pub mod error;
 pub mod finding;
+pub mod format;
 pub mod kafka;
 pub mod lsn;
 pub mod metrics;

@@ -15,7 +15,7 @@ use serde_json::{json, Value as Json};
 use tokio_postgres::Client;
 
 use outbox_cdc::config::Config;
-use outbox_cdc::contract::debezium as connector_config;
+use outbox_cdc::connector as connector_config;
 use outbox_cdc::kafka::settings;
 
 use crate::args::*;

@@ -64,10 +64,15 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let request = request(&args, crate::metrics::unix_micros())?;
     let cfg = config.load()?;
     let format = args.format;
-    let report =
-        super::run_on_workers(
-            async move { audit::audit(&cfg, Arc::new(super::env), request).await },
-        )?;
+    let cluster = cfg.kafka_cluster(&super::env)?;
+    let report = super::run_on_workers(async move {
+        let sources = audit::Sources {
+            postgres: &cfg.postgres,
+            outbox: &cfg.outbox,
+            cluster,
+        };
+        audit::audit(sources, Arc::new(super::env), request).await
+    })?;
     let mut out = std::io::stdout().lock();
     let written = match format {
         Format::Json => serde_json::to_writer_pretty(&mut out, &report)

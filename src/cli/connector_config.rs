@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::ConfigArg;
-use crate::contract::debezium::{self, Target};
+use crate::connector::{self, Target};
 use crate::error::{Code, Error};
 
 /// The deployment to write for.
@@ -52,7 +52,7 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
         (None, TargetArg::Strimzi) => Target::Strimzi,
         (None, TargetArg::StrimziConnect) => Target::StrimziConnect,
     };
-    let text = debezium::render(&cfg, target)?;
+    let text = connector::render(&cfg, target)?;
     match args.out {
         Some(path) => std::fs::write(&path, text).map_err(|e| {
             Error::new(

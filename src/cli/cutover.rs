@@ -52,8 +52,13 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
         reason: args.reason,
         recover: args.recover,
     };
+    let objects = cfg.objects();
+    let site = cutover::Site {
+        postgres: &cfg.postgres,
+        objects: &objects,
+    };
     super::runtime()?.block_on(async {
         let mut out = std::io::stdout();
-        cutover::cutover(&cfg, &super::env, &opts, &mut out).await
+        cutover::cutover(site, &super::env, &opts, &mut out).await
     })
 }

@@ -40,16 +40,16 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
                 format!("`--print-grants`: {role:?} must be a lowercase SQL identifier"),
             ));
         }
-        print!("{}", grants::grant_sql(&cfg, &role));
+        print!("{}", grants::grant_sql(&cfg.objects(), &role));
         return Ok(());
     }
     if args.print {
-        print!("{}", migrate::print(&cfg, scope)?);
+        print!("{}", migrate::print(&cfg.objects(), scope)?);
         return Ok(());
     }
     super::runtime()?.block_on(async {
         let mut client = connect::connect(&cfg.postgres, &super::env).await?;
-        for a in migrate::migrate(&mut client, &cfg, scope).await? {
+        for a in migrate::migrate(&mut client, &cfg.objects(), scope).await? {
             let what = if a.newly {
                 "applied"
             } else {

@@ -38,7 +38,7 @@ fn long_version() -> &'static str {
             env!("CARGO_PKG_VERSION"),
             crate::metrics::BUILD_COMMIT,
             env!("OUTBOX_CDC_RUSTC"),
-            crate::contract::debezium::DEBEZIUM_VERSION,
+            crate::connector::DEBEZIUM_VERSION,
         )
     })
 }

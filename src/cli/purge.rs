@@ -41,7 +41,7 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     };
     super::runtime()?.block_on(async {
         let client = connect::connect(&cfg.postgres, &super::env).await?;
-        purge::purge(&client, &cfg, &opts, &mut std::io::stdout()).await?;
+        purge::purge(&client, &cfg.objects(), &opts, &mut std::io::stdout()).await?;
         Ok(())
     })
 }

@@ -30,5 +30,10 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
         idle_timeout: args.idle_timeout_secs.map(Duration::from_secs),
     };
     let mut out = std::io::stdout().lock();
-    tail::tail(&cfg, &super::env, &opts, &mut out)
+    tail::tail(
+        &cfg.kafka_cluster(&super::env)?,
+        &cfg.outbox.topic_prefix,
+        &opts,
+        &mut out,
+    )
 }

@@ -219,3 +219,25 @@ impl DebeziumServerConfig {
         }
     }
 }
+
+/// What each key of `[debezium]` means, written beside the keys: the
+/// configuration reference is generated from it, and a test fails when a
+/// key has none.
+pub(crate) const MEANINGS: &[(&str, &str)] = &[
+    ("debezium.connector_name", "the connector's name in Kafka Connect"),
+    ("debezium.slot", "Debezium's slot; must differ from `postgres.slot`"),
+    ("debezium.topic_prefix", "Debezium's `topic.prefix` (its logical name; the heartbeat topic is `__debezium-heartbeat.<prefix>`)"),
+    ("debezium.database_hostname", "the database as Kafka Connect reaches it"),
+    ("debezium.database_port", "the database port as Kafka Connect reaches it; default the first `postgres.port`"),
+    ("debezium.password", "a Kafka Connect config-provider reference: `{ env = \"NAME\" }` gives `${env:NAME}`, `{ file = \"/path\", key = \"k\" }` gives `${file:/path:k}`"),
+    ("debezium.heartbeat_interval_ms", "heartbeat period"),
+    ("debezium.server.offset_storage", "where Debezium Server keeps its position: `file` or `kafka` (a topic, as Kafka Connect keeps it)"),
+    ("debezium.server.offset_file", "with `file`, relative to the server's directory; create the directory (the store does not)"),
+    ("debezium.server.offset_topic", "with `kafka`: one partition, the broker's default replication factor"),
+    ("debezium.server.offset_flush_interval_ms", "how often Server stores its position (and so confirms the slot)"),
+    ("debezium.server.bootstrap_servers", "the brokers as Debezium Server reaches them"),
+    ("debezium.strimzi.connect_cluster", "the `KafkaConnect` resource: the connector's `strimzi.io/cluster` label, and the name `--target strimzi-connect` writes"),
+    ("debezium.strimzi.namespace", "`metadata.namespace` of both resources"),
+    ("debezium.strimzi.password_secret", "the Secret key the Connect pods get as `debezium.password`'s variable"),
+    ("debezium.strimzi.image", "the registry image Strimzi pushes its Connect build to"),
+];

@@ -23,3 +23,11 @@ impl HttpConfig {
         Ok(())
     }
 }
+
+/// What each key of `[http]` means, written beside the keys: the
+/// configuration reference is generated from it, and a test fails when a
+/// key has none.
+pub(crate) const MEANINGS: &[(&str, &str)] = &[(
+    "http.listen",
+    "`[http] listen = \"127.0.0.1:9187\"`: serve `/metrics`, `/healthz` and `/readyz`",
+)];

@@ -67,3 +67,11 @@ impl KafkaConfig {
         Ok(())
     }
 }
+
+/// What each key of `[kafka]` means, written beside the keys: the
+/// configuration reference is generated from it, and a test fails when a
+/// key has none.
+pub(crate) const MEANINGS: &[(&str, &str)] = &[
+    ("kafka.bootstrap_servers", "the brokers, `host:port,...`"),
+    ("kafka.properties", "librdkafka properties passed through (TLS, SASL, compression, batching); `acks`, `enable.idempotence`, `enable.gapless.guarantee`, `max.in.flight.requests.per.connection`, `partitioner`, `transactional.id` and `bootstrap.servers` belong to the relay and are refused (`transaction.timeout.ms`, default 120 000 in transactional delivery, may be set); properties whose names carry a password or secret must be secret references"),
+];

@@ -14,7 +14,7 @@ pub mod env;
 pub mod http;
 pub mod kafka;
 pub(crate) mod keys;
-pub mod otel;
+pub mod objects;
 pub mod outbox;
 pub mod postgres;
 pub mod reference;
@@ -28,6 +28,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::otel::{OtelConfig, OtlpProtocol};
 pub use debezium::{
     DebeziumConfig, DebeziumServerConfig, OffsetStorage, ProviderReference, SecretKeyRef,
     StrimziConfig,
@@ -35,7 +36,7 @@ pub use debezium::{
 pub use env::{env_override_name, env_overrides, unused_variables, ENV_PREFIX};
 pub use http::HttpConfig;
 pub use kafka::KafkaConfig;
-pub use otel::{OtelConfig, OtlpProtocol};
+pub use objects::Objects;
 pub use outbox::OutboxConfig;
 pub use postgres::{
     Ports, PostgresConfig, SslMode, DEFAULT_PASSWORD_ENV, DEFAULT_WAL_RECEIVER_TIMEOUT_SECS,
@@ -43,7 +44,7 @@ pub use postgres::{
 pub use relay::{Delivery, DeliveryMode, RelayConfig, TransactionalConfig};
 pub use secrets::{PropertyValue, SecretSource};
 
-use crate::error::{Cause, Code, Error};
+use crate::error::{Code, Error};
 use crate::kafka::settings;
 pub use crate::secret::Secret;
 
@@ -52,8 +53,7 @@ pub use crate::secret::Secret;
 pub type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 fn invalid(key: &str, reason: impl fmt::Display) -> Error {
-    Error::new(Code::CONFIG_INVALID_VALUE, format!("`{key}`: {reason}"))
-        .caused_by(Cause::ConfigKey(key.to_string()))
+    Error::invalid_value(key, reason)
 }
 
 fn secret_in_file(key: &str) -> Error {
@@ -232,6 +232,18 @@ impl Config {
     /// name it.
     pub fn qualified_table(&self) -> String {
         self.outbox.qualified_table()
+    }
+
+    /// The outbox's objects in PostgreSQL.
+    pub fn objects(&self) -> Objects {
+        Objects {
+            outbox: self.outbox.clone(),
+            user: self.postgres.user.clone(),
+            dbname: self.postgres.dbname.clone(),
+            publication: self.postgres.publication.clone(),
+            slot: self.postgres.slot.clone(),
+            debezium_slot: self.debezium.slot.clone(),
+        }
     }
 }
 

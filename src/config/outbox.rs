@@ -8,7 +8,7 @@ use crate::error::Error;
 
 pub const DEFAULT_TOPIC_PREFIX: &str = "outbox.";
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct OutboxConfig {
     pub schema: String,
@@ -53,3 +53,15 @@ impl OutboxConfig {
         Ok(())
     }
 }
+
+/// What each key of `[outbox]` means, written beside the keys: the
+/// configuration reference is generated from it, and a test fails when a
+/// key has none.
+pub(crate) const MEANINGS: &[(&str, &str)] = &[
+    ("outbox.schema", "the outbox table's schema"),
+    ("outbox.table", "the outbox table"),
+    (
+        "outbox.topic_prefix",
+        "records go to `topic_prefix + destination`",
+    ),
+];

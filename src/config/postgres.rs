@@ -260,3 +260,23 @@ impl PostgresConfig {
         Ok(())
     }
 }
+
+/// What each key of `[postgres]` means, written beside the keys: the
+/// configuration reference is generated from it, and a test fails when a
+/// key has none.
+pub(crate) const MEANINGS: &[(&str, &str)] = &[
+    ("postgres.host", "database host, or several in libpq's multi-host form (`\"db1,db2\"`): the SQL and the replication connection then both go to the first listed host that accepts writes (not in recovery), and a restart after a failover finds the promoted one"),
+    ("postgres.port", "one port for every host, or one per host (`\"5432,5433\"`)"),
+    ("postgres.dbname", "the database that holds the outbox"),
+    ("postgres.user", "needs the `REPLICATION` attribute to stream"),
+    ("postgres.password", "a secret reference: `{ env = \"NAME\" }`, `{ file = \"/path\" }` or `{ file = \"/path.properties\", key = \"name\" }`; a literal string is refused (`CONFIG_SECRET_IN_FILE`)"),
+    ("postgres.sslmode", "`disable`, `prefer`, `require`, `verify-ca`, `verify-full`"),
+    ("postgres.sslrootcert", "CA file; required by `verify-ca` and `verify-full`"),
+    ("postgres.application_name", "as `pg_stat_replication` shows the relay"),
+    ("postgres.slot", "the relay's own replication slot"),
+    ("postgres.publication", "created by `migrate`; read by the relay and by Debezium"),
+    ("postgres.connect_timeout_secs", "per host tried: the TCP connect, the TLS handshake and the log-in together"),
+    ("postgres.wal_receiver_timeout_secs", "how long the replication stream may stay silent before the relay gives the connection up and opens another; halfway, it asks the server for a reply, so an idle stream never reaches it. See [Network faults](../operating/network-faults.md)"),
+    ("postgres.query_timeout_secs", "how long the relay waits for the answer to one of its own statements (bookkeeping, the slot guard) before it gives that connection up; also the connections' `TCP_USER_TIMEOUT`"),
+    ("postgres.failover_slot", "create the relay's slot with `FAILOVER` (PostgreSQL 17+), and turn it on for an existing slot at start-up; see [PostgreSQL versions and failover](../operating/postgresql.md)"),
+];

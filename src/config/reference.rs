@@ -1,68 +1,23 @@
-//! What each key of `outbox-cdc.toml` means: the one place its words live.
-//! The configuration reference (`docs/reference/configuration.md`) is
-//! written from these, the keys the sections' serde definitions take
-//! (`keys`), the defaults their `Default`s give and the overrides' names.
+//! The configuration reference (`docs/reference/configuration.md`), written
+//! from what each section says its keys mean (its `MEANINGS`, beside the
+//! keys), the keys the sections' serde definitions take (`keys`), the
+//! defaults their `Default`s give and the overrides' names.
 
-/// Each key and what it means; a test fails when a key has none.
-pub(crate) const MEANINGS: &[(&str, &str)] = &[
-    ("postgres.host", "database host, or several in libpq's multi-host form (`\"db1,db2\"`): the SQL and the replication connection then both go to the first listed host that accepts writes (not in recovery), and a restart after a failover finds the promoted one"),
-    ("postgres.port", "one port for every host, or one per host (`\"5432,5433\"`)"),
-    ("postgres.dbname", "the database that holds the outbox"),
-    ("postgres.user", "needs the `REPLICATION` attribute to stream"),
-    ("postgres.password", "a secret reference: `{ env = \"NAME\" }`, `{ file = \"/path\" }` or `{ file = \"/path.properties\", key = \"name\" }`; a literal string is refused (`CONFIG_SECRET_IN_FILE`)"),
-    ("postgres.sslmode", "`disable`, `prefer`, `require`, `verify-ca`, `verify-full`"),
-    ("postgres.sslrootcert", "CA file; required by `verify-ca` and `verify-full`"),
-    ("postgres.application_name", "as `pg_stat_replication` shows the relay"),
-    ("postgres.slot", "the relay's own replication slot"),
-    ("postgres.publication", "created by `migrate`; read by the relay and by Debezium"),
-    ("postgres.connect_timeout_secs", "per host tried: the TCP connect, the TLS handshake and the log-in together"),
-    ("postgres.wal_receiver_timeout_secs", "how long the replication stream may stay silent before the relay gives the connection up and opens another; halfway, it asks the server for a reply, so an idle stream never reaches it. See [Network faults](../operating/network-faults.md)"),
-    ("postgres.query_timeout_secs", "how long the relay waits for the answer to one of its own statements (bookkeeping, the slot guard) before it gives that connection up; also the connections' `TCP_USER_TIMEOUT`"),
-    ("postgres.failover_slot", "create the relay's slot with `FAILOVER` (PostgreSQL 17+), and turn it on for an existing slot at start-up; see [PostgreSQL versions and failover](../operating/postgresql.md)"),
-    ("outbox.schema", "the outbox table's schema"),
-    ("outbox.table", "the outbox table"),
-    ("outbox.topic_prefix", "records go to `topic_prefix + destination`"),
-    ("kafka.bootstrap_servers", "the brokers, `host:port,...`"),
-    ("kafka.properties", "librdkafka properties passed through (TLS, SASL, compression, batching); `acks`, `enable.idempotence`, `enable.gapless.guarantee`, `max.in.flight.requests.per.connection`, `partitioner`, `transactional.id` and `bootstrap.servers` belong to the relay and are refused (`transaction.timeout.ms`, default 120 000 in transactional delivery, may be set); properties whose names carry a password or secret must be secret references"),
-    ("relay.mark_published", "record published rows in the journal before the slot passes them, and mark them `PUBLISHED` with `published_at` (only where the row is still `PENDING`) when the relay keeps up; `false` leaves every row `PENDING`"),
-    ("relay.drain_timeout_secs", "on SIGTERM/SIGINT, how long in-flight messages may take to settle"),
-    ("relay.max_in_flight_messages", "backpressure: messages not yet acknowledged by Kafka (bounds memory, about 3 KiB each; 5 000 covers 50 000 msg/s at 100 ms acknowledgement latency)"),
-    ("relay.max_in_flight_bytes", "backpressure: bytes not yet acknowledged by Kafka"),
-    ("relay.create_slot", "create `postgres.slot` when it is missing; normally `cutover` creates it (and hands the backlog over)"),
-    ("relay.operator_error_threshold", "records the broker refuses for an operator's reason (`TOPIC_AUTHORIZATION_FAILED`, `TOPIC_UNKNOWN`, `POLICY_VIOLATION`) in one session before it ends; the relay then retries with backoff and marks no row `FAILED` for them"),
-    ("relay.delivery", "`idempotent` (at least once) or `transactional` (each source transaction whole and once for read_committed consumers); see [Delivery modes](../concepts/delivery-modes.md)"),
-    ("relay.heartbeat_interval_secs", "write a transactional `pg_logical_emit_message` this often, for servers whose WAL is written by activity the relay never sees (see [the heartbeat](../operating/monitoring.md#the-slot-guard-and-the-heartbeat)); the role needs `EXECUTE` on it (`check` says)"),
-    ("relay.pgoutput_binary", "on PostgreSQL 14+, ask pgoutput for values in binary form: the walsender skips the text output of `bytea` (hex, twice the size), `uuid` and `timestamptz`, and the relay their parsing; ignored before 14"),
-    ("relay.slot_check_interval_secs", "how often the slot guard reads the slot's figures (and probes Kafka for readiness)"),
-    ("relay.slot_wal_margin_bytes", "the slot guard warns (`SLOT_WAL_AT_RISK`) and `check` warns when the slot's `safe_wal_size` is under this"),
-    ("relay.transactional.id", "transactional: the producer's `transactional.id` and the group of its progress; one per relay (per outbox and slot), since a relay that starts with it fences the one before: set it when relays of two clusters with the same database and slot names share a Kafka cluster"),
-    ("relay.transactional.max_records", "transactional group commit: a Kafka transaction closes at the first source transaction boundary past this many records,"),
-    ("relay.transactional.max_bytes", "or this many record bytes,"),
-    ("relay.transactional.max_ms", "or this age"),
-    ("relay.transactional.progress_topic", "transactional: the topic (one partition, created when missing, never written) whose committed offset under the transactional id holds the progress"),
-    ("debezium.connector_name", "the connector's name in Kafka Connect"),
-    ("debezium.slot", "Debezium's slot; must differ from `postgres.slot`"),
-    ("debezium.topic_prefix", "Debezium's `topic.prefix` (its logical name; the heartbeat topic is `__debezium-heartbeat.<prefix>`)"),
-    ("debezium.database_hostname", "the database as Kafka Connect reaches it"),
-    ("debezium.database_port", "the database port as Kafka Connect reaches it; default the first `postgres.port`"),
-    ("debezium.password", "a Kafka Connect config-provider reference: `{ env = \"NAME\" }` gives `${env:NAME}`, `{ file = \"/path\", key = \"k\" }` gives `${file:/path:k}`"),
-    ("debezium.heartbeat_interval_ms", "heartbeat period"),
-    ("debezium.server.offset_storage", "where Debezium Server keeps its position: `file` or `kafka` (a topic, as Kafka Connect keeps it)"),
-    ("debezium.server.offset_file", "with `file`, relative to the server's directory; create the directory (the store does not)"),
-    ("debezium.server.offset_topic", "with `kafka`: one partition, the broker's default replication factor"),
-    ("debezium.server.offset_flush_interval_ms", "how often Server stores its position (and so confirms the slot)"),
-    ("debezium.server.bootstrap_servers", "the brokers as Debezium Server reaches them"),
-    ("debezium.strimzi.connect_cluster", "the `KafkaConnect` resource: the connector's `strimzi.io/cluster` label, and the name `--target strimzi-connect` writes"),
-    ("debezium.strimzi.namespace", "`metadata.namespace` of both resources"),
-    ("debezium.strimzi.password_secret", "the Secret key the Connect pods get as `debezium.password`'s variable"),
-    ("debezium.strimzi.image", "the registry image Strimzi pushes its Connect build to"),
-    ("http.listen", "`[http] listen = \"127.0.0.1:9187\"`: serve `/metrics`, `/healthz` and `/readyz`"),
-    ("otel.endpoint", "the OpenTelemetry Collector's OTLP URL, e.g. `http://127.0.0.1:4318` (`/v1/traces` is added to a URL without a path) or, for gRPC, `http://127.0.0.1:4317`; plain `http://` only (a collector or agent beside the relay forwards over TLS); see [Tracing](../operating/tracing.md)"),
-    ("otel.protocol", "`http/protobuf` or `grpc`"),
-    ("otel.sample_ratio", "the share of records whose row has no sampled `traceparent` that get a span (of a new trace); a row's sampled `traceparent` is always followed, an unsampled one never"),
-    ("otel.propagate", "write the relay's span into each traced record's `traceparent` header; breaks byte parity with a Debezium deployment that does not trace"),
-    ("otel.service_name", "the spans' `service.name`"),
-];
+/// Each key and what it means, from the sections' own lists; a test fails
+/// when a key has none.
+fn meanings() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    [
+        super::postgres::MEANINGS,
+        super::outbox::MEANINGS,
+        super::kafka::MEANINGS,
+        super::relay::MEANINGS,
+        super::debezium::MEANINGS,
+        super::http::MEANINGS,
+        crate::otel::config::MEANINGS,
+    ]
+    .into_iter()
+    .flatten()
+}
 
 use super::keys;
 
@@ -121,7 +76,7 @@ pub fn reference_markdown() -> String {
          Each key that takes one value can be set from the environment by the variable named.\n",
     );
     let mut table = String::new();
-    for (key, meaning) in MEANINGS {
+    for (key, meaning) in meanings() {
         let (section, name) = key.rsplit_once('.').unwrap_or(("", key));
         if section != table {
             out.push_str(&format!(
@@ -171,12 +126,9 @@ mod tests {
             .filter(|k| !tables.contains(&k.as_str()))
             .collect();
         for key in &known {
-            assert!(
-                MEANINGS.iter().any(|(k, _)| k == key),
-                "{key} has no meaning"
-            );
+            assert!(meanings().any(|(k, _)| k == key), "{key} has no meaning");
         }
-        for (key, meaning) in MEANINGS {
+        for (key, meaning) in meanings() {
             assert!(known.contains(&key.to_string()), "{key} is no key");
             assert!(!meaning.is_empty(), "{key}");
         }

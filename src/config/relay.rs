@@ -158,6 +158,22 @@ impl RelayConfig {
         self.delivery == DeliveryMode::Transactional
     }
 
+    /// The limits the metrics export beside what they bound.
+    pub fn metric_limits(&self) -> crate::metrics::Limits {
+        crate::metrics::Limits {
+            max_in_flight_messages: self.max_in_flight_messages,
+            max_in_flight_bytes: self.max_in_flight_bytes,
+            slot_wal_margin_bytes: self.slot_wal_margin_bytes,
+            transactional: self.transactional(),
+        }
+    }
+
+    /// Transactional delivery with these settings.
+    pub fn set_transactional(&mut self, t: TransactionalConfig) {
+        self.delivery = DeliveryMode::Transactional;
+        self.transactional = t;
+    }
+
     /// Sets the transactional id (a redrive's own).
     pub fn set_transactional_id(&mut self, id: String) {
         self.transactional.id = Some(id);
@@ -239,3 +255,25 @@ impl TransactionalConfig {
         Ok(())
     }
 }
+
+/// What each key of `[relay]` and `[relay.transactional]` means, written beside the keys: the
+/// configuration reference is generated from it, and a test fails when a
+/// key has none.
+pub(crate) const MEANINGS: &[(&str, &str)] = &[
+    ("relay.mark_published", "record published rows in the journal before the slot passes them, and mark them `PUBLISHED` with `published_at` (only where the row is still `PENDING`) when the relay keeps up; `false` leaves every row `PENDING`"),
+    ("relay.drain_timeout_secs", "on SIGTERM/SIGINT, how long in-flight messages may take to settle"),
+    ("relay.max_in_flight_messages", "backpressure: messages not yet acknowledged by Kafka (bounds memory, about 3 KiB each; 5 000 covers 50 000 msg/s at 100 ms acknowledgement latency)"),
+    ("relay.max_in_flight_bytes", "backpressure: bytes not yet acknowledged by Kafka"),
+    ("relay.create_slot", "create `postgres.slot` when it is missing; normally `cutover` creates it (and hands the backlog over)"),
+    ("relay.operator_error_threshold", "records the broker refuses for an operator's reason (`TOPIC_AUTHORIZATION_FAILED`, `TOPIC_UNKNOWN`, `POLICY_VIOLATION`) in one session before it ends; the relay then retries with backoff and marks no row `FAILED` for them"),
+    ("relay.delivery", "`idempotent` (at least once) or `transactional` (each source transaction whole and once for read_committed consumers); see [Delivery modes](../concepts/delivery-modes.md)"),
+    ("relay.heartbeat_interval_secs", "write a transactional `pg_logical_emit_message` this often, for servers whose WAL is written by activity the relay never sees (see [the heartbeat](../operating/monitoring.md#the-slot-guard-and-the-heartbeat)); the role needs `EXECUTE` on it (`check` says)"),
+    ("relay.pgoutput_binary", "on PostgreSQL 14+, ask pgoutput for values in binary form: the walsender skips the text output of `bytea` (hex, twice the size), `uuid` and `timestamptz`, and the relay their parsing; ignored before 14"),
+    ("relay.slot_check_interval_secs", "how often the slot guard reads the slot's figures (and probes Kafka for readiness)"),
+    ("relay.slot_wal_margin_bytes", "the slot guard warns (`SLOT_WAL_AT_RISK`) and `check` warns when the slot's `safe_wal_size` is under this"),
+    ("relay.transactional.id", "transactional: the producer's `transactional.id` and the group of its progress; one per relay (per outbox and slot), since a relay that starts with it fences the one before: set it when relays of two clusters with the same database and slot names share a Kafka cluster"),
+    ("relay.transactional.max_records", "transactional group commit: a Kafka transaction closes at the first source transaction boundary past this many records,"),
+    ("relay.transactional.max_bytes", "or this many record bytes,"),
+    ("relay.transactional.max_ms", "or this age"),
+    ("relay.transactional.progress_topic", "transactional: the topic (one partition, created when missing, never written) whose committed offset under the transactional id holds the progress"),
+];

@@ -46,8 +46,8 @@ impl SecretSource {
             } => {
                 let text = std::fs::read_to_string(file)
                     .map_err(|e| unavailable(format!("cannot read {}: {e}", file.display())))?;
-                let pairs = crate::contract::properties::parse(&text);
-                crate::contract::properties::get(&pairs, prop)
+                let pairs = crate::format::properties::parse(&text);
+                crate::format::properties::get(&pairs, prop)
                     .map(Secret::new)
                     .ok_or_else(|| unavailable(format!("{} has no key {prop}", file.display())))
             }

@@ -323,6 +323,13 @@ impl Error {
         }
     }
 
+    /// A configuration value refused (`CONFIG_INVALID_VALUE`), naming its
+    /// key so the variable that set it can be named too.
+    pub fn invalid_value(key: &str, reason: impl fmt::Display) -> Error {
+        Error::new(Code::CONFIG_INVALID_VALUE, format!("`{key}`: {reason}"))
+            .caused_by(Cause::ConfigKey(key.to_string()))
+    }
+
     /// The same error with its typed cause.
     pub fn caused_by(mut self, cause: Cause) -> Error {
         self.cause = Some(cause);

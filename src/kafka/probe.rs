@@ -13,7 +13,6 @@ use rdkafka::ClientContext;
 
 use super::access::{self, Access};
 use super::{limits, settings};
-use crate::config::{Config, Env};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 
@@ -197,13 +196,7 @@ async fn access_findings(cc: &rdkafka::ClientConfig, topics: Vec<String>) -> Vec
 
 /// Each present topic's `max.message.bytes`: a warning when the principal
 /// may not describe it, the limits below the producer's batch size.
-async fn limit_findings(
-    cluster: &Result<settings::Cluster, crate::error::Error>,
-    topics: Vec<String>,
-) -> Vec<Finding> {
-    let Ok(cluster) = cluster else {
-        return Vec::new();
-    };
+async fn limit_findings(cluster: &settings::Cluster, topics: Vec<String>) -> Vec<Finding> {
     if topics.is_empty() {
         return Vec::new();
     }
@@ -258,14 +251,15 @@ async fn limit_findings(
     out
 }
 
-/// Reachability, then whether the topics of `destinations` exist or will be
-/// auto-created.
-pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -> Vec<Finding> {
-    let cc = match cfg.kafka_cluster(env) {
-        Ok(cluster) => settings::producer_config(&cluster, None),
-        Err(e) => return vec![Finding::failed("kafka", &e)],
-    };
-    let servers = cfg.kafka.bootstrap_servers.clone();
+/// Reachability, then whether the topics (`prefix` + each of
+/// `destinations`) exist or will be auto-created.
+pub(crate) async fn findings(
+    cluster: &settings::Cluster,
+    prefix: &str,
+    destinations: &[String],
+) -> Vec<Finding> {
+    let cc = settings::producer_config(cluster, None);
+    let servers = cluster.bootstrap_servers.clone();
     let probe = {
         let (cc, servers) = (cc.clone(), servers.clone());
         tokio::task::spawn_blocking(move || fetch_metadata(&cc, &servers)).await
@@ -285,7 +279,6 @@ pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -
         "kafka",
         format!("{} brokers reachable at {servers}", md.brokers().len()),
     )];
-    let prefix = &cfg.outbox.topic_prefix;
     let existing: Vec<&str> = md.topics().iter().map(|t| t.name()).collect();
     let missing: Vec<String> = destinations
         .iter()
@@ -302,7 +295,7 @@ pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -
             .map(|d| format!("{prefix}{d}"))
             .collect();
         out.extend(access_findings(&cc, present.clone()).await);
-        out.extend(limit_findings(&cfg.kafka_cluster(env), present).await);
+        out.extend(limit_findings(cluster, present).await);
         return out;
     }
     let present: Vec<String> = destinations
@@ -311,7 +304,7 @@ pub(crate) async fn findings(cfg: &Config, env: &Env, destinations: &[String]) -
         .filter(|t| existing.contains(&t.as_str()))
         .collect();
     out.extend(access_findings(&cc, present.clone()).await);
-    out.extend(limit_findings(&cfg.kafka_cluster(env), present).await);
+    out.extend(limit_findings(cluster, present).await);
     let broker = md.brokers().first().map(|b| b.id()).unwrap_or(0);
     let admin: Option<AdminClient<DefaultClientContext>> = cc.create().ok();
     let Some(admin) = admin else {

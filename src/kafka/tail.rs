@@ -9,7 +9,6 @@ use rdkafka::message::{Headers, Timestamp as KafkaTimestamp};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::settings;
-use crate::config::{Config, Env};
 use crate::contract::value::Timestamp;
 use crate::error::{Code, Error};
 
@@ -54,25 +53,24 @@ pub(crate) fn show_timestamp(ts: KafkaTimestamp) -> String {
 }
 
 pub(crate) fn tail(
-    cfg: &Config,
-    env: &Env,
+    cluster: &settings::Cluster,
+    topic_prefix: &str,
     opts: &TailOptions,
     out: &mut impl Write,
 ) -> Result<(), Error> {
-    let cluster = cfg.kafka_cluster(env)?;
     // One coded line naming the cluster when it does not answer, instead
     // of librdkafka's own for every attempt.
-    super::probe::reachable_now(&cluster)?;
-    let mut cc = settings::consumer_config(&cluster);
+    super::probe::reachable_now(cluster)?;
+    let mut cc = settings::consumer_config(cluster);
     cc.set("group.id", "outbox-cdc-tail")
         .set("enable.auto.commit", "false");
     let consumer: BaseConsumer<super::probe::Quiet> =
         cc.create_with_context(super::probe::Quiet)
             .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))?;
-    let topic = if opts.topic.starts_with(&cfg.outbox.topic_prefix) {
+    let topic = if opts.topic.starts_with(topic_prefix) {
         opts.topic.clone()
     } else {
-        format!("{}{}", cfg.outbox.topic_prefix, opts.topic)
+        format!("{topic_prefix}{}", opts.topic)
     };
     let md = consumer
         .fetch_metadata(Some(&topic), Duration::from_secs(10))

@@ -21,12 +21,22 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::config::RelayConfig;
 use crate::error::Code;
 use names::Def;
 
 /// The commit this binary was built from (`unknown` outside a git tree).
 pub const BUILD_COMMIT: &str = env!("OUTBOX_CDC_COMMIT");
+
+/// What the relay is configured to allow, exported beside the gauges it
+/// bounds (from `[relay]`, which builds it), and whether transactional
+/// outcomes exist from the start.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_in_flight_messages: usize,
+    pub max_in_flight_bytes: usize,
+    pub slot_wal_margin_bytes: u64,
+    pub transactional: bool,
+}
 
 pub struct Metrics {
     registry: Registry,
@@ -107,7 +117,7 @@ pub(crate) enum Role {
 }
 
 impl Metrics {
-    pub fn new(relay: &RelayConfig) -> Metrics {
+    pub fn new(relay: Limits) -> Metrics {
         use names::*;
         let registry = Registry::new();
         let deliveries = counter_vec(&DELIVERIES);
@@ -150,7 +160,10 @@ impl Metrics {
         let limits = [
             (&IN_FLIGHT_MESSAGES_LIMIT, relay.max_in_flight_messages),
             (&IN_FLIGHT_BYTES_LIMIT, relay.max_in_flight_bytes),
-            (&SLOT_SAFE_WAL_MARGIN, relay.slot_wal_margin_bytes as usize),
+            (
+                &SLOT_SAFE_WAL_MARGIN,
+                usize::try_from(relay.slot_wal_margin_bytes).unwrap_or(usize::MAX),
+            ),
         ];
         for (def, value) in limits {
             let g = int_gauge(def);
@@ -167,7 +180,7 @@ impl Metrics {
         for outcome in [CONFIRMED, REJECTED, AMBIGUOUS, RETRY] {
             m.deliveries.with_label_values(&[outcome]);
         }
-        if relay.transactional() {
+        if relay.transactional {
             for outcome in [COMMITTED, ABORTED] {
                 m.kafka_transactions.with_label_values(&[outcome]);
             }
@@ -398,7 +411,7 @@ mod tests {
 
     #[test]
     fn every_definition_is_exposed_with_help_and_units_in_its_name() {
-        let m = Metrics::new(&config().relay);
+        let m = Metrics::new(config().relay.metric_limits());
         m.published_counter("outbox.orders").inc_by(3);
         m.row_failed(Code::MESSAGE_TOO_LARGE);
         m.restarted(Code::PG_CONNECTION_LOST);
@@ -439,7 +452,7 @@ mod tests {
 
     #[test]
     fn seconds_behind_is_the_age_of_the_oldest_unsettled_commit_and_zero_when_caught_up() {
-        let m = Metrics::new(&config().relay);
+        let m = Metrics::new(config().relay.metric_limits());
         m.set_oldest_unsettled(Some(unix_micros() - 5_000_000));
         let behind = |t: &str| -> f64 {
             t.lines()
@@ -456,7 +469,7 @@ mod tests {
 
     #[test]
     fn a_standby_is_alive_but_not_ready_and_says_so() {
-        let m = Metrics::new(&config().relay);
+        let m = Metrics::new(config().relay.metric_limits());
         m.set_kafka(&Ok(()));
         m.set_role(Role::Standby);
         assert!(m.is_alive() && !m.is_ready());

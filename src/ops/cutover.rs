@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::{Client, IsolationLevel};
 
-use crate::config::{Config, Env};
+use crate::config::{Env, Objects, PostgresConfig};
 use crate::contract::outbox::{objects, RelayMode};
 use crate::error::{Code, Error};
 use crate::pg::control;
@@ -68,42 +68,49 @@ async fn drop_slot(client: &Client, slot: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Where a cutover works: the database and the outbox's objects in it.
+#[derive(Clone, Copy)]
+pub(crate) struct Site<'a> {
+    pub(crate) postgres: &'a PostgresConfig,
+    pub(crate) objects: &'a Objects,
+}
+
 pub(crate) async fn cutover(
-    cfg: &Config,
+    site: Site<'_>,
     env: &Env,
     opts: &CutoverOptions,
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
     // To Debezium: the same hand-over, on Debezium's slot.
-    let mut for_debezium;
-    let cfg = if opts.target == Target::Debezium {
-        for_debezium = cfg.clone();
-        for_debezium.postgres.slot = cfg.debezium.slot.clone();
+    let for_debezium;
+    let objs = if opts.target == Target::Debezium {
+        for_debezium = site.objects.with_debezium_slot();
         &for_debezium
     } else {
-        cfg
+        site.objects
     };
-    let client = connect::connect(&cfg.postgres, env).await?;
-    let table = cfg.qualified_table();
+    let postgres = site.postgres;
+    let client = connect::connect(postgres, env).await?;
+    let table = objs.qualified_table();
     // Every decision below reads the rows' status: the journal first.
-    let journal = Journal::new(&cfg.outbox);
+    let journal = Journal::new(&objs.outbox);
     let folded = match opts.dry_run {
         true => Folded::default(),
         false => journal.fold_all(&client).await?,
     };
     let (_, unfolded) = journal.unfolded(&client).await?;
-    let declared = control::declared_mode(&client, &cfg.outbox).await?;
-    let leases = control::live_leases(&client, &cfg.outbox).await?;
+    let declared = control::declared_mode(&client, &objs.outbox).await?;
+    let leases = control::live_leases(&client, &objs.outbox).await?;
     let backlog = count(
         &client,
         &format!(
             "SELECT count(*) FROM ({}) b",
-            handover::backlog_query(&handover::Lists::of(cfg), BacklogOrder::CreatedAt)
+            handover::backlog_query(objs, BacklogOrder::CreatedAt)
         ),
     )
     .await?;
-    let slot = control::slot_activity(&client, &cfg.postgres.slot).await?;
-    let state = handover::state(&client, &handover::Lists::of(cfg)).await?;
+    let slot = control::slot_activity(&client, &objs.slot).await?;
+    let state = handover::state(&client, objs).await?;
     let mode = declared.mode.map_or("undeclared", RelayMode::as_str);
     say(
         out,
@@ -115,7 +122,7 @@ pub(crate) async fn cutover(
                 (marked, 0) => format!(" (after marking {marked} journaled rows PUBLISHED)"),
                 (_, left) => format!(" ({left} of them published, in the journal: a cutover marks them first)"),
             },
-            cfg.postgres.slot,
+            objs.slot,
             match &slot {
                 None => "missing",
                 Some(s) if s.active => "active",
@@ -132,7 +139,8 @@ pub(crate) async fn cutover(
         Some(_) => Slot::Inactive,
     };
     let ctx = Ctx {
-        cfg,
+        postgres,
+        objs,
         env,
         opts,
         client: &client,
@@ -153,7 +161,7 @@ pub(crate) async fn cutover(
                 )?;
                 return Ok(());
             }
-            if cfg.postgres.failover_slot && opts.target == Target::Cdc {
+            if postgres.failover_slot && opts.target == Target::Cdc {
                 checks::server(&client).await?.require_failover_slots()?;
             }
             if had_slot && !matches!(state, Some((State::Preparing, _))) {
@@ -162,7 +170,7 @@ pub(crate) async fn cutover(
                     format!(
                         "slot {0} exists but no cutover created it, so which rows it has already covered is unknown; \
                          drop it (SELECT pg_drop_replication_slot('{0}')) and run the cutover again",
-                        cfg.postgres.slot
+                        objs.slot
                     ),
                 ));
             }
@@ -173,7 +181,7 @@ pub(crate) async fn cutover(
                         "dry run: would declare CHANGE_DATA_CAPTURE (fencing claims), wait up to {:?} for {leases} live leases, \
                          create slot {} with an exported snapshot and hand over the rows not yet PUBLISHED or FAILED \
                          ({backlog} now) to `outbox-cdc run`",
-                        opts.lease_wait, cfg.postgres.slot
+                        opts.lease_wait, objs.slot
                     ),
                 )?;
                 return Ok(());
@@ -186,7 +194,8 @@ pub(crate) async fn cutover(
 /// What every step of a cutover works with.
 #[derive(Clone, Copy)]
 struct Ctx<'a> {
-    cfg: &'a Config,
+    postgres: &'a PostgresConfig,
+    objs: &'a Objects,
     env: &'a Env,
     opts: &'a CutoverOptions,
     client: &'a Client,
@@ -209,7 +218,7 @@ async fn back_to_polling(
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
     let Ctx {
-        cfg, opts, client, ..
+        objs, opts, client, ..
     } = ctx;
     let (had_slot, relay_active) = (slot != Slot::Missing, slot == Slot::Active);
     if opts.dry_run {
@@ -217,7 +226,7 @@ async fn back_to_polling(
             out,
             format_args!(
                 "dry run: would declare POLLING, drop slot {} and the hand-over list; unpublished rows stay PENDING for the polling relay",
-                cfg.postgres.slot
+                objs.slot
             ),
         )?;
         return Ok(());
@@ -227,36 +236,36 @@ async fn back_to_polling(
             Code::CDC_RELAY_RUNNING,
             format!(
                 "the relay's slot {} is active; stop `outbox-cdc run` before switching back to polling",
-                cfg.postgres.slot
+                objs.slot
             ),
         ));
     }
-    let debezium = control::slot_activity(client, &cfg.debezium.slot).await?;
+    let debezium = control::slot_activity(client, &objs.debezium_slot).await?;
     if debezium.as_ref().is_some_and(|d| d.active) {
         return Err(Error::new(
             Code::DUPLICATE_OUTBOX_RELAY,
             format!(
                 "Debezium's slot {} is active; stop the connector before returning to polling",
-                cfg.debezium.slot
+                objs.debezium_slot
             ),
         ));
     }
-    control::declare(client, &cfg.outbox, RelayMode::Polling, &opts.reason).await?;
+    control::declare(client, &objs.outbox, RelayMode::Polling, &opts.reason).await?;
     if had_slot {
-        drop_slot(client, &cfg.postgres.slot).await?;
+        drop_slot(client, &objs.slot).await?;
     }
     if debezium.is_some() {
-        drop_slot(client, &cfg.debezium.slot).await?;
+        drop_slot(client, &objs.debezium_slot).await?;
     }
-    handover::clear_list(client, &handover::Lists::of(cfg)).await?;
+    handover::clear_list(client, objs).await?;
     client
         .execute(
             &format!(
                 "DELETE FROM {}.{} WHERE outbox_table = $1",
-                cfg.outbox.schema,
+                objs.outbox.schema,
                 objects::HANDOVER_STATE_TABLE
             ),
-            &[&cfg.qualified_table()],
+            &[&objs.qualified_table()],
         )
         .await
         .map_err(query("clearing the hand-over state"))?;
@@ -264,7 +273,7 @@ async fn back_to_polling(
         out,
         format_args!(
             "declared POLLING; dropped slot {} (it would retain WAL); the polling relay may start",
-            cfg.postgres.slot
+            objs.slot
         ),
     )
 }
@@ -280,12 +289,12 @@ async fn cut_over_to_cdc(
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
     let Ctx {
-        cfg, opts, client, ..
+        objs, opts, client, ..
     } = ctx;
     let leftover_slot = slot != Slot::Missing;
     control::declare(
         client,
-        &cfg.outbox,
+        &objs.outbox,
         RelayMode::ChangeDataCapture,
         &opts.reason,
     )
@@ -297,7 +306,7 @@ async fn cut_over_to_cdc(
 
     let began = Instant::now();
     loop {
-        let live = control::live_leases(client, &cfg.outbox).await?;
+        let live = control::live_leases(client, &objs.outbox).await?;
         if live == 0 {
             break;
         }
@@ -323,7 +332,7 @@ async fn cut_over_to_cdc(
     // A previous run stopped between creating the slot and listing the
     // backlog: nothing streamed from that slot (run refuses), so start over.
     if leftover_slot {
-        drop_slot(client, &cfg.postgres.slot).await?;
+        drop_slot(client, &objs.slot).await?;
     }
     hand_over(ctx, out).await
 }
@@ -339,7 +348,7 @@ async fn recover(
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
     let Ctx {
-        cfg, opts, client, ..
+        objs, opts, client, ..
     } = ctx;
     let refuse = |why: String| Err(Error::new(Code::RECOVERY_REFUSED, why));
     if opts.target != Target::Cdc {
@@ -351,14 +360,14 @@ async fn recover(
                 .into(),
         );
     }
-    let slot = checks::slot(client, &cfg.postgres.slot).await?;
+    let slot = checks::slot(client, &objs.slot).await?;
     match &slot {
         Some(s) if s.active => {
             return Err(Error::new(
                 Code::CDC_RELAY_RUNNING,
                 format!(
                     "slot {} is active; stop `outbox-cdc run` before recovering",
-                    cfg.postgres.slot
+                    objs.slot
                 ),
             ))
         }
@@ -366,7 +375,7 @@ async fn recover(
             return refuse(format!(
                 "slot {} is healthy (wal_status {}); there is nothing to recover, and dropping it would publish \
                  again what it has not confirmed",
-                cfg.postgres.slot,
+                objs.slot,
                 s.wal_status.as_deref().unwrap_or("?")
             ))
         }
@@ -382,15 +391,15 @@ async fn recover(
             format_args!(
                 "dry run: slot {} is {what}; would drop it, create a new one with an exported snapshot and hand over \
                  the rows not yet PUBLISHED or FAILED ({backlog} now) to `outbox-cdc run`",
-                cfg.postgres.slot
+                objs.slot
             ),
         );
     }
     if slot.is_some() {
-        drop_slot(client, &cfg.postgres.slot).await?;
+        drop_slot(client, &objs.slot).await?;
         say(
             out,
-            format_args!("dropped the invalidated slot {}", cfg.postgres.slot),
+            format_args!("dropped the invalidated slot {}", objs.slot),
         )?;
     }
     hand_over(ctx, out).await
@@ -400,24 +409,23 @@ async fn recover(
 /// row not yet PUBLISHED or FAILED for `run` to publish first.
 async fn hand_over(ctx: Ctx<'_>, out: &mut (dyn Write + Send)) -> Result<(), Error> {
     let Ctx {
-        cfg,
+        postgres,
+        objs,
         env,
         opts,
         client,
     } = ctx;
-    handover::set_state(client, &handover::Lists::of(cfg), State::Preparing, 0, None).await?;
-    handover::clear_list(client, &handover::Lists::of(cfg)).await?;
+    handover::set_state(client, objs, State::Preparing, 0, None).await?;
+    handover::clear_list(client, objs).await?;
 
     let mut repl =
-        ReplicationConnection::connect(&ConnectOptions::from_postgres(&cfg.postgres, env)?).await?;
+        ReplicationConnection::connect(&ConnectOptions::from_postgres(postgres, env)?).await?;
     let created = slot::create(
         &mut repl,
-        &cfg.postgres.slot,
+        &objs.slot,
         slot::NewSlot {
             snapshot: slot::Snapshot::Export,
-            failover: slot::Failover::from(
-                cfg.postgres.failover_slot && opts.target == Target::Cdc,
-            ),
+            failover: slot::Failover::from(postgres.failover_slot && opts.target == Target::Cdc),
         },
     )
     .await?;
@@ -429,13 +437,21 @@ async fn hand_over(ctx: Ctx<'_>, out: &mut (dyn Write + Send)) -> Result<(), Err
         )
     })?;
 
-    let (ids, order) = backlog_as_of(cfg, env, &snapshot).await?;
+    let (ids, order) = backlog_as_of(
+        Site {
+            postgres,
+            objects: objs,
+        },
+        env,
+        &snapshot,
+    )
+    .await?;
     repl.close().await;
 
-    handover::write_list(client, &handover::Lists::of(cfg), &ids).await?;
+    handover::write_list(client, objs, &ids).await?;
     handover::set_state(
         client,
-        &handover::Lists::of(cfg),
+        objs,
         State::Ready,
         ids.len() as i64,
         Some(consistent),
@@ -450,7 +466,7 @@ async fn hand_over(ctx: Ctx<'_>, out: &mut (dyn Write + Send)) -> Result<(), Err
         out,
         format_args!(
             "created slot {} at {consistent}; handed over {} rows committed before it, {}: {next}",
-            cfg.postgres.slot,
+            objs.slot,
             ids.len(),
             order.describe()
         ),
@@ -461,12 +477,12 @@ async fn hand_over(ctx: Ctx<'_>, out: &mut (dyn Write + Send)) -> Result<(), Err
 /// snapshot the slot exported (valid while the replication session that
 /// exported it stays idle).
 async fn backlog_as_of(
-    cfg: &Config,
+    site: Site<'_>,
     env: &Env,
     snapshot: &str,
 ) -> Result<(Vec<String>, BacklogOrder), Error> {
     let listing = query("listing the backlog under the slot's snapshot");
-    let mut reader = connect::connect(&cfg.postgres, env).await?;
+    let mut reader = connect::connect(site.postgres, env).await?;
     let order = BacklogOrder::of_server(&reader).await?;
     let tx = reader
         .build_transaction()
@@ -482,10 +498,7 @@ async fn backlog_as_of(
     .await
     .map_err(&listing)?;
     let ids: Vec<String> = tx
-        .query(
-            &handover::backlog_query(&handover::Lists::of(cfg), order),
-            &[],
-        )
+        .query(&handover::backlog_query(site.objects, order), &[])
         .await
         .map_err(&listing)?
         .iter()

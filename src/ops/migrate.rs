@@ -4,7 +4,7 @@
 
 use tokio_postgres::Client;
 
-use crate::config::Config;
+use crate::config::Objects;
 use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
 use crate::pg::sqlstate::query_error;
@@ -79,19 +79,19 @@ pub const MIGRATIONS: &[Migration] = &[
 
 /// Placeholder values. Identifiers are validated by the configuration as
 /// plain lowercase names, so they are safe to splice unquoted.
-fn placeholders(cfg: &Config) -> Vec<(&'static str, String)> {
+fn placeholders(objs: &Objects) -> Vec<(&'static str, String)> {
     let reserved = outbox::reserved_exact_header_names()
         .iter()
         .map(|n| crate::quote::literal(n))
         .collect::<Vec<_>>()
         .join(", ");
     vec![
-        ("schema", cfg.outbox.schema.clone()),
-        ("table", cfg.outbox.table.clone()),
-        ("publication", cfg.postgres.publication.clone()),
+        ("schema", objs.outbox.schema.clone()),
+        ("table", objs.outbox.table.clone()),
+        ("publication", objs.publication.clone()),
         (
             "topic_prefix",
-            crate::quote::literal(&cfg.outbox.topic_prefix),
+            crate::quote::literal(&objs.outbox.topic_prefix),
         ),
         ("relay_mode_table", objects::RELAY_MODE_TABLE.to_string()),
         ("heartbeat_table", objects::HEARTBEAT_TABLE.to_string()),
@@ -115,8 +115,8 @@ fn placeholders(cfg: &Config) -> Vec<(&'static str, String)> {
 
 impl Migration {
     /// The SQL with the configuration's names filled in.
-    pub fn render(&self, cfg: &Config) -> Result<String, Error> {
-        let values = placeholders(cfg);
+    pub fn render(&self, objs: &Objects) -> Result<String, Error> {
+        let values = placeholders(objs);
         let mut out = String::with_capacity(self.template.len());
         let mut rest = self.template;
         while let Some(start) = rest.find("{{") {
@@ -169,11 +169,11 @@ fn db(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
 /// Applies pending migrations in `scope`; safe to run any number of times.
 pub async fn migrate(
     client: &mut Client,
-    cfg: &Config,
+    objs: &Objects,
     scope: Scope,
 ) -> Result<Vec<Applied>, Error> {
-    let history = format!("{}.{}", cfg.outbox.schema, objects::HISTORY_TABLE);
-    let outbox_table = cfg.qualified_table();
+    let history = format!("{}.{}", objs.outbox.schema, objects::HISTORY_TABLE);
+    let outbox_table = objs.qualified_table();
     let tx = client.transaction().await.map_err(db("begin"))?;
     // One migrating process per database at a time; the lock ends with the
     // transaction.
@@ -193,14 +193,14 @@ pub async fn migrate(
              applied_at   timestamptz NOT NULL DEFAULT now(),
              applied_by   text        NOT NULL DEFAULT current_user,
              PRIMARY KEY (outbox_table, version))",
-        schema = cfg.outbox.schema
+        schema = objs.outbox.schema
     ))
     .await
     .map_err(db("creating the history table"))?;
 
     let mut report = Vec::new();
     for m in MIGRATIONS.iter().filter(|m| scope == Scope::All || m.cdc) {
-        let sql = m.render(cfg)?;
+        let sql = m.render(objs)?;
         // The checksum covers the file, not the rendered SQL, so renaming a
         // topic prefix is not mistaken for an edited migration.
         let checksum: String = tx
@@ -254,11 +254,11 @@ pub async fn migrate(
 }
 
 /// The SQL a run in `scope` would apply, for review by a DBA.
-pub fn print(cfg: &Config, scope: Scope) -> Result<String, Error> {
+pub fn print(objs: &Objects, scope: Scope) -> Result<String, Error> {
     let mut out = String::new();
     for m in MIGRATIONS.iter().filter(|m| scope == Scope::All || m.cdc) {
         out.push_str(&format!("-- V{:03}__{}\n", m.version, m.name));
-        out.push_str(&m.render(cfg)?);
+        out.push_str(&m.render(objs)?);
         out.push('\n');
     }
     Ok(out)

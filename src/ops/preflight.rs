@@ -106,7 +106,11 @@ pub async fn report(cfg: &Config, env: &Env) -> Report {
         ),
         Err(e) => Finding::failed("replication_log_in", &e),
     });
-    findings.extend(probe::findings(cfg, env, &destinations).await);
+    match cfg.kafka_cluster(env) {
+        Ok(cluster) => findings
+            .extend(probe::findings(&cluster, &cfg.outbox.topic_prefix, &destinations).await),
+        Err(e) => findings.push(Finding::failed("kafka", &e)),
+    }
     Report {
         ok: findings.iter().all(|f| f.level != Level::Error),
         findings,
@@ -134,7 +138,8 @@ async fn database(
         &cfg.postgres.publication,
         &cfg.qualified_table(),
     ));
-    out.extend(checks::schema_findings(c, cfg).await?);
+    let objs = cfg.objects();
+    out.extend(checks::schema_findings(c, &objs).await?);
     let slot = checks::slot(c, &cfg.postgres.slot).await?;
     out.push(checks::slot_finding(
         slot.as_ref(),
@@ -147,7 +152,7 @@ async fn database(
         figures.as_ref(),
         cfg.relay.slot_wal_margin_bytes,
     ));
-    out.extend(checks::heartbeat_finding(c, cfg).await?);
+    out.extend(checks::heartbeat_finding(c, &objs, cfg.relay.heartbeat_interval_secs).await?);
     out.push(Finding::ok(
         "backlog_order",
         format!(
@@ -168,12 +173,16 @@ async fn database(
         },
     );
     if cfg.postgres.failover_slot {
-        out.extend(failover::findings(c, cfg, env, &server, slot.as_ref()).await?);
+        out.extend(failover::findings(c, &cfg.postgres, env, &server, slot.as_ref()).await?);
     }
-    out.extend(grants::findings(c, cfg).await?);
-    let ownership = checks::ownership(c, cfg).await?;
-    out.extend(checks::ownership_findings(&ownership, cfg, Purpose::Report));
-    checks::pending_destinations(c, cfg).await
+    out.extend(grants::findings(c, &objs).await?);
+    let ownership = checks::ownership(c, &objs).await?;
+    out.extend(checks::ownership_findings(
+        &ownership,
+        &objs,
+        Purpose::Report,
+    ));
+    checks::pending_destinations(c, &objs).await
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
-use crate::config::Config;
+use crate::config::Objects;
 use crate::contract::outbox::{self, Status};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
@@ -109,8 +109,8 @@ struct Statements {
     count_failed: String,
 }
 
-fn statements(cfg: &Config) -> Statements {
-    let table = cfg.qualified_table();
+fn statements(objs: &Objects) -> Statements {
+    let table = objs.qualified_table();
     let id = outbox::MESSAGE_ID.name;
     let status = outbox::STATUS.name;
     let published_at = outbox::PUBLISHED_AT.name;
@@ -129,7 +129,7 @@ fn statements(cfg: &Config) -> Statements {
     // window `replay` is asked for can never be thinned unrecorded.
     let delete = |predicate: &str, status: Status| {
         let record = purge_log::record_from(
-            &cfg.outbox,
+            &objs.outbox,
             "gone",
             destination,
             created_at,
@@ -164,7 +164,7 @@ async fn cutoff(c: &Client, age: Duration) -> Result<String, Error> {
 
 pub(crate) async fn purge(
     c: &Client,
-    cfg: &Config,
+    objs: &Objects,
     opts: &PurgeOptions,
     out: &mut (dyn Write + Send),
 ) -> Result<Purged, Error> {
@@ -174,7 +174,7 @@ pub(crate) async fn purge(
     };
     // Retention is keyed on PUBLISHED: the journal's rows first.
     if !opts.dry_run {
-        let folded = crate::pg::journal::Journal::new(&cfg.outbox)
+        let folded = crate::pg::journal::Journal::new(&objs.outbox)
             .fold_all(c)
             .await?;
         if folded.marked > 0 {
@@ -185,9 +185,9 @@ pub(crate) async fn purge(
         }
     }
     let (xid, w) = horizon(c).await?;
-    let slots = [cfg.postgres.slot.as_str(), cfg.debezium.slot.as_str()];
+    let slots = [objs.slot.as_str(), objs.debezium_slot.as_str()];
     wait_for_slots(c, &slots, w, opts.wait).await?;
-    let sql = statements(cfg);
+    let sql = statements(objs);
     let published_cutoff = cutoff(c, opts.older_than).await?;
     let failed_cutoff = match opts.failed_older_than {
         Some(age) => Some(cutoff(c, age).await?),

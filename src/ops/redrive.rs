@@ -67,7 +67,7 @@ pub(crate) async fn redrive(
 ) -> Result<Outcome, Error> {
     let filter = filter(selection);
     let sql = connect::connect(&cfg.postgres, &*env).await?;
-    let counts = handover::failed_counts(&sql, &handover::Lists::of(&cfg), &filter)
+    let counts = handover::failed_counts(&sql, &cfg.objects(), &filter)
         .await
         .map_err(|e| e.context("--since must be a timestamp or an age such as 2h"))?;
     let total: i64 = counts.iter().map(|c| c.2).sum();

@@ -11,7 +11,7 @@ use tokio_postgres::Client;
 use super::checks::{Server, Slot};
 use super::connect;
 use super::sqlstate::query_error;
-use crate::config::{Config, Env};
+use crate::config::{Env, PostgresConfig};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 
@@ -115,7 +115,7 @@ async fn standby(c: &Client, address: String, slot: &str) -> Result<Standby, Err
 /// Every finding about failover for `check`, reading the listed standbys.
 pub(crate) async fn findings(
     c: &Client,
-    cfg: &Config,
+    postgres: &PostgresConfig,
     env: &Env,
     server: &Server,
     slot: Option<&Slot>,
@@ -126,10 +126,10 @@ pub(crate) async fn findings(
     let primary = primary(c).await?;
     let mut standbys = Vec::new();
     let mut unreachable = Vec::new();
-    for endpoint in cfg.postgres.endpoints() {
+    for endpoint in postgres.endpoints() {
         let address = format!("{}:{}", endpoint.0, endpoint.1);
-        match connect::connect_to(&cfg.postgres, env, std::slice::from_ref(&endpoint)).await {
-            Ok(client) => match standby(&client, address.clone(), &cfg.postgres.slot).await {
+        match connect::connect_to(postgres, env, std::slice::from_ref(&endpoint)).await {
+            Ok(client) => match standby(&client, address.clone(), &postgres.slot).await {
                 Ok(s) if s.in_recovery => standbys.push(s),
                 Ok(_) => {}
                 Err(e) => unreachable.push(format!("{address}: {}", e.detail())),
@@ -137,7 +137,7 @@ pub(crate) async fn findings(
             Err(e) => unreachable.push(format!("{address}: {}", e.detail())),
         }
     }
-    let mut out = rules(&primary, &standbys, slot, &cfg.postgres.slot);
+    let mut out = rules(&primary, &standbys, slot, &postgres.slot);
     if !unreachable.is_empty() {
         out.push(Finding::warn(
             CHECK,

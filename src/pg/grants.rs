@@ -5,7 +5,7 @@
 use tokio_postgres::Client;
 
 use super::sqlstate::query_error;
-use crate::config::Config;
+use crate::config::Objects;
 use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
@@ -41,8 +41,8 @@ fn written_columns() -> Vec<&'static str> {
 
 /// Every table privilege `run`, `check`, `cutover`, `redrive` and
 /// `replay` need.
-pub(crate) fn needs(cfg: &Config) -> Vec<Need> {
-    let schema = &cfg.outbox.schema;
+pub(crate) fn needs(objs: &Objects) -> Vec<Need> {
+    let schema = &objs.outbox.schema;
     let table = |name: &str| format!("{schema}.{name}");
     let need = |privilege, table: String, why| Need {
         privilege,
@@ -53,13 +53,13 @@ pub(crate) fn needs(cfg: &Config) -> Vec<Need> {
     vec![
         need(
             "SELECT",
-            cfg.qualified_table(),
+            objs.qualified_table(),
             "reading the backlog, live leases and pending destinations",
         ),
         Need {
             privilege: "UPDATE",
             columns: written_columns(),
-            table: cfg.qualified_table(),
+            table: objs.qualified_table(),
             why: "marking rows PUBLISHED or FAILED",
         },
         need(
@@ -162,19 +162,19 @@ impl Need {
 
 /// The SQL that gives `role` what the relay needs, for a DBA to review and
 /// run. Role attributes and database access come first.
-pub(crate) fn grant_sql(cfg: &Config, role: &str) -> String {
+pub(crate) fn grant_sql(objs: &Objects, role: &str) -> String {
     let mut out = vec![
         "-- The relay's role: streaming needs the REPLICATION attribute (on".to_string(),
         "-- Amazon RDS and Aurora instead: GRANT rds_replication TO the role).".to_string(),
         format!("ALTER ROLE {role} WITH LOGIN REPLICATION;"),
         format!(
             "GRANT CONNECT ON DATABASE {} TO {role};",
-            crate::quote::ident(&cfg.postgres.dbname)
+            crate::quote::ident(&objs.dbname)
         ),
-        format!("GRANT USAGE ON SCHEMA {} TO {role};", cfg.outbox.schema),
+        format!("GRANT USAGE ON SCHEMA {} TO {role};", objs.outbox.schema),
     ];
     let mut last_why = "";
-    for need in needs(cfg) {
+    for need in needs(objs) {
         if need.why != last_why {
             out.push(format!("-- {}", need.why));
             last_why = need.why;
@@ -186,9 +186,9 @@ pub(crate) fn grant_sql(cfg: &Config, role: &str) -> String {
 
 /// Findings for the connected role: one error per missing privilege, with
 /// the `GRANT` that fixes it.
-pub(crate) async fn findings(client: &Client, cfg: &Config) -> Result<Vec<Finding>, Error> {
+pub(crate) async fn findings(client: &Client, objs: &Objects) -> Result<Vec<Finding>, Error> {
     let mut missing = Vec::new();
-    for need in needs(cfg) {
+    for need in needs(objs) {
         let held = if need.columns.is_empty() {
             client
                 .query_one(
@@ -230,10 +230,10 @@ pub(crate) async fn findings(client: &Client, cfg: &Config) -> Result<Vec<Findin
                 Code::PG_PRIVILEGE_MISSING,
                 format!(
                     "{} lacks {} ({}); {}",
-                    cfg.postgres.user,
+                    objs.user,
                     need.target(),
                     need.why,
-                    need.grant(&cfg.postgres.user)
+                    need.grant(&objs.user)
                 ),
             )
         })
@@ -243,6 +243,7 @@ pub(crate) async fn findings(client: &Client, cfg: &Config) -> Result<Vec<Findin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     #[test]
     fn the_grants_name_the_columns_the_relay_writes_and_nothing_more() {
@@ -252,7 +253,7 @@ mod tests {
             &|_| None,
         )
         .unwrap();
-        let sql = grant_sql(&cfg, "relay");
+        let sql = grant_sql(&cfg.objects(), "relay");
         assert!(
             sql.contains("ALTER ROLE relay WITH LOGIN REPLICATION;"),
             "{sql}"

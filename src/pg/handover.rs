@@ -6,7 +6,7 @@ use tokio_postgres::Client;
 
 use super::rows::{decode, text_columns};
 use super::sqlstate::query_error;
-use crate::config::{Config, OutboxConfig};
+use crate::config::Objects;
 use crate::contract::outbox::{self, objects, Status};
 use crate::contract::row::OutboxRow;
 use crate::error::{Code, Error};
@@ -37,44 +37,26 @@ impl State {
     }
 }
 
-/// The hand-over tables of one outbox, and the slot a hand-over is for.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Lists<'a> {
-    pub(crate) outbox: &'a OutboxConfig,
-    pub(crate) slot: &'a str,
+fn state_table(objs: &Objects) -> String {
+    format!("{}.{}", objs.outbox.schema, objects::HANDOVER_STATE_TABLE)
 }
 
-impl<'a> Lists<'a> {
-    /// The relay's slot's (`postgres.slot`; a cutover to Debezium passes a
-    /// configuration whose slot is Debezium's).
-    pub(crate) fn of(cfg: &'a Config) -> Lists<'a> {
-        Lists {
-            outbox: &cfg.outbox,
-            slot: &cfg.postgres.slot,
-        }
-    }
-}
-
-fn state_table(lists: &Lists<'_>) -> String {
-    format!("{}.{}", lists.outbox.schema, objects::HANDOVER_STATE_TABLE)
-}
-
-fn list_table(lists: &Lists<'_>) -> String {
-    format!("{}.{}", lists.outbox.schema, objects::HANDOVER_TABLE)
+fn list_table(objs: &Objects) -> String {
+    format!("{}.{}", objs.outbox.schema, objects::HANDOVER_TABLE)
 }
 
 /// The hand-over state of this outbox and the slot it belongs to.
 pub(crate) async fn state(
     client: &Client,
-    lists: &Lists<'_>,
+    objs: &Objects,
 ) -> Result<Option<(State, String)>, Error> {
     let row = client
         .query_opt(
             &format!(
                 "SELECT state, slot FROM {} WHERE outbox_table = $1",
-                state_table(lists)
+                state_table(objs)
             ),
-            &[&lists.outbox.qualified_table()],
+            &[&objs.outbox.qualified_table()],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))?;
@@ -83,7 +65,7 @@ pub(crate) async fn state(
 
 pub(crate) async fn set_state(
     client: &Client,
-    lists: &Lists<'_>,
+    objs: &Objects,
     state: State,
     rows: i64,
     consistent_point: Option<Lsn>,
@@ -98,9 +80,9 @@ pub(crate) async fn set_state(
                      rows_listed = EXCLUDED.rows_listed,
                      consistent_point = COALESCE(EXCLUDED.consistent_point, {0}.consistent_point),
                      changed_at = now()",
-                state_table(lists)
+                state_table(objs)
             ),
-            &[&lists.outbox.qualified_table(), &lists.slot, &state.as_str(), &rows, &point],
+            &[&objs.outbox.qualified_table(), &objs.slot, &state.as_str(), &rows, &point],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))?;
@@ -108,25 +90,25 @@ pub(crate) async fn set_state(
 }
 
 /// Rows on the hand-over list.
-pub(crate) async fn list_len(client: &Client, lists: &Lists<'_>) -> Result<i64, Error> {
+pub(crate) async fn list_len(client: &Client, objs: &Objects) -> Result<i64, Error> {
     Ok(client
         .query_one(
             &format!(
                 "SELECT count(*) FROM {} WHERE outbox_table = $1",
-                list_table(lists)
+                list_table(objs)
             ),
-            &[&lists.outbox.qualified_table()],
+            &[&objs.outbox.qualified_table()],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))?
         .get(0))
 }
 
-pub(crate) async fn clear_list(client: &Client, lists: &Lists<'_>) -> Result<u64, Error> {
+pub(crate) async fn clear_list(client: &Client, objs: &Objects) -> Result<u64, Error> {
     client
         .execute(
-            &format!("DELETE FROM {} WHERE outbox_table = $1", list_table(lists)),
-            &[&lists.outbox.qualified_table()],
+            &format!("DELETE FROM {} WHERE outbox_table = $1", list_table(objs)),
+            &[&objs.outbox.qualified_table()],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))
@@ -177,7 +159,7 @@ impl BacklogOrder {
 /// never attempted) has that transaction as its `xmin`; it is placed by its
 /// commit time, any other row (or one whose commit time is unknown: frozen,
 /// or from before the setting) by `created_at`, which precedes its commit.
-pub(crate) fn backlog_query(lists: &Lists<'_>, order: BacklogOrder) -> String {
+pub(crate) fn backlog_query(objs: &Objects, order: BacklogOrder) -> String {
     let created = outbox::CREATED_AT.name;
     let first = match order {
         BacklogOrder::CommitTime => format!(
@@ -193,7 +175,7 @@ pub(crate) fn backlog_query(lists: &Lists<'_>, order: BacklogOrder) -> String {
     format!(
         "SELECT {id}::text FROM {table} WHERE {status} NOT IN ('{published}', '{failed}') ORDER BY {first}{created}, {id}",
         id = outbox::MESSAGE_ID.name,
-        table = lists.outbox.qualified_table(),
+        table = objs.outbox.qualified_table(),
         status = outbox::STATUS.name,
         published = Status::Published.as_str(),
         failed = Status::Failed.as_str(),
@@ -203,7 +185,7 @@ pub(crate) fn backlog_query(lists: &Lists<'_>, order: BacklogOrder) -> String {
 /// Writes the list (in chunks) in the given order.
 pub(crate) async fn write_list(
     client: &Client,
-    lists: &Lists<'_>,
+    objs: &Objects,
     ids: &[String],
 ) -> Result<(), Error> {
     for (chunk_index, chunk) in ids.chunks(10_000).enumerate() {
@@ -213,9 +195,9 @@ pub(crate) async fn write_list(
                 &format!(
                     "INSERT INTO {} (outbox_table, seq, message_id)
                      SELECT $1, $2 + t.ord, t.id::uuid FROM unnest($3::text[]) WITH ORDINALITY AS t(id, ord)",
-                    list_table(lists)
+                    list_table(objs)
                 ),
-                &[&lists.outbox.qualified_table(), &offset, &chunk],
+                &[&objs.outbox.qualified_table(), &offset, &chunk],
             )
             .await
         .map_err(query_error(Code::HANDOVER_FAILED))?;
@@ -227,7 +209,7 @@ pub(crate) async fn write_list(
 /// streamed rows. Returns `(seq, row)` pairs.
 pub(crate) async fn read_chunk(
     client: &Client,
-    lists: &Lists<'_>,
+    objs: &Objects,
     after_seq: i64,
     limit: i64,
 ) -> Result<Vec<(i64, OutboxRow)>, Error> {
@@ -238,14 +220,14 @@ pub(crate) async fn read_chunk(
                 "SELECT h.seq, {columns} FROM {list} h JOIN {table} o ON o.{id} = h.message_id
                  WHERE h.outbox_table = $1 AND h.seq > $2 AND o.{status} NOT IN ('{published}', '{failed}')
                  ORDER BY h.seq LIMIT $3",
-                list = list_table(lists),
-                table = lists.outbox.qualified_table(),
+                list = list_table(objs),
+                table = objs.outbox.qualified_table(),
                 id = outbox::MESSAGE_ID.name,
                 status = outbox::STATUS.name,
                 published = Status::Published.as_str(),
                 failed = Status::Failed.as_str(),
             ),
-            &[&lists.outbox.qualified_table(), &after_seq, &limit],
+            &[&objs.outbox.qualified_table(), &after_seq, &limit],
         )
         .await
         .map_err(query_error(Code::HANDOVER_FAILED))?;
@@ -299,7 +281,7 @@ fn failed_predicate() -> String {
 /// streamed rows; the cursor moves past them.
 pub(crate) async fn failed_chunk(
     client: &Client,
-    lists: &Lists<'_>,
+    objs: &Objects,
     filter: &FailedFilter,
     cursor: &mut FailedCursor,
     limit: i64,
@@ -313,7 +295,7 @@ pub(crate) async fn failed_chunk(
                  ORDER BY {created}, {id} LIMIT $6",
                 created = outbox::CREATED_AT.name,
                 id = outbox::MESSAGE_ID.name,
-                table = lists.outbox.qualified_table(),
+                table = objs.outbox.qualified_table(),
                 predicate = failed_predicate(),
             ),
             &[
@@ -337,7 +319,7 @@ pub(crate) async fn failed_chunk(
 /// How many FAILED rows match `filter`, by code and destination.
 pub(crate) async fn failed_counts(
     client: &Client,
-    lists: &Lists<'_>,
+    objs: &Objects,
     filter: &FailedFilter,
 ) -> Result<Vec<(Option<String>, String, i64)>, Error> {
     let rows = client
@@ -347,7 +329,7 @@ pub(crate) async fn failed_counts(
                  GROUP BY 1, 2 ORDER BY 1, 2",
                 code = outbox::LAST_FAILURE_CODE.name,
                 destination = outbox::DESTINATION.name,
-                table = lists.outbox.qualified_table(),
+                table = objs.outbox.qualified_table(),
                 predicate = failed_predicate(),
             ),
             &[&filter.code, &filter.destination, &filter.since],

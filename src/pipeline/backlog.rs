@@ -18,11 +18,12 @@ use super::ledger::{Ledger, Untouched};
 use super::session::{Flow, Session};
 use super::settlement::Settlement;
 use super::sink::Sink;
+use crate::config::Objects;
 use crate::contract::outbox;
 use crate::contract::row::{OutboxRow, Value};
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Code, Error};
-use crate::pg::handover::{self, FailedCursor, FailedFilter, Lists, State};
+use crate::pg::handover::{self, FailedCursor, FailedFilter, State};
 use crate::pg::row_status::Guard;
 use crate::pg::window::{self, Entries};
 
@@ -45,20 +46,20 @@ pub(super) fn created_at(row: &OutboxRow) -> Timestamp {
 pub(super) async fn hand_over<K: Sink, L: Ledger, S: Settlement>(
     session: &mut Session<'_, K, L, S>,
     sql: &tokio_postgres::Client,
-    lists: &Lists<'_>,
+    objs: &Objects,
     shutdown: &CancellationToken,
 ) -> Result<Flow, Error> {
-    if !matches!(handover::state(sql, lists).await?, Some((State::Ready, _))) {
+    if !matches!(handover::state(sql, objs).await?, Some((State::Ready, _))) {
         return Ok(Flow::Continue);
     }
     let tx = session.parts.watermark.begin();
     let mut after = 0i64;
     let mut handed = 0u64;
-    let listed = handover::list_len(sql, lists).await?;
+    let listed = handover::list_len(sql, objs).await?;
     let backlog = &session.parts.shared.metrics.handover_backlog;
     backlog.set(listed);
     loop {
-        let chunk = handover::read_chunk(sql, lists, after, CHUNK).await?;
+        let chunk = handover::read_chunk(sql, objs, after, CHUNK).await?;
         let Some((last, _)) = chunk.last() else { break };
         after = *last;
         let rows: Vec<_> = chunk.into_iter().map(|(_, row)| row).collect();
@@ -74,8 +75,8 @@ pub(super) async fn hand_over<K: Sink, L: Ledger, S: Settlement>(
         mark(session, Guard::HandedOver).await?;
     }
     let done = i64::try_from(handed).unwrap_or(i64::MAX);
-    handover::set_state(sql, lists, State::Done, done, None).await?;
-    handover::clear_list(sql, lists).await?;
+    handover::set_state(sql, objs, State::Done, done, None).await?;
+    handover::clear_list(sql, objs).await?;
     backlog.set(0);
     session.parts.watermark = super::watermark::Watermark::new();
     tracing::info!(rows = handed, "published the cutover's backlog");
@@ -118,10 +119,10 @@ pub(super) fn interrupted(reason: Error) -> Error {
 /// Refuses to stream while a cutover is half done.
 pub(super) async fn require_not_preparing(
     sql: &tokio_postgres::Client,
-    lists: &Lists<'_>,
+    objs: &Objects,
 ) -> Result<(), Error> {
     if matches!(
-        handover::state(sql, lists).await?,
+        handover::state(sql, objs).await?,
         Some((State::Preparing, _))
     ) {
         return Err(Error::new(
@@ -146,7 +147,7 @@ pub struct Redriven {
 pub(super) async fn redrive<K: Sink, L: Ledger, S: Settlement>(
     session: &mut Session<'_, K, L, S>,
     sql: &tokio_postgres::Client,
-    lists: &Lists<'_>,
+    objs: &Objects,
     filter: &FailedFilter,
     shutdown: &CancellationToken,
 ) -> Result<Redriven, Error> {
@@ -155,7 +156,7 @@ pub(super) async fn redrive<K: Sink, L: Ledger, S: Settlement>(
     let tx = session.parts.watermark.begin();
     let backlog = &session.parts.shared.metrics.handover_backlog;
     loop {
-        let rows = handover::failed_chunk(sql, lists, filter, &mut cursor, CHUNK).await?;
+        let rows = handover::failed_chunk(sql, objs, filter, &mut cursor, CHUNK).await?;
         if rows.is_empty() {
             break;
         }

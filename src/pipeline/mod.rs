@@ -41,7 +41,7 @@ pub use backlog::{Redriven, Replay};
 pub use stats::RelayStats;
 pub use supervisor::{Attempt, Backoff, Supervisor};
 
-use crate::config::{Config, Delivery, Env, TransactionalConfig};
+use crate::config::{Config, Delivery, Env, Objects, OutboxConfig, PostgresConfig, RelayConfig};
 use crate::error::{policy, Code, Error};
 use crate::finding;
 use crate::kafka::progress::Progress;
@@ -49,7 +49,6 @@ use crate::kafka::{limits, probe, settings};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::pg::checks::{self, Purpose};
-use crate::pg::handover::Lists;
 use crate::pg::row_status::Marker;
 use crate::pg::{connect, grants};
 use crate::replication::{self, Feedback, SourceOptions, Stream};
@@ -57,11 +56,14 @@ use ledger::{PgJournal, PgLedger};
 use recorder::{Links, Recorder};
 use session::{Flow, Session};
 use settlement::{Idempotent, Mode, Settlement, Transactional};
-use shared::{Bounds, Marks, Options, Shared};
+use shared::Shared;
 use sink::KafkaSink;
 
 pub struct Relay {
-    cfg: Config,
+    /// Where the bookkeeping connection goes.
+    postgres: PostgresConfig,
+    /// The outbox's objects: the hand-over lists, the diagnosis.
+    objects: Objects,
     env: Arc<Env>,
     producer: ClientConfig,
     /// The producer's `batch.size` when no topic's limit asks for less.
@@ -95,27 +97,26 @@ impl Relay {
     /// the SQL and replication log-ins work, this relay may own the outbox,
     /// and no cutover is half done.
     pub async fn prepare(cfg: Config, env: Arc<Env>) -> Result<Relay, Error> {
-        let producer = settings::producer_config(
-            &cfg.kafka_cluster(&*env)?,
-            cfg.producer_transactional_id().as_deref(),
-        );
-        probe::reachable(&cfg.kafka_cluster(&*env)?).await?;
+        let cluster = cfg.kafka_cluster(&*env)?;
+        let producer =
+            settings::producer_config(&cluster, cfg.producer_transactional_id().as_deref());
+        probe::reachable(&cluster).await?;
+        let objects = cfg.objects();
         let sql = connect::connect(&cfg.postgres, &*env).await?;
-        finding::first_error(grants::findings(&sql, &cfg).await?)?;
-        let ownership = checks::ownership(&sql, &cfg).await?;
+        finding::first_error(grants::findings(&sql, &objects).await?)?;
+        let ownership = checks::ownership(&sql, &objects).await?;
         finding::first_error(checks::ownership_findings(
             &ownership,
-            &cfg,
+            &objects,
             Purpose::Stream {
                 create_slot: cfg.relay.create_slot,
             },
         ))?;
-        backlog::require_not_preparing(&sql, &Lists::of(&cfg)).await?;
-        let source = SourceOptions::from_config(&cfg, &*env)?;
+        backlog::require_not_preparing(&sql, &objects).await?;
+        let source = SourceOptions::new(&cfg.postgres, &cfg.outbox, &cfg.relay, &*env)?;
         replication::check_log_in(&source.connect).await?;
         let (mode, progress) = match cfg.relay.delivery() {
             Delivery::Transactional(t) => {
-                let cluster = cfg.kafka_cluster(&*env)?;
                 let group = cfg.transactional_id();
                 let progress = Progress::open(&cluster, &t.progress_topic, group).await?;
                 (Mode::Transactional, Some(Arc::new(progress)))
@@ -123,20 +124,29 @@ impl Relay {
             Delivery::Idempotent => (Mode::Idempotent, None),
         };
         let stats = Arc::new(RelayStats::default());
-        let mut shared = shared(&cfg, env.clone(), stats.clone());
+        let journal = cfg
+            .relay
+            .mark_published
+            .then(|| PgJournal::new(cfg.postgres.clone(), &cfg.outbox, env.clone()));
+        let mut shared = shared(&cfg.relay, &cfg.outbox, journal, stats.clone());
         if let Some(o) = &cfg.otel {
             let tracing =
                 crate::otel::Tracing::start(o, &cfg.outbox.topic_prefix, shared.metrics.clone())?;
             shared.otel = Some(Arc::new(tracing));
         }
-        let cluster = cfg.kafka_cluster(&*env)?;
         let batch_size = limits::configured_batch_size(&cluster)?;
         let admin = limits::admin(&cluster)?;
-        let watch = Some(monitor::Watch::new(&cfg, env.clone())?);
+        let watch = Some(monitor::Watch::new(
+            &cfg.postgres,
+            &cfg.relay,
+            cluster,
+            env.clone(),
+        ));
         Ok(Relay {
             watch,
             marker: Marker::new(&cfg.outbox),
-            cfg,
+            postgres: cfg.postgres,
+            objects,
             env,
             producer,
             batch_size,
@@ -207,7 +217,7 @@ impl Relay {
         let sql = self.sql.lock().await;
         let sink = self.sink()?;
         let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
-        let end = backlog::hand_over(&mut session, &sql, &Lists::of(&self.cfg), shutdown)
+        let end = backlog::hand_over(&mut session, &sql, &self.objects, shutdown)
             .await
             .map_err(backlog::interrupted);
         session.finish(end.map(|_| ())).await
@@ -239,8 +249,7 @@ impl Relay {
         let sql = self.sql.lock().await;
         let sink = self.sink()?;
         let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
-        let done =
-            backlog::redrive(&mut session, &sql, &Lists::of(&self.cfg), filter, shutdown).await;
+        let done = backlog::redrive(&mut session, &sql, &self.objects, filter, shutdown).await;
         let end = done.as_ref().map(|_| ()).map_err(Clone::clone);
         session.finish(end).await.and(done)
     }
@@ -304,7 +313,7 @@ impl Relay {
         PgLedger {
             sql,
             marker: &self.marker,
-            within: self.cfg.postgres.query_timeout(),
+            within: self.postgres.query_timeout(),
         }
     }
 
@@ -323,8 +332,8 @@ impl Relay {
         shutdown: &CancellationToken,
     ) -> Result<(), Error> {
         let mut sql = self.sql.lock().await;
-        if !connect::answers(&sql, self.cfg.postgres.query_timeout()).await {
-            *sql = connect::connect(&self.cfg.postgres, &*self.env).await?;
+        if !connect::answers(&sql, self.postgres.query_timeout()).await {
+            *sql = connect::connect(&self.postgres, &*self.env).await?;
             tracing::info!("reconnected the bookkeeping connection");
         }
         let source = SourceOptions {
@@ -358,16 +367,15 @@ impl Relay {
             }
         };
         metrics.streaming_began();
-        let end =
-            match backlog::hand_over(&mut session, &sql, &Lists::of(&self.cfg), shutdown).await {
-                Ok(Flow::Continue) => {
-                    session
-                        .pump(&mut stream.events, &stream.stats, shutdown)
-                        .await
-                }
-                Ok(Flow::Stopped) => Ok(()),
-                Err(e) => Err(e),
-            };
+        let end = match backlog::hand_over(&mut session, &sql, &self.objects, shutdown).await {
+            Ok(Flow::Continue) => {
+                session
+                    .pump(&mut stream.events, &stream.stats, shutdown)
+                    .await
+            }
+            Ok(Flow::Stopped) => Ok(()),
+            Err(e) => Err(e),
+        };
         metrics.streaming_ended();
         let end = session.finish(end).await;
         let reader = stream.stop().await;
@@ -379,7 +387,7 @@ impl Relay {
             }
             // The stream ended under the session: the reader says why.
             (Err(e), Err(r)) if policy::directive(&e) == policy::Directive::Retry => {
-                let within = self.cfg.postgres.query_timeout();
+                let within = self.postgres.query_timeout();
                 match tokio::time::timeout(within, self.diagnose(&sql, r.clone())).await {
                     Ok(diagnosed) => Err(diagnosed),
                     Err(_) => Err(r),
@@ -406,7 +414,7 @@ impl Relay {
                 checks::publication_finding(
                     publication.as_ref(),
                     &src.publication,
-                    &self.cfg.qualified_table(),
+                    &self.objects.qualified_table(),
                 ),
                 checks::slot_finding(slot.as_ref(), &src.slot, &server, Purpose::Report),
             ])
@@ -422,7 +430,7 @@ impl Relay {
 
     async fn finish_marks(&mut self) {
         // A stop may take the drain's time again to record its marks.
-        let within = self.shared.options.drain_timeout;
+        let within = self.shared.drain_timeout();
         if let Some(recorder) = self.shared.recorder.take() {
             recorder.finish(within).await;
         }
@@ -454,18 +462,18 @@ where
     result
 }
 
-/// The sessions' shared state, with the recorder started when rows are
-/// marked.
-fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
-    let relay = &cfg.relay;
-    let metrics = Arc::new(Metrics::new(&cfg.relay));
+/// The sessions' shared state, with the recorder started on `journal` when
+/// rows are marked.
+fn shared(
+    relay: &RelayConfig,
+    outbox: &OutboxConfig,
+    journal: Option<PgJournal>,
+    stats: Arc<RelayStats>,
+) -> Shared {
+    let metrics = Arc::new(Metrics::new(relay.metric_limits()));
     let (feedback, _) = Feedback::new(Lsn::ZERO);
     let trouble = Arc::new(recorder::Trouble::default());
-    let marks = match relay.mark_published {
-        true => Marks::Journaled,
-        false => Marks::Off,
-    };
-    let recorder = marks.on().then(|| {
+    let recorder = journal.map(|journal| {
         let links = Links {
             stats: stats.clone(),
             journaled: metrics.journaled.clone(),
@@ -473,24 +481,11 @@ fn shared(cfg: &Config, env: Arc<Env>, stats: Arc<RelayStats>) -> Shared {
             feedback: feedback.clone(),
             trouble: trouble.clone(),
         };
-        Recorder::start(
-            PgJournal::new(cfg.postgres.clone(), &cfg.outbox, env),
-            links,
-        )
+        Recorder::start(journal, links)
     });
     Shared {
-        options: Options {
-            topic_prefix: cfg.outbox.topic_prefix.clone(),
-            marks,
-            operator_error_threshold: relay.operator_error_threshold,
-            drain_timeout: Duration::from_secs(relay.drain_timeout_secs),
-            max_in_flight_messages: relay.max_in_flight_messages,
-            max_in_flight_bytes: relay.max_in_flight_bytes,
-            bounds: match relay.delivery() {
-                Delivery::Transactional(t) => Bounds::of(t),
-                Delivery::Idempotent => Bounds::of(&TransactionalConfig::default()),
-            },
-        },
+        relay: relay.clone(),
+        topic_prefix: outbox.topic_prefix.clone(),
         metrics,
         stats,
         feedback,

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::config::{Config, Env, PostgresConfig};
+use crate::config::{Env, PostgresConfig, RelayConfig};
 use crate::error::{Code, Error};
 use crate::kafka::{probe, settings};
 use crate::metrics::{Metrics, SlotFigures};
@@ -40,16 +40,21 @@ pub(super) struct Watch {
 }
 
 impl Watch {
-    pub(super) fn new(cfg: &Config, env: Arc<Env>) -> Result<Watch, Error> {
-        Ok(Watch {
-            postgres: cfg.postgres.clone(),
-            cluster: cfg.kafka_cluster(&*env)?,
+    pub(super) fn new(
+        postgres: &PostgresConfig,
+        relay: &RelayConfig,
+        cluster: settings::Cluster,
+        env: Arc<Env>,
+    ) -> Watch {
+        Watch {
+            postgres: postgres.clone(),
+            cluster,
             env,
-            check_every: Duration::from_secs(cfg.relay.slot_check_interval_secs),
-            heartbeat_every: Duration::from_secs(cfg.relay.heartbeat_interval_secs),
-            margin: cfg.relay.slot_wal_margin_bytes,
-            query_timeout: cfg.postgres.query_timeout(),
-        })
+            check_every: Duration::from_secs(relay.slot_check_interval_secs),
+            heartbeat_every: Duration::from_secs(relay.heartbeat_interval_secs),
+            margin: relay.slot_wal_margin_bytes,
+            query_timeout: postgres.query_timeout(),
+        }
     }
 
     fn slot(&self) -> &str {

@@ -182,7 +182,7 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
 
     /// Rows whose PUBLISHED mark is owed (when the relay marks rows).
     pub(crate) fn owe_marks(&mut self, ids: impl IntoIterator<Item = Uuid>) {
-        if self.shared.options.marks.on() {
+        if self.shared.marks().on() {
             self.published.extend(ids);
         }
     }
@@ -230,7 +230,7 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
     pub(crate) async fn hand_over_marks(&mut self) {
         let waiting = !self.published.is_empty() || self.settles.is_some();
         if waiting
-            && (!self.shared.options.marks.on()
+            && (!self.shared.marks().on()
                 || self.published.len() >= MARK_BATCH
                 || self.last_mark.elapsed() >= MARK_INTERVAL)
         {

@@ -440,7 +440,7 @@ mod tests {
     async fn a_stop_during_a_backoff_gives_up_within_the_drain() {
         let table = Table::default();
         table.state().journal_failures = usize::MAX;
-        let metrics = Metrics::new(&relay_config());
+        let metrics = Metrics::new(relay_config().metric_limits());
         let stats = Arc::new(RelayStats::default());
         let (feedback, _) = Feedback::new(Lsn::ZERO);
         let recorder = Recorder::start(

@@ -133,17 +133,17 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
         shutdown: &CancellationToken,
         pace: &mut Pace,
     ) -> Result<Woke, Error> {
-        let options = &self.parts.shared.options;
+        let relay = &self.parts.shared.relay;
         let due = match self.current {
             Current::Idle => self.settlement.due(),
             _ => None,
         };
-        let room = self.parts.in_flight.messages < options.max_in_flight_messages
-            && self.parts.in_flight.bytes < options.max_in_flight_bytes;
+        let room = self.parts.in_flight.messages < relay.max_in_flight_messages
+            && self.parts.in_flight.bytes < relay.max_in_flight_bytes;
         let reading = room
             && self.parts.ending.is_none()
             && (pace.draining.is_none() || self.settlement.reads_while_draining(self.current));
-        let drain_timeout = options.drain_timeout;
+        let drain_timeout = self.parts.shared.drain_timeout();
         tokio::select! {
             biased;
             _ = shutdown.cancelled(), if pace.draining.is_none() => {
@@ -304,7 +304,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                 ));
                 return;
             };
-            match mapper::map(row, &self.parts.shared.options.topic_prefix, at) {
+            match mapper::map(row, &self.parts.shared.topic_prefix, at) {
                 Ok(record) => self.produce(tx, &record).await,
                 Err(error) => self.parts.failures.push(Failure {
                     tx: Some(tx),

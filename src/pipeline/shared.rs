@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use super::recorder::{Recorder, Trouble};
 use super::stats::RelayStats;
+use crate::config::{Delivery, RelayConfig, TransactionalConfig};
 use crate::contract::value::Uuid;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::replication::Feedback;
 
-/// Whether confirmed rows are recorded (and so marked PUBLISHED).
+/// Whether confirmed rows are recorded (and so marked PUBLISHED):
+/// `relay.mark_published`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Marks {
     /// Journaled by the recorder, which confirms the slot after them.
@@ -25,6 +27,13 @@ pub(crate) enum Marks {
 impl Marks {
     pub(crate) fn on(self) -> bool {
         self == Marks::Journaled
+    }
+
+    pub(crate) fn of(relay: &RelayConfig) -> Marks {
+        match relay.mark_published {
+            true => Marks::Journaled,
+            false => Marks::Off,
+        }
     }
 }
 
@@ -38,7 +47,7 @@ pub(crate) struct Bounds {
 }
 
 impl Bounds {
-    pub(crate) fn of(t: &crate::config::TransactionalConfig) -> Bounds {
+    pub(crate) fn of(t: &TransactionalConfig) -> Bounds {
         Bounds {
             records: t.max_records,
             bytes: t.max_bytes,
@@ -47,24 +56,12 @@ impl Bounds {
     }
 }
 
-/// The session's settings, from `[outbox]` and `[relay]`.
-#[derive(Debug, Clone)]
-pub(crate) struct Options {
-    pub(crate) topic_prefix: String,
-    pub(crate) marks: Marks,
-    /// Records the broker refuses for an operator's reason in one session
-    /// before it ends (idempotent delivery).
-    pub(crate) operator_error_threshold: usize,
-    /// How long a drain may take at shutdown.
-    pub(crate) drain_timeout: Duration,
-    pub(crate) max_in_flight_messages: usize,
-    pub(crate) max_in_flight_bytes: usize,
-    /// Transactional delivery's group commit.
-    pub(crate) bounds: Bounds,
-}
-
 pub(crate) struct Shared {
-    pub(crate) options: Options,
+    /// `[relay]`: a session reads its settings here, so a new one needs no
+    /// plumbing between the section and the place that reads it.
+    pub(crate) relay: RelayConfig,
+    /// Records go to `topic_prefix + destination`.
+    pub(crate) topic_prefix: String,
     /// Destinations' limits learned so far: each session's producer
     /// batches under them.
     pub(crate) limits: crate::kafka::limits::Limits,
@@ -85,6 +82,24 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    pub(crate) fn marks(&self) -> Marks {
+        Marks::of(&self.relay)
+    }
+
+    /// Transactional delivery's group commit (the defaults when idempotent:
+    /// never read).
+    pub(crate) fn bounds(&self) -> Bounds {
+        match self.relay.delivery() {
+            Delivery::Transactional(t) => Bounds::of(t),
+            Delivery::Idempotent => Bounds::of(&TransactionalConfig::default()),
+        }
+    }
+
+    /// How long a drain may take at shutdown.
+    pub(crate) fn drain_timeout(&self) -> Duration {
+        Duration::from_secs(self.relay.drain_timeout_secs)
+    }
+
     /// Queues rows to be recorded and the position their transactions end
     /// at (waits only when the recorder is far behind); without marks the
     /// position is settled at once.
@@ -103,7 +118,7 @@ impl Shared {
     /// what is queued and settled its position.
     pub(crate) async fn flush_marks(&self) {
         if let Some(recorder) = &self.recorder {
-            recorder.flush(self.options.drain_timeout).await;
+            recorder.flush(self.drain_timeout()).await;
         }
     }
 

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 pub use connection::{ConnectOptions, Messages, ReplicationConnection, StartReplication, Values};
 pub use reader::{Event, Events, Feedback, ReaderStats, Tuning};
 
-use crate::config::{Config, Env};
+use crate::config::{Env, OutboxConfig, PostgresConfig, RelayConfig};
 use crate::error::{Code, Error};
 use crate::finding;
 use crate::lsn::Lsn;
@@ -74,21 +74,27 @@ pub struct SourceOptions {
 pub const HEARTBEAT_PREFIX: &str = "outbox-cdc.heartbeat";
 
 impl SourceOptions {
-    pub fn from_config(cfg: &Config, env: &Env) -> Result<SourceOptions, Error> {
+    /// The relay's source, from `[postgres]`, `[outbox]` and `[relay]`.
+    pub fn new(
+        postgres: &PostgresConfig,
+        outbox: &OutboxConfig,
+        relay: &RelayConfig,
+        env: &Env,
+    ) -> Result<SourceOptions, Error> {
         Ok(SourceOptions {
-            connect: ConnectOptions::from_postgres(&cfg.postgres, env)?,
-            slot: cfg.postgres.slot.clone(),
-            messages: cfg.relay.heartbeat_interval_secs > 0,
-            binary: cfg.relay.pgoutput_binary,
-            publication: cfg.postgres.publication.clone(),
-            schema: cfg.outbox.schema.clone(),
-            table: cfg.outbox.table.clone(),
-            create_slot: cfg.relay.create_slot,
-            failover_slot: cfg.postgres.failover_slot,
+            connect: ConnectOptions::from_postgres(postgres, env)?,
+            slot: postgres.slot.clone(),
+            messages: relay.heartbeat_interval_secs > 0,
+            binary: relay.pgoutput_binary,
+            publication: postgres.publication.clone(),
+            schema: outbox.schema.clone(),
+            table: outbox.table.clone(),
+            create_slot: relay.create_slot,
+            failover_slot: postgres.failover_slot,
             streamed_before: false,
             own_walsender: None,
             tuning: Tuning {
-                receive_timeout: cfg.postgres.wal_receiver_timeout(),
+                receive_timeout: postgres.wal_receiver_timeout(),
                 ..Tuning::default()
             },
         })

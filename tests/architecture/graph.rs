@@ -238,6 +238,49 @@ fn the_module_graph_has_no_cycle() {
     );
 }
 
+/// The graph with every module folded into its top-level one
+/// (`crate::kafka::probe` into `crate::kafka`): the folders' own graph.
+fn folders(graph: &Graph) -> Graph {
+    let top = |m: &str| m.split("::").take(2).collect::<Vec<_>>().join("::");
+    let mut out = Graph::new();
+    for (from, to) in graph {
+        let edges = out.entry(top(from)).or_default();
+        edges.extend(to.iter().map(|t| top(t)).filter(|t| *t != top(from)));
+    }
+    out
+}
+
+/// The edges between the members of each cycle, one line per cycle.
+fn describe(graph: &Graph, found: &[Vec<String>]) -> String {
+    found
+        .iter()
+        .map(|c| {
+            let edges: Vec<String> = c
+                .iter()
+                .flat_map(|a| {
+                    graph[a]
+                        .iter()
+                        .filter(|b| c.contains(b))
+                        .map(move |b| format!("{a} -> {b}"))
+                })
+                .collect();
+            edges.join(", ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_folders_import_each_other_in_one_direction() {
+    let graph = folders(&build(&super::sources()));
+    let found = cycles(&graph);
+    assert!(
+        found.is_empty(),
+        "folders that depend on each other:\n{}",
+        describe(&graph, &found)
+    );
+}
+
 #[test]
 fn the_checker_finds_a_cycle_and_ignores_parents() {
     let file = |module: &str, text: &str| {

@@ -87,7 +87,7 @@ async fn recovers_from_restarts(transactional: bool) {
     let prefix = common::unique_prefix(if transactional { "faultx" } else { "faults" });
     let mut db = services.fresh_db("faults").await;
     let cfg = db.config(&prefix);
-    migrate::migrate(&mut db.client, &cfg, Scope::All)
+    migrate::migrate(&mut db.client, &cfg.objects(), Scope::All)
         .await
         .unwrap();
     db.declare_cdc().await;

@@ -56,7 +56,7 @@ async fn the_reader_recovers_from_a_postgres_restart_without_loss_or_settled_dup
     let _alone = crate::ONE_AT_A_TIME.lock().await;
     let mut db = services.fresh_db("pgrestart").await;
     let cfg = db.config("outbox.");
-    migrate::migrate(&mut db.client, &cfg, Scope::All)
+    migrate::migrate(&mut db.client, &cfg.objects(), Scope::All)
         .await
         .unwrap();
     let slot = format!("{}_s", db.name);

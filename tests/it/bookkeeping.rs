@@ -56,9 +56,13 @@ async fn a_mark_waits_for_a_row_it_cannot_see_yet_and_skips_a_deleted_one() {
     );
     let cfg = outbox_cdc::config::Config::parse(&text, std::path::Path::new("t.toml"), &|_| None)
         .unwrap();
-    outbox_cdc::ops::migrate::migrate(&mut client, &cfg, outbox_cdc::ops::migrate::Scope::All)
-        .await
-        .unwrap();
+    outbox_cdc::ops::migrate::migrate(
+        &mut client,
+        &cfg.objects(),
+        outbox_cdc::ops::migrate::Scope::All,
+    )
+    .await
+    .unwrap();
     let marker = Marker::new(&cfg.outbox);
 
     // A row committed a moment after the mark starts, as a transaction
@@ -136,9 +140,13 @@ async fn recorded_ids_fold_into_published_once_and_only_pending_rows_change() {
     );
     let cfg = outbox_cdc::config::Config::parse(&text, std::path::Path::new("t.toml"), &|_| None)
         .unwrap();
-    outbox_cdc::ops::migrate::migrate(&mut client, &cfg, outbox_cdc::ops::migrate::Scope::All)
-        .await
-        .unwrap();
+    outbox_cdc::ops::migrate::migrate(
+        &mut client,
+        &cfg.objects(),
+        outbox_cdc::ops::migrate::Scope::All,
+    )
+    .await
+    .unwrap();
     for n in 1..=4 {
         client
             .execute(

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use outbox_cdc::config::Config;
-use outbox_cdc::contract::debezium::{render, Target};
-use outbox_cdc::contract::properties;
+use outbox_cdc::connector::{render, Target};
+use outbox_cdc::format::properties;
 
 const REGENERATE: &str = "scripts/regenerate.sh";
 

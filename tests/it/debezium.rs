@@ -15,7 +15,7 @@ use common::kafka::{self, Consumed};
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
 use outbox_cdc::config::{Config, OffsetStorage};
-use outbox_cdc::contract::debezium::{self, Target};
+use outbox_cdc::connector::{self, Target};
 
 /// A minimal HTTP/1.1 client for Kafka Connect's REST API.
 fn http(method: &str, path: &str, body: Option<&str>) -> (u16, String) {
@@ -130,7 +130,7 @@ async fn connect_validates_the_generated_configuration_and_knows_every_key() {
     let services = require_services!();
     let db = common::migrated_db(&services, "validate", "v.").await;
     let cfg = test_config(&services, &db.name, "v.", "validate");
-    let mut config = debezium::connector_properties(&cfg);
+    let mut config = connector::connector_properties(&cfg);
     config.push(("name".into(), cfg.debezium.connector_name.clone()));
     let report = validate(&config);
     let errors: Vec<String> = report["configs"]
@@ -178,7 +178,7 @@ async fn slot_streams(client: &tokio_postgres::Client, slot: &str) -> bool {
 
 /// Starts the connector through the REST API and waits until its slot streams.
 async fn start_debezium(cfg: &Config, client: &tokio_postgres::Client) {
-    let config: serde_json::Map<String, serde_json::Value> = debezium::connector_properties(cfg)
+    let config: serde_json::Map<String, serde_json::Value> = connector::connector_properties(cfg)
         .into_iter()
         .map(|(k, v)| (k, serde_json::Value::String(v)))
         .collect();
@@ -465,7 +465,7 @@ async fn restart_debezium_server(cfg: &Config, client: &tokio_postgres::Client) 
     let properties = dir.join("generated.properties");
     std::fs::write(
         &properties,
-        debezium::render(cfg, Target::DebeziumServer).unwrap(),
+        connector::render(cfg, Target::DebeziumServer).unwrap(),
     )
     .unwrap();
     let log = std::fs::OpenOptions::new()
@@ -889,7 +889,7 @@ async fn debezium_server_refuses_a_misspelt_format_key_at_start_up() {
     let dir = server_dir(&cfg);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let generated = debezium::render(&cfg, Target::DebeziumServer).unwrap();
+    let generated = connector::render(&cfg, Target::DebeziumServer).unwrap();
     let broken = generated.replace(
         "debezium.format.header.class=",
         "debezium.format.header.clas=",
@@ -1022,7 +1022,7 @@ async fn debezium_fails_on_a_generated_routing_key_and_works_after_the_migration
     let cfg = db.config(&prefix);
     outbox_cdc::ops::migrate::migrate(
         &mut db.client,
-        &cfg,
+        &cfg.objects(),
         outbox_cdc::ops::migrate::Scope::CdcOnly,
     )
     .await

@@ -5,7 +5,7 @@
 use crate::common;
 
 use outbox_cdc::config::Config;
-use outbox_cdc::contract::debezium;
+use outbox_cdc::connector;
 use outbox_cdc::ops::migrate::{self, Scope};
 use outbox_cdc::pg::catalog::{self, Drift};
 use tokio_postgres::Client;
@@ -175,7 +175,7 @@ async fn a_fresh_database_matches_the_definition_and_migrating_again_changes_not
         .unwrap();
     assert_eq!(drift, vec![], "{drift:?}");
 
-    let again = migrate::migrate(&mut db.client, &cfg, Scope::All)
+    let again = migrate::migrate(&mut db.client, &cfg.objects(), Scope::All)
         .await
         .unwrap();
     assert_eq!(
@@ -474,7 +474,7 @@ async fn a_generated_routing_key_is_not_replicated_until_the_migration_converts_
         .unwrap();
 
     // Only the CDC objects, applied to the table the application created.
-    let applied = migrate::migrate(&mut db.client, &cfg, Scope::CdcOnly)
+    let applied = migrate::migrate(&mut db.client, &cfg.objects(), Scope::CdcOnly)
         .await
         .unwrap();
     assert_eq!(
@@ -865,7 +865,7 @@ async fn the_fence_refuses_claims_once_the_outbox_is_declared_cdc() {
 async fn the_generated_heartbeat_query_runs_against_the_migrated_schema() {
     let services = require_services!();
     let (db, cfg) = migrated(&services, "heartbeat").await;
-    let props = debezium::connector_properties(&cfg);
+    let props = connector::connector_properties(&cfg);
     let query = props
         .iter()
         .find(|(k, _)| k == "heartbeat.action.query")
@@ -903,7 +903,7 @@ async fn an_edited_migration_is_detected() {
         )
         .await
         .unwrap();
-    let err = migrate::migrate(&mut db.client, &cfg, Scope::All)
+    let err = migrate::migrate(&mut db.client, &cfg.objects(), Scope::All)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "MIGRATION_CHECKSUM_MISMATCH");

@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
-use crate::config::{Config, Env, PostgresConfig};
+use crate::config::{Env, OutboxConfig, PostgresConfig};
 use crate::contract::mapper;
 use crate::contract::outbox::Status;
 use crate::contract::value::{Timestamp, Uuid};
@@ -87,11 +87,23 @@ fn show_key(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
 }
 
+/// What an audit reads: the outbox in PostgreSQL and its topics in Kafka.
+pub struct Sources<'a> {
+    pub postgres: &'a PostgresConfig,
+    pub outbox: &'a OutboxConfig,
+    pub cluster: Cluster,
+}
+
 /// Reads the window of the outbox and of its topics and compares them.
-pub async fn audit(cfg: &Config, env: Arc<Env>, request: Request) -> Result<Report, Error> {
+pub async fn audit(sources: Sources<'_>, env: Arc<Env>, request: Request) -> Result<Report, Error> {
+    let Sources {
+        postgres,
+        outbox,
+        cluster,
+    } = sources;
     let started_us = crate::metrics::unix_micros();
-    let sql = connect::connect(&cfg.postgres, &*env).await?;
-    let table = cfg.outbox.qualified_table();
+    let sql = connect::connect(postgres, &*env).await?;
+    let table = outbox.qualified_table();
     let bounds = Bounds::from_unix_micros(request.since_us, request.until_us);
     let mut report = Report {
         since: bounds.since.clone(),
@@ -101,14 +113,13 @@ pub async fn audit(cfg: &Config, env: Arc<Env>, request: Request) -> Result<Repo
     };
     let destinations =
         rows::destinations(&sql, &table, &bounds, request.destination.as_deref()).await?;
-    let cluster = cfg.kafka_cluster(&*env)?;
     let metadata = Window::new(&cluster, GROUP)?;
     for destination in destinations {
-        let topic = format!("{}{}", cfg.outbox.topic_prefix, destination);
+        let topic = format!("{}{}", outbox.topic_prefix, destination);
         let partitions = metadata.partitions(&topic)?;
         let scan = Scan {
             sql: &sql,
-            postgres: &cfg.postgres,
+            postgres,
             env: &*env,
             cluster: &cluster,
             table: &table,
@@ -117,7 +128,7 @@ pub async fn audit(cfg: &Config, env: Arc<Env>, request: Request) -> Result<Repo
             partitions: partitions.unwrap_or(1),
             bounds: &bounds,
             request: &request,
-            prefix: &cfg.outbox.topic_prefix,
+            prefix: &outbox.topic_prefix,
             unsettled_after: started_us.saturating_sub(request.grace.as_micros() as i64),
         };
         let mut topic_report = TopicReport {

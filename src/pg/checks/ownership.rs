@@ -5,7 +5,7 @@ use tokio_postgres::Client;
 
 use super::query;
 use super::Purpose;
-use crate::config::Config;
+use crate::config::Objects;
 use crate::contract::outbox::{self, objects, RelayMode, Status};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
@@ -21,23 +21,23 @@ pub(crate) struct Ownership {
     pub(crate) debezium_slot: Option<SlotActivity>,
 }
 
-pub(crate) async fn ownership(c: &Client, cfg: &Config) -> Result<Ownership, Error> {
+pub(crate) async fn ownership(c: &Client, objs: &Objects) -> Result<Ownership, Error> {
     Ok(Ownership {
-        declared: control::declared_mode(c, &cfg.outbox).await?,
-        live_leases: control::live_leases(c, &cfg.outbox).await?,
-        fence_enabled: control::fence_enabled(c, &cfg.outbox).await?,
-        relay_slot_active: control::slot_activity(c, &cfg.postgres.slot)
+        declared: control::declared_mode(c, &objs.outbox).await?,
+        live_leases: control::live_leases(c, &objs.outbox).await?,
+        fence_enabled: control::fence_enabled(c, &objs.outbox).await?,
+        relay_slot_active: control::slot_activity(c, &objs.slot)
             .await?
             .is_some_and(|s| s.active),
-        debezium_slot: control::slot_activity(c, &cfg.debezium.slot).await?,
+        debezium_slot: control::slot_activity(c, &objs.debezium_slot).await?,
     })
 }
 
 /// Exactly one relay publishes an outbox: declared CDC, no live polling
 /// lease, the fence in place, and not both CDC relays at once. For a report,
 /// a CDC outbox that nothing streams from is an error too.
-pub(crate) fn ownership_findings(o: &Ownership, cfg: &Config, purpose: Purpose) -> Vec<Finding> {
-    let table = cfg.qualified_table();
+pub(crate) fn ownership_findings(o: &Ownership, objs: &Objects, purpose: Purpose) -> Vec<Finding> {
+    let table = objs.qualified_table();
     let check = "relay_mode";
     let mut out = Vec::new();
     let debezium_active = o.debezium_slot.as_ref().is_some_and(|s| s.active);
@@ -65,7 +65,7 @@ pub(crate) fn ownership_findings(o: &Ownership, cfg: &Config, purpose: Purpose) 
             format!(
                 "Debezium's slot {} for {table} is active (pid {}): Debezium publishes this outbox; \
                  stop the connector before running outbox-cdc",
-                cfg.debezium.slot,
+                objs.debezium_slot,
                 o.debezium_slot
                     .as_ref()
                     .and_then(|s| s.active_pid)
@@ -77,7 +77,7 @@ pub(crate) fn ownership_findings(o: &Ownership, cfg: &Config, purpose: Purpose) 
             Code::NO_OUTBOX_RELAY,
             format!(
                 "{table} is CHANGE_DATA_CAPTURE but neither {} nor {} is active: nothing publishes it",
-                cfg.postgres.slot, cfg.debezium.slot
+                objs.slot, objs.debezium_slot
             ),
         ),
         Some(RelayMode::ChangeDataCapture) => Finding::ok(
@@ -118,13 +118,13 @@ pub(crate) fn ownership_findings(o: &Ownership, cfg: &Config, purpose: Purpose) 
 
 /// Destinations of rows not yet PUBLISHED or FAILED (at most 100), whose
 /// topics must exist or be creatable.
-pub(crate) async fn pending_destinations(c: &Client, cfg: &Config) -> Result<Vec<String>, Error> {
+pub(crate) async fn pending_destinations(c: &Client, objs: &Objects) -> Result<Vec<String>, Error> {
     Ok(c
         .query(
             &format!(
                 "SELECT DISTINCT {dest} FROM (SELECT {dest} FROM {table} WHERE {status} NOT IN ('{p}', '{f}') LIMIT 10000) d LIMIT 100",
                 dest = outbox::DESTINATION.name,
-                table = cfg.qualified_table(),
+                table = objs.qualified_table(),
                 status = outbox::STATUS.name,
                 p = Status::Published.as_str(),
                 f = Status::Failed.as_str(),

@@ -3,7 +3,7 @@
 use tokio_postgres::Client;
 
 use super::query;
-use crate::config::Config;
+use crate::config::Objects;
 use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
@@ -11,15 +11,15 @@ use crate::pg::catalog::{self, Drift};
 
 /// The outbox's columns (through the catalog comparison), the routing-key
 /// trigger and the constraints.
-pub(crate) async fn schema_findings(c: &Client, cfg: &Config) -> Result<Vec<Finding>, Error> {
-    let table = cfg.qualified_table();
-    let mut drift = catalog::compare(c, &cfg.outbox.schema, &cfg.outbox.table).await?;
+pub(crate) async fn schema_findings(c: &Client, objs: &Objects) -> Result<Vec<Finding>, Error> {
+    let table = objs.qualified_table();
+    let mut drift = catalog::compare(c, &objs.outbox.schema, &objs.outbox.table).await?;
     // PostgreSQL 18+: a stored generated routing key is streamed when the
     // publication publishes generated columns; no trigger is needed then.
     let generated_published = drift
         .iter()
         .any(|d| matches!(d, Drift::Generated { column } if *column == outbox::ROUTING_KEY.name))
-        && publishes_generated_columns(c, &cfg.postgres.publication).await?;
+        && publishes_generated_columns(c, &objs.publication).await?;
     if generated_published {
         drift.retain(
             |d| !matches!(d, Drift::Generated { column } if *column == outbox::ROUTING_KEY.name),
@@ -55,7 +55,7 @@ pub(crate) async fn schema_findings(c: &Client, cfg: &Config) -> Result<Vec<Find
             outbox::ROUTING_KEY.name,
             format!(
                 "stored generated column, published by {} (publish_generated_columns = stored)",
-                cfg.postgres.publication
+                objs.publication
             ),
         ));
     } else if routing_key_ok {

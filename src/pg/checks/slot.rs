@@ -6,7 +6,7 @@ use tokio_postgres::Client;
 use super::query;
 use super::server::Server;
 use super::Purpose;
-use crate::config::Config;
+use crate::config::Objects;
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 use crate::lsn::Lsn;
@@ -130,8 +130,12 @@ pub(crate) fn slot_margin_finding(
 
 /// With `relay.heartbeat_interval_secs`, whether the role may write the
 /// heartbeat.
-pub(crate) async fn heartbeat_finding(c: &Client, cfg: &Config) -> Result<Option<Finding>, Error> {
-    if cfg.relay.heartbeat_interval_secs == 0 {
+pub(crate) async fn heartbeat_finding(
+    c: &Client,
+    objs: &Objects,
+    interval_secs: u64,
+) -> Result<Option<Finding>, Error> {
+    if interval_secs == 0 {
         return Ok(None);
     }
     let may: bool = c
@@ -146,10 +150,7 @@ pub(crate) async fn heartbeat_finding(c: &Client, cfg: &Config) -> Result<Option
     Ok(Some(if may {
         Finding::ok(
             check,
-            format!(
-                "a heartbeat every {} s (pg_logical_emit_message)",
-                cfg.relay.heartbeat_interval_secs
-            ),
+            format!("a heartbeat every {interval_secs} s (pg_logical_emit_message)"),
         )
     } else {
         Finding::error(
@@ -158,7 +159,7 @@ pub(crate) async fn heartbeat_finding(c: &Client, cfg: &Config) -> Result<Option
             format!(
                 "{} may not execute pg_logical_emit_message: GRANT EXECUTE ON FUNCTION \
                  pg_logical_emit_message(boolean, text, text) TO {}",
-                cfg.postgres.user, cfg.postgres.user
+                objs.user, objs.user
             ),
         )
     }))

@@ -99,7 +99,7 @@ impl Settlement for Idempotent {
             Next::Hold => {
                 self.operator_rejections += 1;
                 if stopped.is_some()
-                    || self.operator_rejections >= parts.shared.options.operator_error_threshold
+                    || self.operator_rejections >= parts.shared.relay.operator_error_threshold
                 {
                     parts.end_with(error.context(format!("message {id}")));
                 }

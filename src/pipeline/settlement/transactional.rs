@@ -102,7 +102,7 @@ impl Settlement for Transactional {
             "transactional producer ready"
         );
         Ok(Transactional {
-            bounds: start.shared.options.bounds,
+            bounds: start.shared.bounds(),
             published_before,
             txn: KafkaTxn::default(),
         })

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::broker::{Answers, Broker, LIMIT};
 use super::table::Table;
-use crate::config::{Config, RelayConfig};
+use crate::config::{Config, RelayConfig, TransactionalConfig};
 use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::Error;
@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 use crate::pipeline::recorder::{Links, Recorder};
 use crate::pipeline::session::Session;
 use crate::pipeline::settlement::Settlement;
-use crate::pipeline::shared::{Bounds, Marks, Options, Shared};
+use crate::pipeline::shared::{Bounds, Marks, Shared};
 use crate::pipeline::stats::RelayStats;
 use crate::replication::{Event, Events, Feedback, ReaderStats};
 
@@ -170,7 +170,18 @@ pub(crate) fn relay_config() -> RelayConfig {
 impl Process {
     /// A process that starts from the slot's position.
     pub(crate) fn start(world: &World, setup: Setup) -> Process {
-        let metrics = Arc::new(Metrics::new(&relay_config()));
+        let mut relay = relay_config();
+        relay.mark_published = setup.marks.on();
+        relay.operator_error_threshold = setup.operator_error_threshold;
+        relay.max_in_flight_messages = setup.max_in_flight_messages;
+        relay.drain_timeout_secs = 5;
+        relay.set_transactional(TransactionalConfig {
+            max_records: setup.bounds.records,
+            max_bytes: setup.bounds.bytes,
+            max_ms: setup.bounds.age.as_millis() as u64,
+            ..TransactionalConfig::default()
+        });
+        let metrics = Arc::new(Metrics::new(relay.metric_limits()));
         let stats = Arc::new(RelayStats::default());
         let (feedback, _) = Feedback::new(world.slot);
         let trouble = Arc::new(crate::pipeline::recorder::Trouble::default());
@@ -189,15 +200,8 @@ impl Process {
         Process {
             shared: Arc::new(Shared {
                 limits: crate::kafka::limits::Limits::default(),
-                options: Options {
-                    topic_prefix: "t.".into(),
-                    marks: setup.marks,
-                    operator_error_threshold: setup.operator_error_threshold,
-                    drain_timeout: Duration::from_secs(5),
-                    max_in_flight_messages: setup.max_in_flight_messages,
-                    max_in_flight_bytes: 64 << 20,
-                    bounds: setup.bounds,
-                },
+                relay,
+                topic_prefix: "t.".into(),
                 metrics,
                 stats,
                 feedback,

@@ -357,8 +357,12 @@ pub async fn cdc_db(services: &Services, label: &str, topic_prefix: &str) -> Tes
 pub async fn migrated_db(services: &Services, label: &str, topic_prefix: &str) -> TestDb {
     let mut db = services.fresh_db(label).await;
     let cfg = db.config(topic_prefix);
-    outbox_cdc::ops::migrate::migrate(&mut db.client, &cfg, outbox_cdc::ops::migrate::Scope::All)
-        .await
-        .unwrap();
+    outbox_cdc::ops::migrate::migrate(
+        &mut db.client,
+        &cfg.objects(),
+        outbox_cdc::ops::migrate::Scope::All,
+    )
+    .await
+    .unwrap();
     db
 }

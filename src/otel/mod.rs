@@ -9,6 +9,8 @@
 //! built when the acknowledgement comes, with the times it covers, and
 //! handed to the SDK's batch exporter; a record not traced costs one check.
 
+pub mod config;
+
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,9 +26,9 @@ use opentelemetry_sdk::trace::{
     IdGenerator, RandomIdGenerator, Sampler, SdkTracerProvider, SpanData, SpanExporter,
 };
 
-use crate::config::{OtelConfig, OtlpProtocol};
 use crate::error::{Code, Error};
 use crate::metrics::{names, Metrics};
+pub use config::{OtelConfig, OtlpProtocol};
 
 /// The span's name: what the relay did with the record.
 const SPAN_NAME: &str = "outbox publish";
@@ -377,7 +379,7 @@ mod tests {
             service_name: "t".into(),
         };
         let relay = crate::config::RelayConfig::default();
-        Tracing::start(&cfg, "", Arc::new(Metrics::new(&relay))).unwrap()
+        Tracing::start(&cfg, "", Arc::new(Metrics::new(relay.metric_limits()))).unwrap()
     }
 
     #[test]

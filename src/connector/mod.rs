@@ -2,7 +2,7 @@
 //! Event Router) that makes a real Debezium emit the records the relay emits.
 //!
 //! Pinned to Debezium 3.6.1.Final key names. Every column and header name
-//! comes from [`crate::outbox`]; nothing here restates the contract.
+//! comes from [`crate::contract::outbox`]; nothing here restates the contract.
 //!
 //! One set of settings, written for each way teams deploy Debezium: Kafka
 //! Connect ([`connect`]), Debezium Server ([`server`]) and Strimzi
@@ -13,8 +13,8 @@ mod connect;
 mod server;
 mod strimzi;
 
-use super::outbox::{self, objects};
-use crate::config::{Config, ProviderReference};
+use crate::config::{Config, DebeziumConfig, OutboxConfig, ProviderReference};
+use crate::contract::outbox::{self, objects};
 use crate::error::Error;
 
 /// The Debezium release whose key names this generator writes.
@@ -92,7 +92,10 @@ fn source_properties(cfg: &Config) -> Vec<(String, String)> {
         "heartbeat.interval.ms",
         dbz.heartbeat_interval_ms.to_string(),
     );
-    set("heartbeat.action.query", heartbeat_query(cfg));
+    set(
+        "heartbeat.action.query",
+        heartbeat_query(&cfg.outbox, &cfg.debezium),
+    );
     p
 }
 
@@ -149,12 +152,12 @@ fn converter_properties() -> Vec<(String, String)> {
 pub fn connector_properties(cfg: &Config) -> Vec<(String, String)> {
     let mut p = source_properties(cfg);
     p.extend(converter_properties());
-    p.extend(router_properties(cfg));
+    p.extend(router_properties(&cfg.outbox));
     p
 }
 
 /// The Outbox Event Router: one record per row, keyed on routing_key.
-fn router_properties(cfg: &Config) -> Vec<(String, String)> {
+fn router_properties(outbox: &OutboxConfig) -> Vec<(String, String)> {
     let mut p: Vec<(String, String)> = Vec::new();
     let mut set = |k: &str, v: String| p.push((k.to_string(), v));
     let t = |k: &str| format!("transforms.{ROUTER_ALIAS}.{k}");
@@ -170,7 +173,7 @@ fn router_properties(cfg: &Config) -> Vec<(String, String)> {
     set(&t("route.by.field"), outbox::DESTINATION.name.into());
     set(
         &t("route.topic.replacement"),
-        format!("{}${{routedByValue}}", cfg.outbox.topic_prefix),
+        format!("{}${{routedByValue}}", outbox.topic_prefix),
     );
     // An empty payload is an empty value, never a tombstone.
     set(&t("route.tombstone.on.empty.payload"), "false".into());
@@ -190,12 +193,12 @@ fn additional_placement() -> String {
         .join(",")
 }
 
-fn heartbeat_query(cfg: &Config) -> String {
-    let table = format!("{}.{}", cfg.outbox.schema, objects::HEARTBEAT_TABLE);
+fn heartbeat_query(outbox: &OutboxConfig, debezium: &DebeziumConfig) -> String {
+    let table = format!("{}.{}", outbox.schema, objects::HEARTBEAT_TABLE);
     format!(
         "WITH expired AS (DELETE FROM {table} WHERE beat_at < now() - interval '{HEARTBEAT_RETENTION}') \
          INSERT INTO {table} (connector, beat_at) VALUES ('{}', now())",
-        cfg.debezium.connector_name.replace('\'', "''")
+        debezium.connector_name.replace('\'', "''")
     )
 }
 
@@ -248,8 +251,8 @@ pub fn render(cfg: &Config, target: Target) -> Result<String, Error> {
 
 /// The Kafka config provider that resolves `database.password`: its alias
 /// in `config.providers` and its class.
-fn password_provider(cfg: &Config) -> (&'static str, &'static str) {
-    match cfg.debezium_password_reference() {
+fn password_provider(reference: &ProviderReference) -> (&'static str, &'static str) {
+    match reference {
         ProviderReference::Env { .. } => (
             "env",
             "org.apache.kafka.common.config.provider.EnvVarConfigProvider",

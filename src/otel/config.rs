@@ -1,9 +1,13 @@
 //! `[otel]`: OpenTelemetry spans for published records; off when absent.
+//! The section lives beside what it configures; `config` reads it.
 
 use serde::{Deserialize, Serialize};
 
-use super::invalid;
 use crate::error::Error;
+
+fn invalid(key: &str, reason: &str) -> Error {
+    Error::invalid_value(key, reason)
+}
 
 /// How spans reach the collector.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -50,7 +54,7 @@ fn default_service_name() -> String {
 }
 
 impl OtelConfig {
-    pub(super) fn validate(&self) -> Result<(), Error> {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
         if self.endpoint.starts_with("https://") {
             // Not built in: spans go to a collector or agent beside the relay.
             return Err(invalid(
@@ -73,3 +77,14 @@ impl OtelConfig {
         Ok(())
     }
 }
+
+/// What each key of `[otel]` means, written beside the keys: the
+/// configuration reference is generated from it, and a test fails when a
+/// key has none.
+pub(crate) const MEANINGS: &[(&str, &str)] = &[
+    ("otel.endpoint", "the OpenTelemetry Collector's OTLP URL, e.g. `http://127.0.0.1:4318` (`/v1/traces` is added to a URL without a path) or, for gRPC, `http://127.0.0.1:4317`; plain `http://` only (a collector or agent beside the relay forwards over TLS); see [Tracing](../operating/tracing.md)"),
+    ("otel.protocol", "`http/protobuf` or `grpc`"),
+    ("otel.sample_ratio", "the share of records whose row has no sampled `traceparent` that get a span (of a new trace); a row's sampled `traceparent` is always followed, an unsampled one never"),
+    ("otel.propagate", "write the relay's span into each traced record's `traceparent` header; breaks byte parity with a Debezium deployment that does not trace"),
+    ("otel.service_name", "the spans' `service.name`"),
+];

@@ -2,7 +2,7 @@
 
 use super::{connector_properties, DEBEZIUM_VERSION};
 use crate::config::Config;
-use crate::contract::properties;
+use crate::format::properties;
 
 fn comment(cfg: &Config) -> Vec<String> {
     vec![

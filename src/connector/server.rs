@@ -12,7 +12,7 @@ use super::{
     password_provider, router_properties, source_properties, CONVERTERS, DEBEZIUM_VERSION,
 };
 use crate::config::{Config, OffsetStorage};
-use crate::contract::properties;
+use crate::format::properties;
 
 /// Server hands each converter's bytes to the sink as they are; the sink's
 /// producer must not transform them again.
@@ -51,7 +51,7 @@ pub(super) fn render(cfg: &Config) -> String {
         }
         set(format!("debezium.source.{k}"), v);
     }
-    let (alias, class) = password_provider(cfg);
+    let (alias, class) = password_provider(&cfg.debezium_password_reference());
     set("debezium.source.config.providers".into(), alias.into());
     set(
         format!("debezium.source.config.providers.{alias}.class"),
@@ -106,7 +106,7 @@ pub(super) fn render(cfg: &Config) -> String {
         }
     }
 
-    for (k, v) in router_properties(cfg) {
+    for (k, v) in router_properties(&cfg.outbox) {
         set(format!("debezium.{k}"), v);
     }
 

@@ -9,9 +9,9 @@
 
 use super::{connector_properties, password_provider, DEBEZIUM_VERSION};
 use crate::config::{Config, ProviderReference};
-use crate::contract::properties;
-use crate::contract::yaml::{self, Node};
 use crate::error::{Code, Error};
+use crate::format::properties;
+use crate::format::yaml::{self, Node};
 
 /// The API version both resources are written in (0.49 serves `v1` and the
 /// deprecated `v1beta2`).
@@ -91,7 +91,7 @@ pub(super) fn render_connect(cfg: &Config) -> Result<String, Error> {
         )
     })?;
     let cluster = &strimzi.connect_cluster;
-    let (alias, class) = password_provider(cfg);
+    let (alias, class) = password_provider(&cfg.debezium_password_reference());
     let mut template = Vec::new();
     if let ProviderReference::Env { env } = cfg.debezium_password_reference() {
         let secret = &strimzi.password_secret;
