@@ -1,11 +1,13 @@
 //! One thing checked, with a code when it is not ok: what the preflight
 //! rules (`pg::checks`, `pg::grants`, `pg::failover`, `kafka::probe`) give,
-//! `check` reports, and `run` obeys by stopping on the first error. A leaf:
-//! the rules and the report both depend on it, it on neither.
+//! `check` reports, and `run` and every session obey by stopping on the
+//! first error of a rule they obey ([`crate::rules`]). A leaf beside the
+//! rule list: the judgements and the report depend on it, it on neither.
 
 use serde::Serialize;
 
 use crate::error::{Code, Error};
+use crate::rules::{Rule, When};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -18,7 +20,8 @@ pub enum Level {
 /// One thing checked, with a code when it is not ok.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    pub check: &'static str,
+    /// The rule it judges, by name.
+    pub check: Rule,
     pub level: Level,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<Code>,
@@ -26,7 +29,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    pub fn ok(check: &'static str, detail: impl Into<String>) -> Finding {
+    pub fn ok(check: Rule, detail: impl Into<String>) -> Finding {
         Finding {
             check,
             level: Level::Ok,
@@ -35,7 +38,8 @@ impl Finding {
         }
     }
 
-    pub fn warn(check: &'static str, code: Code, detail: impl Into<String>) -> Finding {
+    pub fn warn(check: Rule, code: Code, detail: impl Into<String>) -> Finding {
+        debug_assert!(check.gives(code), "rule {check} does not list {code}");
         Finding {
             check,
             level: Level::Warn,
@@ -44,7 +48,8 @@ impl Finding {
         }
     }
 
-    pub fn error(check: &'static str, code: Code, detail: impl Into<String>) -> Finding {
+    pub fn error(check: Rule, code: Code, detail: impl Into<String>) -> Finding {
+        debug_assert!(check.gives(code), "rule {check} does not list {code}");
         Finding {
             check,
             level: Level::Error,
@@ -53,9 +58,23 @@ impl Finding {
         }
     }
 
-    /// A failure as a finding: its code, and its message without the code.
-    pub fn failed(check: &'static str, e: &Error) -> Finding {
-        Finding::error(check, e.code(), e.detail())
+    /// A failure to read the rule's facts, as a finding: the failure's own
+    /// code, and its message without the code.
+    pub fn failed(check: Rule, e: &Error) -> Finding {
+        Finding {
+            check,
+            level: Level::Error,
+            code: Some(e.code()),
+            detail: e.detail().to_string(),
+        }
+    }
+
+    /// As [`Finding::failed`], as a warning: the facts only inform.
+    pub fn unreadable(check: Rule, e: &Error) -> Finding {
+        Finding {
+            level: Level::Warn,
+            ..Finding::failed(check, e)
+        }
     }
 
     /// `Err` for an error-level finding: how `run` applies a rule.
@@ -67,7 +86,11 @@ impl Finding {
     }
 }
 
-/// The first error among `findings`, as an [`Error`].
-pub fn first_error(findings: impl IntoIterator<Item = Finding>) -> Result<(), Error> {
-    findings.into_iter().try_for_each(Finding::into_result)
+/// The first error among `findings` of a rule `when` obeys, as an
+/// [`Error`]: how `run` and a session apply the rules.
+pub fn obey(when: When, findings: impl IntoIterator<Item = Finding>) -> Result<(), Error> {
+    findings
+        .into_iter()
+        .filter(|f| f.check.obeyed_by(when))
+        .try_for_each(Finding::into_result)
 }

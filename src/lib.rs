@@ -27,4 +27,5 @@ pub mod pg;
 pub mod pipeline;
 pub(crate) mod quote;
 pub mod replication;
+pub mod rules;
 pub mod secret;

@@ -15,6 +15,7 @@ use super::access::{self, Access};
 use super::{limits, settings};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
+use crate::rules::Rule;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -158,7 +159,7 @@ async fn access_findings(cc: &rdkafka::ClientConfig, topics: Vec<String>) -> Vec
     .flatten();
     let Some(answers) = asked else {
         return vec![Finding::ok(
-            "topic_permissions",
+            Rule::TopicPermissions,
             "the cluster did not report the principal's operations",
         )];
     };
@@ -180,14 +181,14 @@ async fn access_findings(cc: &rdkafka::ClientConfig, topics: Vec<String>) -> Vec
             } => "DESCRIBE",
         };
         out.push(Finding::error(
-            "topic_permissions",
+            Rule::TopicPermissions,
             Code::TOPIC_AUTHORIZATION_FAILED,
             format!("the relay's principal may not {lacks} topic {topic}; grant it WRITE and DESCRIBE on the topic prefix"),
         ));
     }
     if out.is_empty() {
         out.push(Finding::ok(
-            "topic_permissions",
+            Rule::TopicPermissions,
             format!("WRITE and DESCRIBE on {} target topics", answers.len()),
         ));
     }
@@ -205,7 +206,7 @@ async fn limit_findings(cluster: &settings::Cluster, topics: Vec<String>) -> Vec
         limits::configured_batch_size(cluster),
     ) {
         (Ok(admin), Ok(batch_size)) => (admin, batch_size),
-        (Err(e), _) | (_, Err(e)) => return vec![Finding::failed("topic_limits", &e)],
+        (Err(e), _) | (_, Err(e)) => return vec![Finding::failed(Rule::TopicLimits, &e)],
     };
     let mut below = Vec::new();
     let mut unknown = Vec::new();
@@ -221,7 +222,7 @@ async fn limit_findings(cluster: &settings::Cluster, topics: Vec<String>) -> Vec
     let mut out = Vec::new();
     if !unknown.is_empty() {
         out.push(Finding::warn(
-            "topic_limits",
+            Rule::TopicLimits,
             Code::TOPIC_LIMIT_UNKNOWN,
             format!(
                 "cannot describe the configuration of {}: grant DESCRIBE_CONFIGS on the topic prefix, or the relay learns max.message.bytes from the batches the broker refuses",
@@ -232,7 +233,7 @@ async fn limit_findings(cluster: &settings::Cluster, topics: Vec<String>) -> Vec
     if below.is_empty() {
         if unknown.is_empty() {
             out.push(Finding::ok(
-                "topic_limits",
+                Rule::TopicLimits,
                 format!(
                     "{} target topics take batches of batch.size ({batch_size} bytes)",
                     topics.len()
@@ -241,7 +242,7 @@ async fn limit_findings(cluster: &settings::Cluster, topics: Vec<String>) -> Vec
         }
     } else {
         out.push(Finding::ok(
-            "topic_limits",
+            Rule::TopicLimits,
             format!(
                 "max.message.bytes below batch.size ({batch_size}): {}; the relay batches under it and refuses larger records before sending",
                 below.join(", ")
@@ -266,17 +267,17 @@ pub(crate) async fn findings(
     };
     let md = match probe {
         Ok(Ok(md)) => md,
-        Ok(Err(e)) => return vec![Finding::failed("kafka", &e)],
+        Ok(Err(e)) => return vec![Finding::failed(Rule::Kafka, &e)],
         Err(e) => {
             return vec![Finding::error(
-                "kafka",
+                Rule::Kafka,
                 Code::INTERNAL,
                 format!("the Kafka probe task: {e}"),
             )]
         }
     };
     let mut out = vec![Finding::ok(
-        "kafka",
+        Rule::Kafka,
         format!("{} brokers reachable at {servers}", md.brokers().len()),
     )];
     let existing: Vec<&str> = md.topics().iter().map(|t| t.name()).collect();
@@ -287,7 +288,7 @@ pub(crate) async fn findings(
         .collect();
     if missing.is_empty() {
         out.push(Finding::ok(
-            "topics",
+            Rule::Topics,
             format!("{} target topics present", destinations.len()),
         ));
         let present: Vec<String> = destinations
@@ -326,7 +327,7 @@ pub(crate) async fn findings(
         .is_some_and(|v| v == "true");
     out.push(if auto_create {
         Finding::ok(
-            "topics",
+            Rule::Topics,
             format!(
                 "{} target topics will be auto-created: {}",
                 missing.len(),
@@ -335,7 +336,7 @@ pub(crate) async fn findings(
         )
     } else {
         Finding::error(
-            "topics",
+            Rule::Topics,
             Code::TOPIC_MISSING,
             format!("missing and not auto-creatable: {}", missing.join(", ")),
         )

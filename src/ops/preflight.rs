@@ -1,17 +1,19 @@
-//! Preflight findings and the report `outbox-cdc check` prints. The rules
-//! live beside the facts they read ([`crate::pg::checks`],
-//! [`crate::kafka::probe`]); `run` applies the same rules and stops on the
-//! first error, so a condition has one code wherever it is found.
+//! The report `outbox-cdc check` prints: every rule of the list
+//! ([`crate::rules`]) that `check` obeys. The judgements live beside the
+//! facts they read ([`crate::pg::checks`], [`crate::kafka::probe`]); `run`
+//! and every session apply the same judgements and stop on the first error
+//! of a rule they obey, so a condition has one code wherever it is found.
 
 use serde::Serialize;
 
 use crate::config::{Config, Env};
 use crate::error::{Code, Error};
-pub use crate::finding::{first_error, Finding, Level};
+pub use crate::finding::{Finding, Level};
 use crate::kafka::probe;
 use crate::pg::checks::{self, Purpose};
 use crate::pg::{connect, failover, grants};
 use crate::replication::{self, ConnectOptions};
+use crate::rules::{Rule, When};
 
 #[derive(Debug, Default, Serialize)]
 pub struct Report {
@@ -37,8 +39,8 @@ impl Report {
                 continue;
             };
             match by_code.iter_mut().find(|(c, _)| *c == code) {
-                Some((_, checks)) => checks.push(f.check),
-                None => by_code.push((code, vec![f.check])),
+                Some((_, checks)) => checks.push(f.check.name()),
+                None => by_code.push((code, vec![f.check.name()])),
             }
         }
         by_code
@@ -78,10 +80,10 @@ pub async fn report(cfg: &Config, env: &Env) -> Report {
     let mut findings = Vec::new();
     let mut destinations = Vec::new();
     match connect::connect(&cfg.postgres, env).await {
-        Err(e) => findings.push(Finding::failed("postgres", &e)),
+        Err(e) => findings.push(Finding::failed(Rule::Postgres, &e)),
         Ok(client) => match database(&client, cfg, env, &mut findings).await {
             Ok(d) => destinations = d,
-            Err(e) => findings.push(Finding::failed("postgres", &e)),
+            Err(e) => findings.push(Finding::failed(Rule::Postgres, &e)),
         },
     }
     let log_in = match ConnectOptions::from_postgres(&cfg.postgres, env) {
@@ -90,11 +92,11 @@ pub async fn report(cfg: &Config, env: &Env) -> Report {
     };
     findings.push(match log_in {
         Ok(()) => Finding::ok(
-            "replication_log_in",
+            Rule::ReplicationLogIn,
             format!("{} may stream", cfg.postgres.user),
         ),
         Err(e) if e.code() == Code::PG_PERMISSION_DENIED => Finding::error(
-            "replication_log_in",
+            Rule::ReplicationLogIn,
             e.code(),
             format!(
                 "{} (ALTER ROLE {} REPLICATION; on a managed service, grant its replication role instead, \
@@ -104,15 +106,18 @@ pub async fn report(cfg: &Config, env: &Env) -> Report {
                 cfg.postgres.user
             ),
         ),
-        Err(e) => Finding::failed("replication_log_in", &e),
+        Err(e) => Finding::failed(Rule::ReplicationLogIn, &e),
     });
     match cfg.kafka_cluster(env) {
         Ok(cluster) => findings
             .extend(probe::findings(&cluster, &cfg.outbox.topic_prefix, &destinations).await),
-        Err(e) => findings.push(Finding::failed("kafka", &e)),
+        Err(e) => findings.push(Finding::failed(Rule::Kafka, &e)),
     }
     Report {
-        ok: findings.iter().all(|f| f.level != Level::Error),
+        ok: findings
+            .iter()
+            .filter(|f| f.check.obeyed_by(When::Check))
+            .all(|f| f.level != Level::Error),
         findings,
     }
 }
@@ -154,7 +159,7 @@ async fn database(
     ));
     out.extend(checks::heartbeat_finding(c, &objs, cfg.relay.heartbeat_interval_secs).await?);
     out.push(Finding::ok(
-        "backlog_order",
+        Rule::BacklogOrder,
         format!(
             "a cutover's backlog goes out {}",
             crate::pg::handover::BacklogOrder::of_server(c)
@@ -164,12 +169,12 @@ async fn database(
     ));
     out.push(
         match crate::pg::journal::Journal::new(&cfg.outbox).unfolded(c).await {
-            Ok((_, 0)) => Finding::ok("published_journal", "every published row is marked PUBLISHED"),
+            Ok((_, 0)) => Finding::ok(Rule::PublishedJournal, "every published row is marked PUBLISHED"),
             Ok((entries, rows)) => Finding::ok(
-                "published_journal",
+                Rule::PublishedJournal,
                 format!("{rows} published rows ({entries} journal entries) are not marked PUBLISHED yet: the relay marks them when it keeps up, `cutover` and `purge` first"),
             ),
-            Err(e) => Finding::warn("published_journal", e.code(), format!("cannot read the journal: {e}")),
+            Err(e) => Finding::unreadable(Rule::PublishedJournal, &e.context("cannot read the journal")),
         },
     );
     if cfg.postgres.failover_slot {
@@ -191,14 +196,15 @@ mod tests {
 
     #[test]
     fn a_code_that_failed_several_checks_is_said_once_with_them() {
+        let refused = Error::new(Code::PG_CONNECT_FAILED, "refused");
         let report = Report {
             ok: false,
             findings: vec![
-                Finding::error("postgres", Code::PG_CONNECT_FAILED, "refused"),
-                Finding::warn("slot_wal", Code::UNLIMITED_SLOT_WAL, "-1"),
-                Finding::error("replication_log_in", Code::PG_CONNECT_FAILED, "refused"),
-                Finding::ok("kafka", "reachable"),
-                Finding::error("topics", Code::TOPIC_MISSING, "t.orders"),
+                Finding::failed(Rule::Postgres, &refused),
+                Finding::warn(Rule::SlotWalKeep, Code::UNLIMITED_SLOT_WAL, "-1"),
+                Finding::failed(Rule::ReplicationLogIn, &refused),
+                Finding::ok(Rule::Kafka, "reachable"),
+                Finding::error(Rule::Topics, Code::TOPIC_MISSING, "t.orders"),
             ],
         };
         assert_eq!(

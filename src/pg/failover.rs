@@ -14,8 +14,9 @@ use super::sqlstate::query_error;
 use crate::config::{Env, PostgresConfig};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
+use crate::rules::Rule;
 
-const CHECK: &str = "failover_slot";
+const CHECK: Rule = Rule::FailoverSlot;
 
 /// A physical slot the primary waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]

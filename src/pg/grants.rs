@@ -9,6 +9,7 @@ use crate::config::Objects;
 use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
+use crate::rules::Rule;
 
 /// One privilege the relay needs on one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,7 +219,7 @@ pub(crate) async fn findings(client: &Client, objs: &Objects) -> Result<Vec<Find
     }
     if missing.is_empty() {
         return Ok(vec![Finding::ok(
-            "privileges",
+            Rule::Privileges,
             "the role holds every privilege the relay needs",
         )]);
     }
@@ -226,7 +227,7 @@ pub(crate) async fn findings(client: &Client, objs: &Objects) -> Result<Vec<Find
         .iter()
         .map(|need| {
             Finding::error(
-                "privileges",
+                Rule::Privileges,
                 Code::PG_PRIVILEGE_MISSING,
                 format!(
                     "{} lacks {} ({}); {}",

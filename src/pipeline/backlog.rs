@@ -23,9 +23,11 @@ use crate::contract::outbox;
 use crate::contract::row::{OutboxRow, Value};
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Code, Error};
+use crate::finding::Finding;
 use crate::pg::handover::{self, FailedCursor, FailedFilter, State};
 use crate::pg::row_status::Guard;
 use crate::pg::window::{self, Entries};
+use crate::rules::Rule;
 
 /// Rows read from the list per query.
 const CHUNK: i64 = 1000;
@@ -116,21 +118,21 @@ pub(super) fn interrupted(reason: Error) -> Error {
     }
 }
 
-/// Refuses to stream while a cutover is half done.
-pub(super) async fn require_not_preparing(
+/// A relay must not stream while a cutover is half done.
+pub(super) async fn handover_finding(
     sql: &tokio_postgres::Client,
     objs: &Objects,
-) -> Result<(), Error> {
-    if matches!(
-        handover::state(sql, objs).await?,
-        Some((State::Preparing, _))
-    ) {
-        return Err(Error::new(
-            Code::HANDOVER_INCOMPLETE,
-            "a cutover stopped before it listed the backlog; run `outbox-cdc cutover --to cdc` again",
-        ));
-    }
-    Ok(())
+) -> Result<Finding, Error> {
+    Ok(
+        match handover::state(sql, objs).await? {
+            Some((State::Preparing, _)) => Finding::error(
+                Rule::Handover,
+                Code::HANDOVER_INCOMPLETE,
+                "a cutover stopped before it listed the backlog; run `outbox-cdc cutover --to cdc` again",
+            ),
+            _ => Finding::ok(Rule::Handover, "no cutover is half done"),
+        },
+    )
 }
 
 /// What a redrive did.

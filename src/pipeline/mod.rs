@@ -52,6 +52,7 @@ use crate::pg::checks::{self, Purpose};
 use crate::pg::row_status::Marker;
 use crate::pg::{connect, grants};
 use crate::replication::{self, Feedback, SourceOptions, Stream};
+use crate::rules::When;
 use ledger::{PgJournal, PgLedger};
 use recorder::{Links, Recorder};
 use session::{Flow, Session};
@@ -103,16 +104,18 @@ impl Relay {
         probe::reachable(&cluster).await?;
         let objects = cfg.objects();
         let sql = connect::connect(&cfg.postgres, &*env).await?;
-        finding::first_error(grants::findings(&sql, &objects).await?)?;
+        // The rules `run` obeys at start (`rules::When::Start`).
+        let mut findings = grants::findings(&sql, &objects).await?;
         let ownership = checks::ownership(&sql, &objects).await?;
-        finding::first_error(checks::ownership_findings(
+        findings.extend(checks::ownership_findings(
             &ownership,
             &objects,
             Purpose::Stream {
                 create_slot: cfg.relay.create_slot,
             },
-        ))?;
-        backlog::require_not_preparing(&sql, &objects).await?;
+        ));
+        findings.push(backlog::handover_finding(&sql, &objects).await?);
+        finding::obey(When::Start, findings)?;
         let source = SourceOptions::new(&cfg.postgres, &cfg.outbox, &cfg.relay, &*env)?;
         replication::check_log_in(&source.connect).await?;
         let (mode, progress) = match cfg.relay.delivery() {
@@ -410,14 +413,17 @@ impl Relay {
             let publication =
                 checks::publication(sql, &src.publication, &src.schema, &src.table).await?;
             let slot = checks::slot(sql, &src.slot).await?;
-            finding::first_error([
-                checks::publication_finding(
-                    publication.as_ref(),
-                    &src.publication,
-                    &self.objects.qualified_table(),
-                ),
-                checks::slot_finding(slot.as_ref(), &src.slot, &server, Purpose::Report),
-            ])
+            finding::obey(
+                When::Session,
+                [
+                    checks::publication_finding(
+                        publication.as_ref(),
+                        &src.publication,
+                        &self.objects.qualified_table(),
+                    ),
+                    checks::slot_finding(slot.as_ref(), &src.slot, &server, Purpose::Report),
+                ],
+            )
         }
         .await;
         match found {

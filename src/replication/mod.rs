@@ -29,9 +29,10 @@ pub use reader::{Event, Events, Feedback, ReaderStats, Tuning};
 
 use crate::config::{Env, OutboxConfig, PostgresConfig, RelayConfig};
 use crate::error::{Code, Error};
-use crate::finding;
+use crate::finding::{self, Finding};
 use crate::lsn::Lsn;
 use crate::pg::checks::{self, Purpose};
+use crate::rules::{Rule, When};
 
 /// Logs in for replication and asks IDENTIFY_SYSTEM: a role without
 /// `REPLICATION` or a wrong password ends here, before any slot is touched.
@@ -142,8 +143,13 @@ impl Stream {
                 slot = checks::slot(sql, &opts.slot).await?;
             }
         }
-        if slot.is_none() && opts.streamed_before {
-            return Err(Error::new(
+        // The rules every session obeys (`rules::When::Session`); a slot in
+        // use makes this relay a standby.
+        let mut findings = Vec::new();
+        let lost = slot.is_none() && opts.streamed_before;
+        if lost {
+            findings.push(Finding::error(
+                Rule::Slot,
                 Code::SLOT_MISSING,
                 format!(
                     "replication slot {} no longer exists on this server (a failover to a standby without a \
@@ -156,19 +162,29 @@ impl Stream {
             ));
         }
         if opts.failover_slot {
-            server.require_failover_slots()?;
+            findings.push(match server.require_failover_slots() {
+                Ok(()) => Finding::ok(Rule::FailoverSlot, "failover slots are available"),
+                Err(e) => Finding::failed(Rule::FailoverSlot, &e),
+            });
         }
-        let purpose = Purpose::Stream {
-            create_slot: opts.create_slot,
-        };
-        finding::first_error(server.findings().into_iter().chain([
-            checks::publication_finding(
-                publication.as_ref(),
-                &opts.publication,
-                &format!("{}.{}", opts.schema, opts.table),
-            ),
-            checks::slot_finding(slot.as_ref(), &opts.slot, &server, purpose),
-        ]))?;
+        findings.extend(server.findings());
+        findings.push(checks::publication_finding(
+            publication.as_ref(),
+            &opts.publication,
+            &format!("{}.{}", opts.schema, opts.table),
+        ));
+        if !lost {
+            let purpose = Purpose::Stream {
+                create_slot: opts.create_slot,
+            };
+            findings.push(checks::slot_finding(
+                slot.as_ref(),
+                &opts.slot,
+                &server,
+                purpose,
+            ));
+        }
+        finding::obey(When::Session, findings)?;
 
         let mut conn = ReplicationConnection::connect(&opts.connect).await?;
         let (confirmed, created) = match slot {

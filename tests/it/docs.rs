@@ -45,6 +45,40 @@ fn the_error_code_reference_is_up_to_date() {
     assert!(readme.contains("(docs/reference/error-codes.md)"));
 }
 
+/// The preflight rule table is the rule list's own output (each rule with
+/// its codes and who obeys it); `OUTBOX_CDC_REGENERATE=1` writes it.
+#[test]
+fn the_preflight_rule_table_is_up_to_date() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("docs/reference/preflight-rules.md");
+    let committed = committed_page(&path, outbox_cdc::rules::reference_markdown());
+    for rule in outbox_cdc::rules::Rule::ALL {
+        let row = format!("| `{rule}` |");
+        assert!(committed.contains(&row), "the table lacks {row}");
+        for (code, _) in rule.codes() {
+            assert!(
+                committed
+                    .lines()
+                    .any(|l| l.starts_with(&row) && l.contains(&format!("`{code}`"))),
+                "{rule}'s row lacks {code}"
+            );
+        }
+    }
+    // A rule the session obeys and one it does not, as a reader checks them.
+    let slot = committed
+        .lines()
+        .find(|l| l.starts_with("| `slot` |"))
+        .unwrap();
+    assert!(slot.contains("| yes |  | yes |"), "{slot}");
+    let topics = committed
+        .lines()
+        .find(|l| l.starts_with("| `topics` |"))
+        .unwrap();
+    assert!(topics.contains("| yes |  |  |"), "{topics}");
+    let commands = std::fs::read_to_string(root.join("docs/operating/commands.md")).unwrap();
+    assert!(commands.contains("(../reference/preflight-rules.md)"));
+}
+
 /// The monitoring page's table, which adds the label values, has a row per metric.
 #[test]
 fn the_monitoring_page_lists_every_metric() {

@@ -10,6 +10,7 @@ use crate::contract::outbox::{self, objects, RelayMode, Status};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 use crate::pg::control::{self, Declared, SlotActivity};
+use crate::rules::Rule;
 
 /// Who publishes the outbox, as the database says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +39,7 @@ pub(crate) async fn ownership(c: &Client, objs: &Objects) -> Result<Ownership, E
 /// a CDC outbox that nothing streams from is an error too.
 pub(crate) fn ownership_findings(o: &Ownership, objs: &Objects, purpose: Purpose) -> Vec<Finding> {
     let table = objs.qualified_table();
-    let check = "relay_mode";
+    let check = Rule::RelayMode;
     let mut out = Vec::new();
     let debezium_active = o.debezium_slot.as_ref().is_some_and(|s| s.active);
     // A relay about to stream counts as running.
@@ -90,7 +91,7 @@ pub(crate) fn ownership_findings(o: &Ownership, objs: &Objects, purpose: Purpose
     });
     out.push(if o.live_leases > 0 {
         Finding::error(
-            "polling_leases",
+            Rule::PollingLeases,
             Code::DUPLICATE_OUTBOX_RELAY,
             format!(
                 "{} rows of {table} hold a live polling lease: a polling relay is still publishing; stop it",
@@ -98,13 +99,13 @@ pub(crate) fn ownership_findings(o: &Ownership, objs: &Objects, purpose: Purpose
             ),
         )
     } else {
-        Finding::ok("polling_leases", "no live polling lease")
+        Finding::ok(Rule::PollingLeases, "no live polling lease")
     });
     out.push(if o.fence_enabled {
-        Finding::ok("fence", format!("{} refuses polling claims", objects::FENCE_TRIGGER))
+        Finding::ok(Rule::Fence, format!("{} refuses polling claims", objects::FENCE_TRIGGER))
     } else {
         Finding::error(
-            "fence",
+            Rule::Fence,
             Code::DUPLICATE_OUTBOX_RELAY,
             format!(
                 "the fence trigger {fence} on {table} is missing or disabled: a polling relay could still \

@@ -5,6 +5,7 @@ use tokio_postgres::Client;
 use super::query;
 use crate::error::{Code, Error};
 use crate::finding::Finding;
+use crate::rules::Rule;
 
 /// What a publication publishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +49,7 @@ pub(crate) async fn publication(
 /// updates (the relay's own PUBLISHED marks) would be decoded and shipped
 /// for nothing.
 pub(crate) fn publication_finding(p: Option<&Publication>, name: &str, table: &str) -> Finding {
-    let check = "publication";
+    let check = Rule::Publication;
     match p {
         None => Finding::error(
             check,

@@ -8,6 +8,7 @@ use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 use crate::pg::catalog::{self, Drift};
+use crate::rules::Rule;
 
 /// The outbox's columns (through the catalog comparison), the routing-key
 /// trigger and the constraints.
@@ -52,7 +53,7 @@ pub(crate) async fn schema_findings(c: &Client, objs: &Objects) -> Result<Vec<Fi
     });
     if routing_key_ok && generated_published {
         out.push(Finding::ok(
-            outbox::ROUTING_KEY.name,
+            Rule::RoutingKey,
             format!(
                 "stored generated column, published by {} (publish_generated_columns = stored)",
                 objs.publication
@@ -61,7 +62,7 @@ pub(crate) async fn schema_findings(c: &Client, objs: &Objects) -> Result<Vec<Fi
     } else if routing_key_ok {
         out.push(if trigger.as_deref().is_none_or(|t| t == "D") {
             Finding::error(
-                outbox::ROUTING_KEY.name,
+                Rule::RoutingKey,
                 Code::ROUTING_KEY_TRIGGER_MISSING,
                 format!(
                     "the trigger {} that keeps {} is missing or disabled",
@@ -70,7 +71,7 @@ pub(crate) async fn schema_findings(c: &Client, objs: &Objects) -> Result<Vec<Fi
                 ),
             )
         } else {
-            Finding::ok(outbox::ROUTING_KEY.name, "plain column kept by its trigger")
+            Finding::ok(Rule::RoutingKey, "plain column kept by its trigger")
         });
     }
     out.push(constraints_finding(&present));
@@ -100,9 +101,9 @@ pub(crate) fn drift_findings(drift: &[Drift]) -> Vec<Finding> {
                 code,
                 Code::ROUTING_KEY_MISSING | Code::ROUTING_KEY_GENERATED
             ) {
-                outbox::ROUTING_KEY.name
+                Rule::RoutingKey
             } else {
-                "columns"
+                Rule::Columns
             };
             Some(match code {
                 Code::OUTBOX_COLUMN_NULLABILITY => Finding::warn(check, code, d.to_string()),
@@ -115,9 +116,9 @@ pub(crate) fn drift_findings(drift: &[Drift]) -> Vec<Finding> {
             })
         })
         .collect();
-    if !out.iter().any(|f| f.check == "columns") {
+    if !out.iter().any(|f| f.check == Rule::Columns) {
         out.push(Finding::ok(
-            "columns",
+            Rule::Columns,
             "every contract column, in a type the contract reads",
         ));
     }
@@ -137,13 +138,13 @@ fn constraints_finding(present: &[(String, bool)]) -> Finding {
         .collect();
     if !missing.is_empty() {
         Finding::error(
-            "constraints",
+            Rule::Constraints,
             Code::CONSTRAINT_MISSING,
             format!("missing: {}", missing.join(", ")),
         )
     } else if !unvalidated.is_empty() {
         Finding::warn(
-            "constraints",
+            Rule::Constraints,
             Code::CONSTRAINT_NOT_VALIDATED,
             format!(
                 "NOT VALID (old rows violate them; the relay records such rows FAILED): {}",
@@ -151,6 +152,6 @@ fn constraints_finding(present: &[(String, bool)]) -> Finding {
             ),
         )
     } else {
-        Finding::ok("constraints", "present and validated")
+        Finding::ok(Rule::Constraints, "present and validated")
     }
 }

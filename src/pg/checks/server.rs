@@ -6,6 +6,7 @@ use tokio_postgres::Client;
 use super::query;
 use crate::error::{Code, Error};
 use crate::finding::Finding;
+use crate::rules::Rule;
 
 /// `server_version_num` of the first release whose pgoutput sends values in
 /// binary form on request (14).
@@ -81,7 +82,7 @@ impl Server {
             }
         };
         let mut out = vec![Finding::ok(
-            "server_version",
+            Rule::ServerVersion,
             format!(
                 "{} (failover slots: {}; stored generated columns published: {})",
                 self.version,
@@ -90,10 +91,10 @@ impl Server {
             ),
         )];
         out.push(if self.wal_level == "logical" {
-            Finding::ok("wal_level", "logical")
+            Finding::ok(Rule::WalLevel, "logical")
         } else {
             Finding::error(
-                "wal_level",
+                Rule::WalLevel,
                 Code::PG_WAL_LEVEL_NOT_LOGICAL,
                 format!(
                     "wal_level is {}; logical replication needs wal_level=logical (restart required)",
@@ -102,10 +103,10 @@ impl Server {
             )
         });
         out.push(if self.encoding == "UTF8" {
-            Finding::ok("encoding", "UTF8")
+            Finding::ok(Rule::Encoding, "UTF8")
         } else {
             Finding::error(
-                "encoding",
+                Rule::Encoding,
                 Code::PG_ENCODING_UNSUPPORTED,
                 format!(
                     "database encoding is {}; the relay needs UTF8",
@@ -121,24 +122,24 @@ impl Server {
         let mut out = Vec::new();
         out.push(if self.free_senders <= 0 {
             Finding::error(
-                "sender_headroom",
+                Rule::SenderHeadroom,
                 Code::WAL_SENDERS_EXHAUSTED,
                 "max_wal_senders leaves no room for the relay",
             )
         } else {
             Finding::ok(
-                "sender_headroom",
+                Rule::SenderHeadroom,
                 format!("{} free WAL senders", self.free_senders),
             )
         });
         out.push(if self.max_slot_wal_keep_size == "-1" {
             Finding::warn(
-                "max_slot_wal_keep_size",
+                Rule::SlotWalKeep,
                 Code::UNLIMITED_SLOT_WAL,
                 "-1 (unlimited): a stopped relay makes PostgreSQL keep WAL until the disk fills; consider a bound",
             )
         } else {
-            Finding::ok("max_slot_wal_keep_size", &self.max_slot_wal_keep_size)
+            Finding::ok(Rule::SlotWalKeep, &self.max_slot_wal_keep_size)
         });
         out
     }

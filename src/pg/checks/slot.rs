@@ -10,6 +10,7 @@ use crate::config::Objects;
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 use crate::lsn::Lsn;
+use crate::rules::Rule;
 
 /// A replication slot as the catalog shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +110,7 @@ pub(crate) fn slot_margin_finding(
     margin: u64,
 ) -> Option<Finding> {
     let s = slot?;
-    let check = "slot_wal_margin";
+    let check = Rule::SlotWalMargin;
     Some(match s.safe_wal_size {
         None => Finding::ok(check, "safe_wal_size unlimited (max_slot_wal_keep_size = -1)"),
         Some(safe) if safe < margin as i64 => Finding::warn(
@@ -146,7 +147,7 @@ pub(crate) async fn heartbeat_finding(
         .await
         .map_err(query("checking the heartbeat's privilege"))?
         .get(0);
-    let check = "heartbeat";
+    let check = Rule::Heartbeat;
     Ok(Some(if may {
         Finding::ok(
             check,
@@ -172,7 +173,7 @@ pub(crate) fn slot_finding(
     server: &Server,
     purpose: Purpose,
 ) -> Finding {
-    let check = "slot";
+    let check = Rule::Slot;
     let Some(s) = slot else {
         return match purpose {
             Purpose::Stream { create_slot: true } if server.free_slots > 0 => {
