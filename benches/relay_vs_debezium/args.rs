@@ -2,9 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::engine::Engine;
 use anyhow::{anyhow, bail, Result};
-
-use crate::engines::*;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Args {

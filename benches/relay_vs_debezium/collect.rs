@@ -12,10 +12,11 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, Timestamp as KafkaTimestamp, TopicPartitionList};
 
+use crate::engine::Engine;
+use crate::engines::Running;
+use crate::numbers::now_ms;
+use crate::services::Services;
 use outbox_cdc::contract::outbox;
-
-use crate::engines::*;
-use crate::services::*;
 
 /// What a consumer saw on a topic: for each message id, the broker's append
 /// time of its first copy.

@@ -7,11 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::numbers::{now_ms, round};
 use anyhow::Result;
 use serde_json::{json, Value as Json};
-
-use crate::engines::*;
-use crate::report::*;
 
 /// CPU seconds and peak resident memory of a process, from /proc.
 #[derive(Debug, Clone, Copy, Default)]

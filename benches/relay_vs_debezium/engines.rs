@@ -18,87 +18,11 @@ use outbox_cdc::config::Config;
 use outbox_cdc::connector as connector_config;
 use outbox_cdc::kafka::settings;
 
-use crate::args::*;
-use crate::cpu::*;
-use crate::services::*;
+use crate::args::Args;
+use crate::cpu::{usage, Usage};
+use crate::engine::Engine;
+use crate::services::Services;
 use crate::*;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Engine {
-    Relay,
-    /// The relay without its PUBLISHED bookkeeping, to show what that costs.
-    RelayUnmarked,
-    /// Another build of the relay (`BENCH_BASELINE_BIN`), to compare two
-    /// versions in one run.
-    RelayBaseline,
-    Debezium,
-    /// `relay.delivery = "transactional"`.
-    RelayTransactional,
-    /// The relay with its HTTP endpoint on and scraped every second, to
-    /// show what the metrics cost.
-    RelayMetrics,
-    /// `[otel]` with `sample_ratio = 1.0`: a span for every record, sent
-    /// to a local collector, to show what tracing costs at its most.
-    RelayOtel,
-    /// `[otel]` with its default `sample_ratio`: with `--traceparent none`
-    /// a share of the records is traced; rows with a sampled `traceparent`
-    /// (the default rows) are all traced, whatever the ratio.
-    RelayOtelDefault,
-    /// Kafka Connect's exactly-once source support (KIP-618): the worker
-    /// with `exactly.once.source.support=enabled`, the connector with
-    /// `exactly.once.support=required`.
-    DebeziumExactlyOnce,
-}
-
-impl Engine {
-    pub(crate) fn tag(self) -> &'static str {
-        match self {
-            Engine::Relay => "outbox-cdc",
-            Engine::RelayUnmarked => "outbox-cdc (mark_published = false)",
-            Engine::RelayBaseline => "outbox-cdc (BENCH_BASELINE_BIN)",
-            Engine::Debezium => "debezium",
-            Engine::RelayTransactional => "outbox-cdc (delivery = transactional)",
-            Engine::RelayMetrics => "outbox-cdc ([http] on, /metrics scraped every second)",
-            Engine::RelayOtel => "outbox-cdc ([otel] on, every record traced)",
-            Engine::RelayOtelDefault => "outbox-cdc ([otel] on, default sampling)",
-            Engine::DebeziumExactlyOnce => "debezium (exactly.once.support = required)",
-        }
-    }
-
-    /// Records become visible to read_committed consumers only when their
-    /// transaction commits: these engines are read that way, and timed by
-    /// when the consumer received a record, not by its append time.
-    pub(crate) fn transactional(self) -> bool {
-        matches!(
-            self,
-            Engine::RelayTransactional | Engine::DebeziumExactlyOnce
-        )
-    }
-
-    pub(crate) fn db_tag(self) -> &'static str {
-        match self {
-            Engine::Relay => "relay",
-            Engine::RelayUnmarked => "relay_unmarked",
-            Engine::RelayBaseline => "relay_baseline",
-            Engine::Debezium => "debezium",
-            Engine::RelayTransactional => "relay_tx",
-            Engine::RelayMetrics => "relay_metrics",
-            Engine::RelayOtel => "relay_otel",
-            Engine::RelayOtelDefault => "relay_otel_default",
-            Engine::DebeziumExactlyOnce => "debezium_eos",
-        }
-    }
-
-    /// The relay binary this engine runs.
-    pub(crate) fn relay_bin(self) -> PathBuf {
-        match self {
-            Engine::RelayBaseline => std::env::var_os("BENCH_BASELINE_BIN")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(RELAY_BIN)),
-            _ => PathBuf::from(RELAY_BIN),
-        }
-    }
-}
 
 /// One database with the outbox, its bench topic and configuration.
 pub(crate) struct Bench {
@@ -107,13 +31,6 @@ pub(crate) struct Bench {
     pub(crate) config_path: PathBuf,
     pub(crate) config: Config,
     pub(crate) client: Client,
-}
-
-pub(crate) fn now_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
 }
 
 pub(crate) async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) -> Result<Bench> {

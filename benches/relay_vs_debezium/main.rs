@@ -10,10 +10,15 @@
 //! both relays. Not a test: it asserts nothing about time.
 
 mod args;
+mod baselines;
 mod collect;
 mod cpu;
+mod engine;
 mod engines;
+mod markdown;
+mod numbers;
 mod report;
+mod runs;
 mod scenarios;
 mod services;
 
@@ -23,13 +28,15 @@ use std::io::Write as _;
 use anyhow::Result;
 use serde_json::{json, Value as Json};
 
+use args::Args;
+use baselines::{raw_produce, slot_read, Keep};
+use engines::debezium_tuning;
+use markdown::markdown;
 use outbox_cdc::replication::slot;
-
-use args::*;
-use engines::*;
-use report::*;
-use scenarios::*;
-use services::*;
+use report::{command_line, environment, ratios};
+use runs::summary;
+use scenarios::{backlog_once, instructions, one_big_transaction, steady};
+use services::Services;
 
 // The relay's allocator, for the baselines' librdkafka and reader too.
 outbox_cdc::use_jemalloc!();
@@ -44,6 +51,15 @@ pub(crate) const READ_BASELINE: &str = "reader only (no Kafka)";
 pub(crate) const PRODUCE_BASELINE: &str = "librdkafka only (no PostgreSQL)";
 pub(crate) const RELAY_BIN: &str = env!("CARGO_BIN_EXE_outbox-cdc");
 /// Every bench row goes to this destination, so each run has one topic.
+/// The pace of the slower read, as a share of the unpaced rate: below the
+/// rate the walsender reaches alone, so its socket fills, and about where
+/// relay drains run.
+pub(crate) const READ_PACE: f64 = 0.7;
+
+/// The pace of the slower produce, as a share of the unpaced rate: about
+/// where relay drains run.
+pub(crate) const PRODUCE_PACE: f64 = 0.5;
+
 pub(crate) const DESTINATION: &str = "orders";
 pub(crate) const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -104,7 +120,11 @@ async fn bench() -> Result<()> {
         if runs("baselines") {
             eprintln!("[bench] baselines ({}/{baseline_passes})", i + 1);
             for (tx, reads) in a.tx_sizes.iter().zip(reads.iter_mut()) {
-                let (read, r) = slot_read(&s, &a, *tx, records.is_empty()).await?;
+                let keep = match records.is_empty() {
+                    true => Keep::Records,
+                    false => Keep::Figures,
+                };
+                let (read, r) = slot_read(&s, &a, *tx, keep).await?;
                 reads.push(read);
                 if records.is_empty() {
                     records = r;

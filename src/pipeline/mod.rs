@@ -104,16 +104,17 @@ impl Relay {
         probe::reachable(&cluster).await?;
         let objects = cfg.objects();
         let sql = connect::connect(&cfg.postgres, &*env).await?;
-        // The rules `run` obeys at start (`rules::When::Start`).
-        let mut findings = grants::findings(&sql, &objects).await?;
+        // The rules `run` obeys at start (`rules::When::Start`): the
+        // privileges first, since reading the others' facts needs them.
+        finding::obey(When::Start, grants::findings(&sql, &objects).await?)?;
         let ownership = checks::ownership(&sql, &objects).await?;
-        findings.extend(checks::ownership_findings(
+        let mut findings = checks::ownership_findings(
             &ownership,
             &objects,
             Purpose::Stream {
                 create_slot: cfg.relay.create_slot,
             },
-        ));
+        );
         findings.push(backlog::handover_finding(&sql, &objects).await?);
         finding::obey(When::Start, findings)?;
         let source = SourceOptions::new(&cfg.postgres, &cfg.outbox, &cfg.relay, &*env)?;

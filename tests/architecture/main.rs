@@ -1,6 +1,8 @@
-//! The shape of `src/`, checked: the module graph has no cycle, no file is
-//! longer than 700 lines, no function takes more than 5 parameters or a
-//! `bool` that selects behaviour, and no function of the settlement engine
+//! The shape of the code, checked: in `src/`, every test crate under
+//! `tests/` (the harness included) and the benchmark, the module graph has
+//! no cycle, no file is longer than 700 lines and no function takes more
+//! than 5 parameters or a `bool` that selects behaviour; in `src/` the
+//! folders import one way too, and no function of the settlement engine
 //! (`src/pipeline/`) is longer than 80 lines. Runs without services.
 
 mod graph;
@@ -8,13 +10,50 @@ mod shape;
 
 use std::path::{Path, PathBuf};
 
+/// A crate's files, each with its module path (`crate::a::b`) and text.
+type Sources = Vec<(PathBuf, String, String)>;
+
 /// Every `.rs` file under `src/`, with its module path (`crate::a::b`).
-fn sources() -> Vec<(PathBuf, String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+fn sources() -> Sources {
+    sources_under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+/// Every `.rs` file of the crate whose root file lies in `root`.
+fn sources_under(root: &Path) -> Sources {
     let mut out = Vec::new();
-    walk(&root, &root, &mut out);
+    walk(root, root, &mut out);
     out.sort();
     out
+}
+
+/// Every crate the checks apply to: `src/`, each test binary under
+/// `tests/`, the test harness and the benchmark, by name.
+fn crates() -> Vec<(String, Sources)> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut roots = vec![
+        ("src".to_string(), repo.join("src")),
+        ("tests/support".to_string(), repo.join("tests/support/src")),
+    ];
+    for dir in ["tests", "benches"] {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(repo.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("main.rs").is_file())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let name = path.strip_prefix(repo).unwrap().display().to_string();
+            roots.push((name, path));
+        }
+    }
+    assert!(roots.len() >= 8, "the crates moved: {roots:?}");
+    roots
+        .into_iter()
+        .map(|(name, root)| {
+            let sources = sources_under(&root);
+            (name, sources)
+        })
+        .collect()
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, String, String)>) {

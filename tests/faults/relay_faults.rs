@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::kafka;
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
+use outbox_cdc::config::DeliveryMode;
 use outbox_cdc::ops::migrate::{self, Scope};
 
 fn services_script(arg: &str) {
@@ -62,14 +63,14 @@ async fn insert_batch(services: &common::Services, db: &str, from: i32, count: i
 
 #[tokio::test]
 async fn the_relay_recovers_from_kafka_and_postgres_restarts_with_zero_loss() {
-    recovers_from_restarts(false).await;
+    recovers_from_restarts(DeliveryMode::Idempotent).await;
 }
 
 /// In transactional delivery read_committed consumers also see no
 /// duplicate across both restarts.
 #[tokio::test]
 async fn transactional_delivery_recovers_from_kafka_and_postgres_restarts_without_duplicates() {
-    recovers_from_restarts(true).await;
+    recovers_from_restarts(DeliveryMode::Transactional).await;
 }
 
 /// How long the relay may take to have everything in Kafka once Kafka is
@@ -81,7 +82,8 @@ async fn transactional_delivery_recovers_from_kafka_and_postgres_restarts_withou
 /// and loads its transaction state. Passing runs take about 20 s.
 const KAFKA_OUTAGE_BUDGET: Duration = Duration::from_secs(150);
 
-async fn recovers_from_restarts(transactional: bool) {
+async fn recovers_from_restarts(delivery: DeliveryMode) {
+    let transactional = delivery == DeliveryMode::Transactional;
     let services = require_services!();
     let _alone = crate::ONE_AT_A_TIME.lock().await;
     let prefix = common::unique_prefix(if transactional { "faultx" } else { "faults" });

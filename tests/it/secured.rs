@@ -8,14 +8,31 @@ use std::time::Duration;
 use crate::common::{self, kafka, relay::RelayProcess, replication as rep, Secured, Services};
 use crate::debezium::Comparable;
 
+/// What the relay presents on the secured listener: the file its password
+/// is read from, and the CA it trusts.
+#[derive(Clone, Copy)]
+struct Credentials<'a> {
+    password_file: &'a str,
+    ca: &'a str,
+}
+
+impl<'a> Credentials<'a> {
+    /// The listener's own.
+    fn of(sec: &'a Secured) -> Credentials<'a> {
+        Credentials {
+            password_file: &sec.password_file,
+            ca: &sec.ca,
+        }
+    }
+}
+
 /// A relay configuration for `db` over the secured listener.
 fn secured_config(
     s: &Services,
     sec: &Secured,
     db: &str,
     prefix: &str,
-    password_file: &str,
-    ca: &str,
+    credentials: Credentials<'_>,
 ) -> PathBuf {
     let head = common::config_head(
         (&s.pg_host, s.pg_port, &s.pg_user),
@@ -27,7 +44,7 @@ fn secured_config(
     let head = &head[..head.find("[kafka]").unwrap()];
     let text = format!(
         "{head}{}\n[relay]\ndrain_timeout_secs = 20\ncreate_slot = true\n",
-        sec.kafka_tables(password_file, ca)
+        sec.kafka_tables(credentials.password_file, credentials.ca)
     );
     let dir = std::env::temp_dir().join(format!("outbox-cdc-secured-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -75,8 +92,7 @@ async fn over_sasl_ssl_the_relay_publishes_the_records_it_publishes_in_plain() {
         &sec,
         &secure.name,
         &secure_prefix,
-        &sec.password_file,
-        &sec.ca,
+        Credentials::of(&sec),
     );
     let plain_relay = RelayProcess::spawn(&plain_config);
     let secure_relay = RelayProcess::spawn(&secure_config);
@@ -140,7 +156,16 @@ async fn a_wrong_password_or_ca_ends_start_up_with_its_code_before_the_slot() {
             "KAFKA_TLS_FAILED",
         ),
     ] {
-        let config = secured_config(&services, &sec, &db.name, &prefix, &password, &ca);
+        let config = secured_config(
+            &services,
+            &sec,
+            &db.name,
+            &prefix,
+            Credentials {
+                password_file: &password,
+                ca: &ca,
+            },
+        );
         let out = std::process::Command::new(crate::common::cli::bin())
             .args(["run", "--config"])
             .arg(&config)
@@ -203,14 +228,7 @@ async fn a_missing_write_acl_holds_the_stream_and_fails_no_row_until_it_is_grant
     ];
     acl(&[&["--add"][..], &deny[..]].concat());
 
-    let config = secured_config(
-        &services,
-        &sec,
-        &db.name,
-        &prefix,
-        &sec.password_file,
-        &sec.ca,
-    );
+    let config = secured_config(&services, &sec, &db.name, &prefix, Credentials::of(&sec));
     let relay = RelayProcess::spawn(&config);
     let slot = format!("{}_relay", db.name);
     rep::wait_streaming(&db.client, &slot).await;
@@ -303,14 +321,7 @@ async fn no_password_or_scram_material_escapes_at_the_most_verbose_log_level() {
     let db = common::migrated_db(&services, "secleak", &prefix).await;
     db.declare_cdc().await;
     kafka::create_topic(&services.kafka_bootstrap, &format!("{prefix}orders"), 3).await;
-    let config = secured_config(
-        &services,
-        &sec,
-        &db.name,
-        &prefix,
-        &sec.password_file,
-        &sec.ca,
-    );
+    let config = secured_config(&services, &sec, &db.name, &prefix, Credentials::of(&sec));
     // librdkafka's every debug context on top of the relay's trace level.
     let mut text = std::fs::read_to_string(&config).unwrap();
     text = text.replace(

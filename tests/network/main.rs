@@ -19,7 +19,7 @@ use outbox_cdc_testkit as common;
 
 use common::relay::{self, RelayProcess};
 use common::toxiproxy::{self, Link, Proxies, Stream, Toxic};
-use common::workload::{self, Readiness, Tap, Workload};
+use common::workload::{self, Answer, Readiness, Tap, Workload};
 
 mod soak;
 
@@ -52,8 +52,24 @@ struct Fault {
     expect: Expect,
     /// How long the fault stays (after detection, for `Detected`).
     hold: Duration,
-    /// The relay connects to PostgreSQL with TLS.
-    tls: bool,
+    /// How the relay connects to PostgreSQL.
+    pg: PgLink,
+}
+
+/// How the relay connects to PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PgLink {
+    Plain,
+    /// `verify-full` with the test CA.
+    Tls,
+}
+
+/// The relay one fault runs against.
+struct Relayed<'a> {
+    db: &'a str,
+    prefix: &'a str,
+    http_port: u16,
+    pg: PgLink,
 }
 
 struct Figures {
@@ -72,11 +88,14 @@ struct Figures {
 fn proxied_config(
     services: &common::Services,
     proxies: &Proxies,
-    db: &str,
-    prefix: &str,
-    http_port: u16,
-    tls: bool,
+    relayed: &Relayed<'_>,
 ) -> (String, std::path::PathBuf) {
+    let Relayed {
+        db,
+        prefix,
+        http_port,
+        pg,
+    } = *relayed;
     let proxied = common::Services {
         pg_host: "127.0.0.1".into(),
         pg_port: toxiproxy::port(&proxies.pg),
@@ -93,9 +112,9 @@ fn proxied_config(
     let budgets = format!(
         "wal_receiver_timeout_secs = {WAL_RECEIVER_TIMEOUT_SECS}\nquery_timeout_secs = {QUERY_TIMEOUT_SECS}\n"
     );
-    let text = match tls {
+    let text = match pg {
         // The server's certificate names localhost.
-        true => {
+        PgLink::Tls => {
             let ca = std::env::var("OUTBOX_TEST_PG_CA").expect("OUTBOX_TEST_PG_CA");
             text.replace("host = \"127.0.0.1\"", "host = \"localhost\"")
                 .replace(
@@ -103,7 +122,7 @@ fn proxied_config(
                     &format!("sslmode = \"verify-full\"\nsslrootcert = \"{ca}\"\n{budgets}"),
                 )
         }
-        false => text.replace(
+        PgLink::Plain => text.replace(
             "sslmode = \"disable\"\n",
             &format!("sslmode = \"disable\"\n{budgets}"),
         ),
@@ -127,13 +146,20 @@ async fn run(fault: Fault) -> Figures {
     let topic = format!("{prefix}keyed");
     common::kafka::create_topic(&services.kafka_bootstrap, &topic, 6).await;
     let http_port = common::free_port();
-    let (slot, config) =
-        proxied_config(&services, &proxies, &db.name, &prefix, http_port, fault.tls);
+    let relayed = Relayed {
+        db: &db.name,
+        prefix: &prefix,
+        http_port,
+        pg: fault.pg,
+    };
+    let (slot, config) = proxied_config(&services, &proxies, &relayed);
     let mut relay = RelayProcess::spawn(&config);
     let ready = Readiness::watch(http_port);
     let began = Instant::now();
     assert!(
-        ready.wait(true, began, Duration::from_secs(90)).is_some(),
+        ready
+            .wait(Answer::Ready, began, Duration::from_secs(90))
+            .is_some(),
         "the relay never became ready:\n{}",
         relay.log_text()
     );
@@ -143,7 +169,17 @@ async fn run(fault: Fault) -> Figures {
         std::slice::from_ref(&topic),
         isolation,
     );
-    let load = Workload::start(&services, &db.name, 2, 20, 50, 35).await;
+    let load = Workload::start(
+        &services,
+        &db.name,
+        workload::Load {
+            writers: 2,
+            per_sec: 20,
+            keys: 50,
+            seed: 35,
+        },
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // Every connection of the relay goes through the proxies.
@@ -169,7 +205,7 @@ async fn run(fault: Fault) -> Figures {
     }
     let detection = match fault.expect {
         Expect::Detected { budget } => {
-            let seen = ready.wait(false, injected, budget + Duration::from_secs(5));
+            let seen = ready.wait(Answer::NotReady, injected, budget + Duration::from_secs(5));
             let Some(at) = seen else {
                 panic!(
                     "{}: not detected within its budget of {budget:?}:\n{}",
@@ -187,7 +223,7 @@ async fn run(fault: Fault) -> Figures {
     };
     if matches!(fault.expect, Expect::Degraded) {
         assert!(
-            ready.first(false, injected).is_none(),
+            ready.first(Answer::NotReady, injected).is_none(),
             "{}: the relay stopped being ready under a slow link:\n{}",
             fault.name,
             relay.log_text()
@@ -394,7 +430,7 @@ async fn a_black_holed_postgres_link_is_noticed_and_left() {
             budget: Duration::from_secs(WAL_RECEIVER_TIMEOUT_SECS + 1),
         },
         hold: Duration::from_secs(QUERY_TIMEOUT_SECS + 2),
-        tls: false,
+        pg: PgLink::Plain,
     })
     .await;
     assert!(f.restarts >= 1, "the silent session was replaced");
@@ -425,7 +461,7 @@ async fn a_black_holed_broker_is_reported_and_survived() {
             budget: Duration::from_secs(SLOT_CHECK_INTERVAL_SECS + KAFKA_PROBE_SECS + 1),
         },
         hold: Duration::from_secs(12),
-        tls: false,
+        pg: PgLink::Plain,
     })
     .await;
 }
@@ -441,7 +477,7 @@ async fn latency_with_jitter_on_postgres_slows_without_restarts() {
         }),
         expect: Expect::Degraded,
         hold: Duration::from_secs(12),
-        tls: false,
+        pg: PgLink::Plain,
     })
     .await;
 }
@@ -457,7 +493,7 @@ async fn latency_with_jitter_on_kafka_slows_without_restarts() {
         }),
         expect: Expect::Degraded,
         hold: Duration::from_secs(12),
-        tls: false,
+        pg: PgLink::Plain,
     })
     .await;
 }
@@ -470,7 +506,7 @@ async fn a_100_kb_per_second_postgres_link_slows_without_restarts() {
         toxics: both(Toxic::Bandwidth { kb_per_sec: 100 }),
         expect: Expect::Degraded,
         hold: Duration::from_secs(12),
-        tls: false,
+        pg: PgLink::Plain,
     })
     .await;
 }
@@ -483,7 +519,7 @@ async fn a_100_kb_per_second_kafka_link_slows_without_restarts() {
         toxics: both(Toxic::Bandwidth { kb_per_sec: 100 }),
         expect: Expect::Degraded,
         hold: Duration::from_secs(12),
-        tls: false,
+        pg: PgLink::Plain,
     })
     .await;
 }
@@ -497,7 +533,7 @@ async fn resets_mid_stream_are_retried() {
         toxics: vec![(Stream::Downstream, Toxic::ResetPeer { after_ms: 0 })],
         expect: Expect::Retried,
         hold: Duration::from_secs(8),
-        tls: false,
+        pg: PgLink::Plain,
     })
     .await;
     assert!(f.restarts >= 1, "the reset session was replaced");
@@ -523,7 +559,7 @@ async fn resets_in_the_tls_handshake_are_retried() {
         ],
         expect: Expect::Retried,
         hold: Duration::from_secs(10),
-        tls: true,
+        pg: PgLink::Tls,
     })
     .await;
     assert!(f.restarts >= 1, "the reset session was replaced");

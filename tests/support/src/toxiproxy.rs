@@ -150,16 +150,6 @@ impl Proxies {
         self.remove(link, &format!("{name}_up"));
     }
 
-    /// Switches a proxy off (its connections close, new ones are refused)
-    /// or on.
-    pub fn enable(&self, link: Link, enabled: bool) {
-        self.call(
-            "POST",
-            &format!("/proxies/{}", link.proxy()),
-            Some(&format!(r#"{{"enabled":{enabled}}}"#)),
-        );
-    }
-
     /// Every proxy on and without toxics.
     pub fn reset(&self) {
         self.call("POST", "/reset", None);

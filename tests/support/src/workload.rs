@@ -58,19 +58,32 @@ pub struct Workload {
     pub started: Instant,
 }
 
+/// How hard a [`Workload`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    /// Connections, each committing on its own.
+    pub writers: usize,
+    /// Transactions a second per writer, of 1 to 5 rows.
+    pub per_sec: u64,
+    /// Keys the rows spread over.
+    pub keys: usize,
+    /// Seeds each writer's choices.
+    pub seed: u64,
+}
+
 impl Workload {
-    /// `writers` connections, each committing `per_sec` transactions a
-    /// second of 1 to 5 rows over `keys` keys. A writer whose connection
-    /// breaks (PostgreSQL restarts) reconnects; a transaction whose commit
-    /// did not return is not counted here, and the checker reads the table.
-    pub async fn start(
-        services: &Services,
-        db: &str,
-        writers: usize,
-        per_sec: u64,
-        keys: usize,
-        seed: u64,
-    ) -> Workload {
+    /// `load.writers` connections, each committing `load.per_sec`
+    /// transactions a second of 1 to 5 rows over `load.keys` keys. A writer
+    /// whose connection breaks (PostgreSQL restarts) reconnects; a
+    /// transaction whose commit did not return is not counted here, and the
+    /// checker reads the table.
+    pub async fn start(services: &Services, db: &str, load: Load) -> Workload {
+        let Load {
+            writers,
+            per_sec,
+            keys,
+            seed,
+        } = load;
         crate::db::key_seq(&services.connect(db).await, keys).await;
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
@@ -341,9 +354,28 @@ pub fn out_of_order(records: &[Arrived]) -> Vec<String> {
         .collect()
 }
 
+/// What `/readyz` answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// 200.
+    Ready,
+    /// Anything else, or no answer.
+    NotReady,
+}
+
+impl Answer {
+    /// What `/readyz` on `port` answers now.
+    fn now(port: u16) -> Answer {
+        match ready(port) {
+            true => Answer::Ready,
+            false => Answer::NotReady,
+        }
+    }
+}
+
 /// `/readyz` polled every 100 ms on its own thread: the answers' changes.
 pub struct Readiness {
-    changes: Arc<Mutex<Vec<(Instant, bool)>>>,
+    changes: Arc<Mutex<Vec<(Instant, Answer)>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -355,12 +387,12 @@ impl Readiness {
         let thread = {
             let (changes, stop) = (changes.clone(), stop.clone());
             std::thread::spawn(move || {
-                let mut last: Option<bool> = None;
+                let mut last: Option<Answer> = None;
                 while !stop.load(Ordering::Relaxed) {
-                    let ready = ready(port);
-                    if last != Some(ready) {
-                        changes.lock().unwrap().push((Instant::now(), ready));
-                        last = Some(ready);
+                    let answer = Answer::now(port);
+                    if last != Some(answer) {
+                        changes.lock().unwrap().push((Instant::now(), answer));
+                        last = Some(answer);
                     }
                     std::thread::sleep(Duration::from_millis(100));
                 }
@@ -373,26 +405,30 @@ impl Readiness {
         }
     }
 
-    /// The first time after `since` the answer was `ready`.
-    pub fn first(&self, ready: bool, since: Instant) -> Option<Instant> {
+    /// The first time after `since` the answer was `answer`.
+    pub fn first(&self, answer: Answer, since: Instant) -> Option<Instant> {
         self.changes
             .lock()
             .unwrap()
             .iter()
-            .find(|(at, r)| *at >= since && *r == ready)
+            .find(|(at, r)| *at >= since && *r == answer)
             .map(|(at, _)| *at)
     }
 
     /// Whether the answer now is 200.
     pub fn now(&self) -> bool {
-        self.changes.lock().unwrap().last().is_some_and(|(_, r)| *r)
+        self.changes
+            .lock()
+            .unwrap()
+            .last()
+            .is_some_and(|(_, r)| *r == Answer::Ready)
     }
 
-    /// Waits until the answer is `ready` (after `since`), up to `within`.
-    pub fn wait(&self, ready: bool, since: Instant, within: Duration) -> Option<Instant> {
+    /// Waits until the answer is `answer` (after `since`), up to `within`.
+    pub fn wait(&self, answer: Answer, since: Instant, within: Duration) -> Option<Instant> {
         let deadline = Instant::now() + within;
         loop {
-            if let Some(at) = self.first(ready, since) {
+            if let Some(at) = self.first(answer, since) {
                 return Some(at);
             }
             if Instant::now() >= deadline {
