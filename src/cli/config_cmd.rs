@@ -53,20 +53,6 @@ fn validate(config: &ConfigArg) -> Result<(), Error> {
     Ok(())
 }
 
-/// A Kafka property whose plain value may be a credential.
-fn secret_looking(name: &str) -> bool {
-    [
-        "password",
-        "secret",
-        "jaas",
-        "token",
-        "key.pem",
-        "credentials",
-    ]
-    .iter()
-    .any(|w| name.contains(w))
-}
-
 fn show(config: &ConfigArg) -> Result<(), Error> {
     let cfg = config.load()?;
     let text = std::fs::read_to_string(&config.path).map_err(|e| {
@@ -118,7 +104,9 @@ fn show(config: &ConfigArg) -> Result<(), Error> {
         out.push_str("\n[kafka.properties]\n");
         for (name, value) in props {
             let shown = match value {
-                toml::Value::String(_) if secret_looking(name) => "\"<redacted>\"".to_string(),
+                toml::Value::String(_) if crate::config::kafka::is_secret_property(name) => {
+                    "\"<redacted>\"".to_string()
+                }
                 v => v.to_string(),
             };
             out.push_str(&format!("{:?} = {shown}  # file\n", name));

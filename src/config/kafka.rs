@@ -20,7 +20,10 @@ pub struct KafkaConfig {
     pub properties: BTreeMap<String, PropertyValue>,
 }
 
-fn is_sensitive_property(name: &str) -> bool {
+/// Whether a Kafka property carries a credential: its value must be a
+/// secret reference (a plain one is refused when the file is loaded), and
+/// `config show` never prints one. The one rule for both.
+pub(crate) fn is_secret_property(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n.contains("password") || n.contains("secret") || n == "sasl.jaas.config" || n == "ssl.key.pem"
 }
@@ -60,7 +63,7 @@ impl KafkaConfig {
                     format!("is set by outbox-cdc: {}", owned.why),
                 ));
             }
-            if is_sensitive_property(name) && matches!(value, PropertyValue::Plain(_)) {
+            if is_secret_property(name) && matches!(value, PropertyValue::Plain(_)) {
                 return Err(secret_in_file(&key));
             }
         }
@@ -75,3 +78,29 @@ pub(crate) const MEANINGS: &[(&str, &str)] = &[
     ("kafka.bootstrap_servers", "the brokers, `host:port,...`"),
     ("kafka.properties", "librdkafka properties passed through (TLS, SASL, compression, batching); `acks`, `enable.idempotence`, `enable.gapless.guarantee`, `max.in.flight.requests.per.connection`, `partitioner`, `transactional.id` and `bootstrap.servers` belong to the relay and are refused (`transaction.timeout.ms`, default 120 000 in transactional delivery, may be set); properties whose names carry a password or secret must be secret references"),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::is_secret_property;
+
+    #[test]
+    fn one_rule_says_which_properties_carry_credentials() {
+        for (name, secret) in [
+            ("sasl.password", true),
+            ("ssl.key.password", true),
+            ("ssl.keystore.password", true),
+            ("SASL.PASSWORD", true),
+            ("sasl.oauthbearer.client.secret", true),
+            ("ssl.key.pem", true),
+            ("sasl.jaas.config", true),
+            ("sasl.username", false),
+            ("sasl.mechanism", false),
+            ("ssl.ca.location", false),
+            ("ssl.certificate.pem", false),
+            ("sasl.oauthbearer.token.endpoint.url", false),
+            ("compression.type", false),
+        ] {
+            assert_eq!(is_secret_property(name), secret, "{name}");
+        }
+    }
+}
