@@ -5,6 +5,11 @@
 # here are small), and only the host network (never a bridge).
 #
 #   scripts/podman.sh install        podman and runc from Debian's packages, if missing
+#   scripts/podman.sh socket         podman's Docker-compatible API on a unix socket
+#                                    with these settings (started when it does not
+#                                    answer; it ends itself after 10 idle minutes);
+#                                    prints its address for DOCKER_HOST: what the
+#                                    image tests drive through testcontainers
 #   scripts/podman.sh ARGS...        podman ARGS... with this project's settings
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -53,8 +58,33 @@ CONF
   export CONTAINERS_STORAGE_CONF=$conf_dir/storage.conf
 }
 
+# The API socket: one per machine, as the storage is.
+socket_path=${OUTBOX_TEST_PODMAN_SOCKET:-/run/outbox-cdc-podman.sock}
+
+answers() {
+  [ -S "$socket_path" ] && curl -sf --max-time 5 --unix-socket "$socket_path" http://podman/_ping >/dev/null 2>&1
+}
+
+socket() {
+  install
+  configure
+  if ! answers; then
+    rm -f "$socket_path"
+    mkdir -p "$(dirname "$socket_path")" "$conf_dir"
+    setsid nohup podman system service --time=600 "unix://$socket_path" \
+      >"$conf_dir/service.log" 2>&1 </dev/null &
+    for _ in $(seq 1 100); do
+      answers && break
+      sleep 0.1
+    done
+    answers || { cat "$conf_dir/service.log" >&2; echo "podman's API socket did not answer" >&2; exit 1; }
+  fi
+  echo "unix://$socket_path"
+}
+
 case "${1:-}" in
   install) install ;;
+  socket) socket ;;
   "") echo "usage: $0 install | ARGS..." >&2; exit 2 ;;
   *) install; configure; exec podman "$@" ;;
 esac

@@ -26,7 +26,7 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 
 # Services: a fresh set in CI; locally, reuse running ones and leave them
-# running. They start (installs, JVMs) while clippy and the build run.
+# running. They start (installs, JVMs) while the linted build runs.
 started=0
 if [ -n "${CI:-}" ]; then scripts/services.sh reset; fi
 running=$(scripts/services.sh status)
@@ -41,10 +41,26 @@ services_log=$(mktemp)
 scripts/services.sh start >"$services_log" 2>&1 &
 services=$!
 
-step "cargo clippy --workspace --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
-step "building the tests"
-cargo test --lib --bins --tests --no-run
+# One compilation, linted as it compiles: clippy's driver is the compiler
+# of the workspace's own crates (what `cargo clippy` does, but building
+# instead of only checking), so the lints and the test build do not compile
+# the tree twice. Every cargo below keeps these variables, so nothing is
+# built again; the shipped artifacts' release build drops them.
+step "building every target with clippy's lints (-D warnings): one compilation for both"
+RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
+CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+build_log=$(mktemp)
+cargo test --workspace --all-targets --no-run 2>&1 | tee "$build_log"
+# A test executable by its crate's root file (`tests/it/main.rs`): run
+# directly, several at once (a cargo running one would hold the target
+# directory's lock and the next would wait for it).
+exe() {
+  local path
+  path=$(sed -n "s|.*Executable $1 (\(.*\))|\1|p" "$build_log" | head -1)
+  [ -x "$path" ] || { echo "cannot find the executable of $1" >&2; exit 1; }
+  echo "$path"
+}
 if ! wait "$services"; then cat "$services_log" >&2; exit 1; fi
 cat "$services_log" >&2
 rm -f "$services_log"
@@ -60,6 +76,7 @@ step "building the shipped artifacts in the background (image, chart, package to
 artifacts_log=$(mktemp)
 image_file=$(mktemp)
 (
+  unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
   export CARGO_TARGET_DIR=$PWD/target/ship
   nice -n 19 scripts/book.sh install
   nice -n 19 scripts/image.sh >"$image_file"
@@ -68,7 +85,7 @@ image_file=$(mktemp)
 ) >"$artifacts_log" 2>&1 &
 artifacts=$!
 
-step "cargo test on PostgreSQL 15 (unit, integration, failover, restarts, packaging, drift of connector-config/ and snapshots/)"
+step "the tests on PostgreSQL 15 (unit, integration, failover beside them, then transactional delivery's restarts; packaging, drift of connector-config/ and snapshots/)"
 log=$(mktemp)
 status=0
 # Libraries, binaries and tests; the benches are run by hand, never here.
@@ -78,16 +95,31 @@ status=0
 # The restart tests (tests/faults) run on the newest major, in the matrix;
 # here only transactional delivery's, whose point is on Kafka's side (and
 # the soak restarts PostgreSQL 15 and Kafka again and again).
-targets=()
-for main in tests/*/main.rs; do
-  name=$(basename "$(dirname "$main")")
-  case "$name" in
-    network | faults) ;;
-    *) targets+=(--test "$name") ;;
-  esac
-done
-cargo test --lib --bins "${targets[@]}" --no-fail-fast -- --skip image:: --skip book:: 2>&1 | tee "$log" || status=$?
-cargo test --test faults --no-fail-fast -- transactional_delivery 2>&1 | tee -a "$log" || status=$?
+it_bin=$(exe tests/it/main.rs)
+failover_bin=$(exe tests/failover/main.rs)
+faults_bin=$(exe tests/faults/main.rs)
+network_bin=$(exe tests/network/main.rs)
+rm -f "$build_log"
+
+# Runs a test executable in the background with its output in a file of
+# its own; `joined PID FILE` waits for it and adds the output to the log.
+joined() {
+  wait "$1" || status=$?
+  tee -a "$log" <"$2"
+  rm -f "$2"
+}
+
+# The primary failover runs beside the integration tests: its clusters are
+# its own, and it restarts nothing shared. The integration tests run four
+# at a time: most of their time is waiting on the relay, the broker and the
+# database, not the CPU.
+failover_log=$(mktemp)
+"$failover_bin" >"$failover_log" 2>&1 &
+failover=$!
+cargo test --lib --bins --test architecture --test packaging 2>&1 | tee "$log" || status=$?
+"$it_bin" --skip image:: --skip book:: --test-threads 4 2>&1 | tee -a "$log" || status=$?
+joined "$failover" "$failover_log"
+"$faults_bin" transactional_delivery 2>&1 | tee -a "$log" || status=$?
 
 # The network faults (PostgreSQL 15 and Kafka through Toxiproxy) run beside
 # the matrix's first majors: they wait on timeouts and the network, not on
@@ -95,45 +127,57 @@ cargo test --test faults --no-fail-fast -- transactional_delivery 2>&1 | tee -a 
 # restarts PostgreSQL and Kafka, so it runs after the matrix, alone.
 step "network faults (PostgreSQL 15 through Toxiproxy), beside the matrix"
 network_log=$(mktemp)
-# The test executable itself: a cargo running it would hold the target
-# directory's lock, and the matrix's cargo would wait for it.
-network_bin=$(cargo test --test network --no-run 2>&1 | sed -n 's/.*Executable tests\/network\/main.rs (\(.*\))/\1/p')
-[ -x "$network_bin" ] || { echo "cannot find the network tests' executable" >&2; exit 1; }
 "$network_bin" --skip soak:: >"$network_log" 2>&1 &
 network=$!
-network_done() {
-  if [ -n "$network" ]; then
-    wait "$network" || status=$?
-    tee -a "$log" <"$network_log"
-    rm -f "$network_log"
-    network=
-  fi
-}
 
 # The core of the suite on each other major: migrations, the replication
 # reader, the relay end to end (per-key order, SIGKILLs, FAILED rows), the
 # exclusivity rules and `check`; and on the newest major the Debezium
-# parity test and the PostgreSQL and Kafka restarts.
+# parity test and the PostgreSQL and Kafka restarts. Two majors at a time,
+# each on its own cluster and port (Kafka and Connect are shared; every
+# test works on topics and slots of its own).
 CORE_TESTS=(migrations:: replication:: relay:: exclusivity:: commands::)
 NEWEST=18
-for major in ${OUTBOX_TEST_PG_MAJORS-14 16 17 18}; do
-  step "PostgreSQL $major: the core of the suite"
-  # Each major has its own cluster and port; Kafka and Connect are shared.
-  OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh start-postgres
-  eval "$(OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
-  tests=("${CORE_TESTS[@]}")
+pg() { OUTBOX_TEST_PG_MAJOR=$1 env -u OUTBOX_TEST_PG_PORT scripts/services.sh "$2"; }
+on_major() {
+  local major=$1 tests=("${CORE_TESTS[@]}")
   if [ "$major" = "$NEWEST" ]; then tests+=(debezium::); fi
-  cargo test --test it --no-fail-fast -- "${tests[@]}" 2>&1 | tee -a "$log" || status=$?
-  # The restart tests on the newest major (the soak restarts 15 again and
-  # again): they restart Kafka, so the network tests must be done first.
-  # Transactional delivery's restart test ran on 15.
-  if [ "$major" = "$NEWEST" ]; then
-    network_done
-    cargo test --test faults --no-fail-fast -- --skip transactional_delivery 2>&1 | tee -a "$log" || status=$?
-  fi
-  OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh stop-postgres
+  (
+    eval "$(OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
+    echo "PostgreSQL $major: ${tests[*]}"
+    "$it_bin" "${tests[@]}"
+  )
+}
+majors=(${OUTBOX_TEST_PG_MAJORS-14 16 17 18})
+for ((i = 0; i < ${#majors[@]}; i += 2)); do
+  pair=("${majors[@]:i:2}")
+  step "PostgreSQL ${pair[*]}: the core of the suite, side by side"
+  jobs_=() logs_=()
+  for major in "${pair[@]}"; do
+    pg "$major" start-postgres
+  done
+  for major in "${pair[@]}"; do
+    logs_+=("$(mktemp)")
+    on_major "$major" >"${logs_[-1]}" 2>&1 &
+    jobs_+=($!)
+  done
+  for j in "${!jobs_[@]}"; do joined "${jobs_[$j]}" "${logs_[$j]}"; done
+  for major in "${pair[@]}"; do
+    [ "$major" = "$NEWEST" ] || pg "$major" stop-postgres
+  done
 done
-network_done
+# The restart tests on the newest major (the soak restarts 15 again and
+# again): they restart Kafka, so everything beside them must be done.
+# Transactional delivery's restart test ran on 15.
+joined "$network" "$network_log"
+if [[ " ${majors[*]} " == *" $NEWEST "* ]]; then
+  step "PostgreSQL $NEWEST: the restarts of PostgreSQL and Kafka"
+  (
+    eval "$(OUTBOX_TEST_PG_MAJOR=$NEWEST env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
+    "$faults_bin" --skip transactional_delivery
+  ) 2>&1 | tee -a "$log" || status=$?
+  pg "$NEWEST" stop-postgres
+fi
 eval "$(OUTBOX_TEST_PG_MAJOR=15 env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
 step "the short nemesis soak, both delivery modes (PostgreSQL 15 through Toxiproxy)"
 "$network_bin" soak:: 2>&1 | tee -a "$log" || status=$?
@@ -156,7 +200,9 @@ if wait "$artifacts"; then
   cat "$artifacts_log" >&2
   OUTBOX_TEST_IMAGE=$(head -1 "$image_file")
   export OUTBOX_TEST_IMAGE
-  step "the image's tests ($OUTBOX_TEST_IMAGE, PostgreSQL 15)"
+  step "the image's tests ($OUTBOX_TEST_IMAGE, PostgreSQL 15; testcontainers through podman's API socket)"
+  DOCKER_HOST=$(scripts/podman.sh socket)
+  export DOCKER_HOST
   cargo test --test it --no-fail-fast -- image:: 2>&1 | tee -a "$log" || status=$?
   step "the user guide: mdBook build and link check (tests/it/book.rs)"
   cargo test --test it --no-fail-fast -- book:: 2>&1 | tee -a "$log" || status=$?

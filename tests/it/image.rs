@@ -1,17 +1,19 @@
 //! The container image (`scripts/image.sh`, named by `OUTBOX_TEST_IMAGE`)
-//! under podman on the host network, against the shared services: what it
+//! run with testcontainers through podman's Docker-compatible API
+//! (`DOCKER_HOST`, `scripts/podman.sh socket`) on the host network, against
+//! the shared services: what it
 //! carries, a read-only active relay and its standby through a SIGKILL and a
 //! SIGTERM, and a backlog drained in 64 MiB.
 
 use std::time::{Duration, Instant};
 
-use crate::common::container::{image, podman, podman_ok, Container, Run};
+use crate::common::container::{image_config, run_once, Container, Run};
 use crate::common::{self, kafka, relay, replication as rep};
 
-#[test]
-fn the_image_names_its_build_runs_as_a_user_and_has_no_shell() {
-    let image = image();
-    let out = podman_ok(&["run", "--rm", "--network", "none", &image, "--version"]);
+#[tokio::test]
+async fn the_image_names_its_build_runs_as_a_user_and_has_no_shell() {
+    let (code, out) = run_once(None, &["--version"]).await.unwrap();
+    assert_eq!(code, 0, "{out}");
     assert!(
         out.starts_with(concat!("outbox-cdc ", env!("CARGO_PKG_VERSION"))),
         "{out}"
@@ -25,37 +27,33 @@ fn the_image_names_its_build_runs_as_a_user_and_has_no_shell() {
     assert!(out.contains("librdkafka: 2."), "{out}");
     assert!(out.contains("rustc: rustc 1."), "{out}");
 
-    assert_eq!(
-        podman_ok(&["image", "inspect", "--format", "{{.Config.User}}", &image]).trim(),
-        "65532:65532"
-    );
-    let labels = podman_ok(&["image", "inspect", "--format", "{{json .Labels}}", &image]);
+    let (user, labels) = image_config().await;
+    assert_eq!(user, "65532:65532");
     for (label, value) in [
         (
             "org.opencontainers.image.version",
             env!("CARGO_PKG_VERSION"),
         ),
         ("org.opencontainers.image.revision", commit),
-        ("org.opencontainers.image.source", "https://"),
     ] {
-        assert!(
-            labels.contains(&format!("\"{label}\":\"{value}")),
-            "{label}: {labels}"
+        assert_eq!(
+            labels.get(label).map(String::as_str),
+            Some(value),
+            "{labels:?}"
         );
     }
+    assert!(
+        labels
+            .get("org.opencontainers.image.source")
+            .is_some_and(|s| s.starts_with("https://")),
+        "{labels:?}"
+    );
     // Nothing to run but the relay.
-    let shell = podman(&[
-        "run",
-        "--rm",
-        "--network",
-        "none",
-        "--entrypoint",
-        "/bin/sh",
-        &image,
-        "-c",
-        "true",
-    ]);
-    assert!(!shell.status.success(), "the image has a shell");
+    let shell = run_once(Some("/bin/sh"), &["-c", "true"]).await;
+    assert!(
+        !matches!(shell, Ok((0, _))),
+        "the image has a shell: {shell:?}"
+    );
 }
 
 fn name(label: &str) -> String {
@@ -69,32 +67,36 @@ async fn a_read_only_relay_and_its_standby_hand_over_through_a_sigkill_and_drain
     let db = common::cdc_db(&services, "image", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let (first, second) = (name("active"), name("standby"));
-    let run = |name: &str| {
-        Container::start(
-            &services,
-            &Run {
-                name,
-                config: &config,
-                options: &[],
-                args: &[],
-            },
-        )
+    let run = |name: String| {
+        let (services, config) = (&services, &config);
+        async move {
+            Container::start(
+                services,
+                &Run {
+                    name: &name,
+                    config,
+                    memory: None,
+                    args: &[],
+                },
+            )
+            .await
+        }
     };
-    let active = run(&first);
+    let active = run(first).await;
     rep::wait_streaming(&db.client, &slot).await;
-    let standby = run(&second);
+    let standby = run(second).await;
     // The standby says so and waits.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !standby.logs().contains("standby") {
-        assert!(Instant::now() < deadline, "{}", standby.logs());
+    while !standby.logs().await.contains("standby") {
+        assert!(Instant::now() < deadline, "{}", standby.logs().await);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
     const TOTAL: usize = 20_000;
     let writer = common::spawn_write_keyed(&db.name, 4, TOTAL / 4, 100);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    active.kill();
-    assert_ne!(active.wait_exit(Duration::from_secs(10)), 0);
+    active.kill().await;
+    assert_ne!(active.wait_exit(Duration::from_secs(10)).await, 0);
     let committed = writer.await.unwrap();
     assert_eq!(committed.len(), TOTAL);
 
@@ -106,8 +108,12 @@ async fn a_read_only_relay_and_its_standby_hand_over_through_a_sigkill_and_drain
         Duration::from_secs(90),
     );
     let ids = kafka::by_id(&records);
-    assert_eq!(ids.len(), TOTAL, "nothing lost:\n{}", standby.logs());
-    assert!(standby.logs().contains("taking over"), "{}", standby.logs());
+    assert_eq!(ids.len(), TOTAL, "nothing lost:\n{}", standby.logs().await);
+    assert!(
+        standby.logs().await.contains("taking over"),
+        "{}",
+        standby.logs().await
+    );
     // One more row: a position inside its transaction, before its commit
     // record, which the slot must pass once the row is published. (The
     // server's insert position after the commit would include other
@@ -125,12 +131,12 @@ async fn a_read_only_relay_and_its_standby_hand_over_through_a_sigkill_and_drain
     common::wait_until_marked(&db.client).await;
 
     // SIGTERM drains and exits 0, with the slot past every row.
-    standby.stop(Duration::from_secs(60));
+    standby.stop(Duration::from_secs(60)).await;
     assert_eq!(
-        standby.wait_exit(Duration::from_secs(60)),
+        standby.wait_exit(Duration::from_secs(60)).await,
         0,
         "{}",
-        standby.logs()
+        standby.logs().await
     );
     assert!(
         rep::confirmed_flush(&db.client, &slot).await >= end,
@@ -149,26 +155,21 @@ async fn sixty_four_mebibytes_drain_a_backlog_of_200_000_rows() {
     let db = common::cdc_db(&services, "imagemem", &prefix).await;
     let (slot, config) = relay::default_config(&services, &db.name, &prefix);
     let limited = name("64m");
-    let start = || {
-        Container::start(
-            &services,
-            &Run {
-                name: &limited,
-                config: &config,
-                options: &["--memory", "64m", "--memory-swap", "64m"],
-                args: &[],
-            },
-        )
+    let run = Run {
+        name: &limited,
+        config: &config,
+        memory: Some(64 << 20),
+        args: &[],
     };
     // The slot first, then the backlog while no relay runs.
-    let relay = start();
+    let relay = Container::start(&services, &run).await;
     rep::wait_streaming(&db.client, &slot).await;
-    relay.stop(Duration::from_secs(30));
+    relay.stop(Duration::from_secs(30)).await;
     assert_eq!(
-        relay.wait_exit(Duration::from_secs(30)),
+        relay.wait_exit(Duration::from_secs(30)).await,
         0,
         "{}",
-        relay.logs()
+        relay.logs().await
     );
     drop(relay);
     const ROWS: i64 = 200_000;
@@ -188,7 +189,7 @@ async fn sixty_four_mebibytes_drain_a_backlog_of_200_000_rows() {
         .await
         .unwrap();
 
-    let relay = start();
+    let relay = Container::start(&services, &run).await;
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let pending = common::rows_with_status(&db.client, "PENDING").await;
@@ -196,19 +197,19 @@ async fn sixty_four_mebibytes_drain_a_backlog_of_200_000_rows() {
             break;
         }
         assert!(
-            relay.running(),
+            relay.running().await,
             "the relay ended with {pending} rows left (OOM killed: {}):\n{}",
-            relay.inspect("{{.State.OOMKilled}}"),
-            relay.logs()
+            relay.oom_killed().await,
+            relay.logs().await
         );
         assert!(
             Instant::now() < deadline,
             "{pending} rows left:\n{}",
-            relay.logs()
+            relay.logs().await
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(relay.inspect("{{.State.OOMKilled}}"), "false");
+    assert!(!relay.oom_killed().await);
     let topic = format!("{prefix}orders");
     let records = kafka::consume_ids(
         &services.kafka_bootstrap,
@@ -217,12 +218,12 @@ async fn sixty_four_mebibytes_drain_a_backlog_of_200_000_rows() {
         Duration::from_secs(120),
     );
     assert_eq!(kafka::by_id(&records).len(), ROWS as usize);
-    relay.stop(Duration::from_secs(60));
+    relay.stop(Duration::from_secs(60)).await;
     assert_eq!(
-        relay.wait_exit(Duration::from_secs(60)),
+        relay.wait_exit(Duration::from_secs(60)).await,
         0,
         "{}",
-        relay.logs()
+        relay.logs().await
     );
     drop(relay);
     rep::drop_slot(&db.client, &slot).await;
