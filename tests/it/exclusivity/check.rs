@@ -186,26 +186,31 @@ async fn check_reports_each_misconfiguration_with_its_code() {
 }
 
 /// Ports of a second, deliberately misconfigured PostgreSQL
-/// (wal_level=replica) and Kafka (no topic auto-creation).
-const MISCONFIGURED_PG_PORT: u16 = 25339;
-
-const MISCONFIGURED_KAFKA_PORT: u16 = 29192;
+/// (wal_level=replica) and Kafka (no topic auto-creation), one pair per
+/// PostgreSQL major: the suite runs two majors side by side. Kafka takes
+/// the port after it (its controller) and a few more (its other listeners).
+fn misconfigured_ports() -> (u16, u16) {
+    let major: u16 = std::env::var("OUTBOX_TEST_PG_MAJOR")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(15);
+    let k = major.saturating_sub(14);
+    (25339 + k, 29192 + 10 * k)
+}
 
 #[tokio::test]
 async fn check_reports_wal_level_and_topics_that_cannot_be_created() {
     let services = require_services!();
-    let bad = tokio::task::spawn_blocking(|| {
+    let (pg_port, kafka_port) = misconfigured_ports();
+    let bad = tokio::task::spawn_blocking(move || {
         common::ExtraServices::start(
             "misconfigured",
             &[
-                ("OUTBOX_TEST_PG_PORT", MISCONFIGURED_PG_PORT.to_string()),
-                (
-                    "OUTBOX_TEST_KAFKA_PORT",
-                    MISCONFIGURED_KAFKA_PORT.to_string(),
-                ),
+                ("OUTBOX_TEST_PG_PORT", pg_port.to_string()),
+                ("OUTBOX_TEST_KAFKA_PORT", kafka_port.to_string()),
                 (
                     "OUTBOX_TEST_KAFKA_CONTROLLER_PORT",
-                    (MISCONFIGURED_KAFKA_PORT + 1).to_string(),
+                    (kafka_port + 1).to_string(),
                 ),
                 ("OUTBOX_TEST_PG_WAL_LEVEL", "replica".to_string()),
                 ("OUTBOX_TEST_KAFKA_AUTO_CREATE", "false".to_string()),
@@ -216,8 +221,8 @@ async fn check_reports_wal_level_and_topics_that_cannot_be_created() {
     .await
     .unwrap();
     let other = common::Services {
-        pg_port: MISCONFIGURED_PG_PORT,
-        kafka_bootstrap: format!("127.0.0.1:{MISCONFIGURED_KAFKA_PORT}"),
+        pg_port,
+        kafka_bootstrap: format!("127.0.0.1:{kafka_port}"),
         ..services
     };
     let db = common::migrated_db(&other, "misconf", "bad.").await;

@@ -338,6 +338,8 @@ async fn a_relay_ends_its_own_silent_walsender_and_no_other() {
     .stop()
     .await
     .unwrap();
+    // The server releases the slot after the reader's walsender exits.
+    rep::wait_inactive(&db.client, &slot).await;
     let mut held = ReplicationConnection::connect(&rep::options(&services, &db.name))
         .await
         .unwrap();
