@@ -18,5 +18,5 @@ done
 cargo run --quiet -- alert-rules >monitoring/outbox-cdc.rules.yml
 cp monitoring/outbox-cdc.rules.yml deploy/helm/outbox-cdc/files/outbox-cdc.rules.yml
 INSTA_UPDATE=always cargo test --quiet --test it connector_config::snapshots_pin_the_generated_configuration
-OUTBOX_CDC_REGENERATE=1 cargo test --quiet --test it docs::the_metrics_reference_is_up_to_date docs::the_error_code_reference_is_up_to_date docs::the_preflight_rule_table_is_up_to_date docs::the_configuration_reference_is_up_to_date_and_the_example_agrees_with_it docs::the_charts_are_drawn_from_the_committed_results
+OUTBOX_CDC_REGENERATE=1 cargo test --quiet --test it -- docs::the_metrics_reference_is_up_to_date docs::the_error_code_reference_is_up_to_date docs::the_preflight_rule_table_is_up_to_date docs::the_configuration_reference_is_up_to_date_and_the_example_agrees_with_it docs::the_charts_are_drawn_from_the_committed_results
 git status --short connector-config snapshots monitoring deploy docs/reference 'docs/*.svg'

@@ -29,3 +29,4 @@ pub(crate) mod quote;
 pub mod replication;
 pub mod rules;
 pub mod secret;
+pub mod spelling;

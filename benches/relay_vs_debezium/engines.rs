@@ -318,7 +318,7 @@ impl Running {
                 let pid = s.connect_pid()?;
                 let before = usage(pid)?;
                 let mut config: serde_json::Map<String, Json> =
-                    connector_config::connector_properties(&b.config)
+                    connector_config::connector_properties(&b.config)?
                         .into_iter()
                         .map(|(k, v)| (k, Json::String(v)))
                         .collect();

@@ -129,7 +129,7 @@ pub fn unused_variables(
                     .map(String::as_str)
                     .chain(OTHER_VARIABLES.iter().copied())
                     .collect();
-                match super::keys::nearest(&var, &known) {
+                match crate::spelling::nearest(&var, &known) {
                     Some(near) => format!("{var} is ignored: no such setting; did you mean {near}?"),
                     None => format!("{var} is ignored: no such setting"),
                 }

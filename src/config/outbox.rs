@@ -1,8 +1,11 @@
 //! `[outbox]`: which table is the outbox, and where its records go.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{identifier, invalid};
+use crate::contract::definition::{Contract, ContractName, Converters};
 use crate::contract::outbox;
 use crate::error::Error;
 
@@ -15,6 +18,13 @@ pub struct OutboxConfig {
     pub table: String,
     /// Records go to `topic_prefix + destination`.
     pub topic_prefix: String,
+    /// `messaging` or `debezium` ([`ContractName`]).
+    pub contract: String,
+    /// `platform` or `json` ([`Converters`]); the contract's own when absent.
+    pub converters: Option<String>,
+    /// The Outbox Event Router's options, by the router's own names, over
+    /// the `debezium` contract's defaults.
+    pub router: BTreeMap<String, String>,
 }
 
 impl Default for OutboxConfig {
@@ -23,6 +33,9 @@ impl Default for OutboxConfig {
             schema: outbox::DEFAULT_SCHEMA.into(),
             table: outbox::DEFAULT_TABLE.into(),
             topic_prefix: DEFAULT_TOPIC_PREFIX.into(),
+            contract: ContractName::Messaging.as_str().into(),
+            converters: None,
+            router: BTreeMap::new(),
         }
     }
 }
@@ -34,7 +47,49 @@ impl OutboxConfig {
         format!("{}.{}", self.schema, self.table)
     }
 
+    /// The contract this section names, with its options.
+    pub fn contract(&self) -> Result<Contract, Error> {
+        let name = ContractName::parse(&self.contract).ok_or_else(|| {
+            let names: Vec<&str> = ContractName::ALL.iter().map(|c| c.as_str()).collect();
+            invalid(
+                "outbox.contract",
+                format!("{:?} is not one of {}", self.contract, names.join(", ")),
+            )
+        })?;
+        let converters = match &self.converters {
+            None => None,
+            Some(c) => Some(Converters::parse(c).ok_or_else(|| {
+                let names: Vec<&str> = Converters::ALL.iter().map(|c| c.as_str()).collect();
+                invalid(
+                    "outbox.converters",
+                    format!("{c:?} is not one of {}", names.join(", ")),
+                )
+            })?),
+        };
+        match name {
+            ContractName::Messaging => {
+                if !self.router.is_empty() {
+                    return Err(invalid(
+                        "outbox.router",
+                        "the messaging contract's options are the platform's; name `contract = \"debezium\"` to set the router's",
+                    ));
+                }
+                if converters.is_some_and(|c| c != Converters::Platform) {
+                    return Err(invalid(
+                        "outbox.converters",
+                        "the messaging contract is written by the platform's converters",
+                    ));
+                }
+                Ok(Contract::messaging(&self.topic_prefix))
+            }
+            ContractName::Debezium => {
+                Contract::debezium(&self.router, converters.unwrap_or(Converters::Json))
+            }
+        }
+    }
+
     pub(super) fn validate(&self) -> Result<(), Error> {
+        self.contract()?;
         identifier("outbox.schema", &self.schema)?;
         identifier("outbox.table", &self.table)?;
         let prefix = &self.topic_prefix;
@@ -62,6 +117,18 @@ pub(crate) const MEANINGS: &[(&str, &str)] = &[
     ("outbox.table", "the outbox table"),
     (
         "outbox.topic_prefix",
-        "records go to `topic_prefix + destination`",
+        "the messaging contract: records go to `topic_prefix + destination`",
+    ),
+    (
+        "outbox.contract",
+        "which table and record: `messaging` (the platform's table, its 15 headers and its status) or `debezium` (the table in Debezium's outbox documentation, `id`, `aggregatetype`, `aggregateid`, `type`, `payload`, with the Outbox Event Router's defaults: topic `outbox.event.<aggregatetype>`, key `aggregateid`, header `id`, value the payload; the table keeps no status)",
+    ),
+    (
+        "outbox.converters",
+        "the Kafka Connect converters whose bytes the relay writes: `platform` (StringConverter keys, BinaryDataConverter values with a JsonConverter delegate, SimpleHeaderConverter headers; the messaging contract's) or `json` (JsonConverter with `schemas.enable=false` for keys and values, SimpleHeaderConverter headers; Debezium's documented default and the debezium contract's)",
+    ),
+    (
+        "outbox.router",
+        "the debezium contract's Outbox Event Router options by the router's own names, e.g. `\"table.field.event.key\" = \"order_id\"`: `table.field.event.{id,key,payload,timestamp,schema.version}`, `table.fields.additional.placement`, `table.field.additional.missing`, `route.by.field`, `route.topic.regex`, `route.topic.replacement`, `route.tombstone.on.empty.payload`, `table.expand.json.payload`, `table.json.payload.null.behavior`, `table.op.invalid.behavior`; each unset one has the router's 3.6 default",
     ),
 ];

@@ -525,3 +525,61 @@ fn every_key_that_takes_one_value_has_its_variable() {
         "{e}"
     );
 }
+
+#[test]
+fn the_contract_is_messaging_unless_named_and_the_router_options_are_the_debezium_contracts() {
+    use crate::contract::definition::{ContractName, Converters, Status};
+    let c = parse_with(MINIMAL, &[]).unwrap().outbox.contract().unwrap();
+    assert_eq!(
+        (c.name, c.status, c.converters),
+        (ContractName::Messaging, Status::Kept, Converters::Platform)
+    );
+
+    let text = MINIMAL.replace(
+        "[outbox]",
+        "[outbox]\ncontract = \"debezium\"\ntable = \"outboxevent\"\n\n[outbox.router]\n\"table.field.event.key\" = \"order_id\"\n\"table.op.invalid.behavior\" = \"error\"",
+    );
+    let c = parse_with(&text, &[]).unwrap().outbox.contract().unwrap();
+    assert_eq!(c.name, ContractName::Debezium);
+    assert_eq!(c.status, Status::NotKept);
+    assert_eq!(c.converters, Converters::Json);
+    assert_eq!(c.router.event_key.as_deref(), Some("order_id"));
+    assert_eq!(c.router.route_by, "aggregatetype");
+
+    // The variable sets the contract as any key.
+    let c = parse_with(MINIMAL, &[("OUTBOX_CDC_OUTBOX_CONTRACT", "debezium")])
+        .unwrap()
+        .outbox
+        .contract()
+        .unwrap();
+    assert_eq!(c.name, ContractName::Debezium);
+
+    for (text, code, detail) in [
+        (
+            MINIMAL.replace("[outbox]", "[outbox]\ncontract = \"kafka\""),
+            "CONFIG_INVALID_VALUE",
+            "`outbox.contract`: \"kafka\" is not one of messaging, debezium",
+        ),
+        (
+            MINIMAL.replace("[outbox]", "[outbox]\nconverters = \"avro\""),
+            "CONFIG_INVALID_VALUE",
+            "`outbox.converters`: \"avro\" is not one of platform, json",
+        ),
+        (
+            MINIMAL.replace("[outbox]", "[outbox.router]\n\"route.by.field\" = \"kind\""),
+            "CONFIG_INVALID_VALUE",
+            "`outbox.router`: the messaging contract's options are the platform's; name `contract = \"debezium\"` to set the router's",
+        ),
+        (
+            MINIMAL.replace(
+                "[outbox]",
+                "[outbox]\ncontract = \"debezium\"\n[outbox.router]\n\"route.topic.regex\" = \"(?<v>.*)\"",
+            ),
+            "CONTRACT_OPTION_INVALID",
+            "`route.topic.replacement`: no group with name {routedByValue} in `route.topic.regex`",
+        ),
+    ] {
+        let error = parse_with(&text, &[]).unwrap_err();
+        assert_eq!((error.code().as_str(), error.detail()), (code, detail), "{text}");
+    }
+}

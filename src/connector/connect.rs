@@ -1,7 +1,8 @@
 //! Kafka Connect: the standalone `.properties` file and the REST body.
 
-use super::{connector_properties, DEBEZIUM_VERSION};
+use super::{properties, DEBEZIUM_VERSION};
 use crate::config::Config;
+use crate::contract::definition::Contract;
 use crate::format::properties;
 
 fn comment(cfg: &Config) -> Vec<String> {
@@ -20,17 +21,17 @@ fn comment(cfg: &Config) -> Vec<String> {
 }
 
 /// The configuration as a Kafka Connect standalone `.properties` file.
-pub(super) fn render_properties(cfg: &Config) -> String {
+pub(super) fn render_properties(cfg: &Config, contract: &Contract) -> String {
     let mut pairs = vec![("name".to_string(), cfg.debezium.connector_name.clone())];
-    pairs.extend(connector_properties(cfg));
+    pairs.extend(properties(cfg, contract));
     let comment = comment(cfg);
     let lines: Vec<&str> = comment.iter().map(String::as_str).collect();
     properties::render(&lines, &pairs)
 }
 
 /// The configuration as the Kafka Connect REST body.
-pub(super) fn render_json(cfg: &Config) -> String {
-    let config: serde_json::Map<String, serde_json::Value> = connector_properties(cfg)
+pub(super) fn render_json(cfg: &Config, contract: &Contract) -> String {
+    let config: serde_json::Map<String, serde_json::Value> = properties(cfg, contract)
         .into_iter()
         .map(|(k, v)| (k, serde_json::Value::String(v)))
         .collect();

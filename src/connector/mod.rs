@@ -14,7 +14,8 @@ mod server;
 mod strimzi;
 
 use crate::config::{Config, DebeziumConfig, OutboxConfig, ProviderReference};
-use crate::contract::outbox::{self, objects};
+use crate::contract::definition::{Contract, Converters, Status};
+use crate::contract::outbox::objects;
 use crate::error::Error;
 
 /// The Debezium release whose key names this generator writes.
@@ -28,7 +29,7 @@ const ROUTER_ALIAS: &str = "outbox";
 const HEARTBEAT_RETENTION: &str = "1 hour";
 
 /// The connector's own settings: the source, its slot and publication.
-fn source_properties(cfg: &Config) -> Vec<(String, String)> {
+fn source_properties(cfg: &Config, contract: &Contract) -> Vec<(String, String)> {
     let pg = &cfg.postgres;
     let dbz = &cfg.debezium;
     let mut p: Vec<(String, String)> = Vec::new();
@@ -78,7 +79,17 @@ fn source_properties(cfg: &Config) -> Vec<(String, String)> {
     // The relay publishes committed INSERTs only; rows written before the
     // connector starts are handed over by a cutover, not by a snapshot.
     set("snapshot.mode", "no_data".into());
-    set("skipped.operations", "u,d,t".into());
+    // A table that keeps status is updated by its marks: only inserts are
+    // events. One that keeps none sees the router's own handling of
+    // updates (`table.op.invalid.behavior`) and deletes (dropped).
+    set(
+        "skipped.operations",
+        match contract.status {
+            Status::Kept => "u,d,t",
+            Status::NotKept => "t",
+        }
+        .into(),
+    );
     set("tombstones.on.delete", "false".into());
     // Debezium 3.2+ would add __debezium.context.* headers, one a random id
     // per run, which no relay can reproduce.
@@ -99,33 +110,52 @@ fn source_properties(cfg: &Config) -> Vec<(String, String)> {
     p
 }
 
-/// Key as UTF-8 text, value bytes verbatim (heartbeat records are structs
-/// and go through the JSON delegate), headers as SimpleHeaderConverter
-/// writes them. Every deployment names the same converter classes, so the
-/// bytes cannot differ between them.
-const CONVERTERS: [Converter; 3] = [
-    Converter {
-        role: "key",
-        class: "org.apache.kafka.connect.storage.StringConverter",
-        settings: &[],
-    },
-    Converter {
-        role: "value",
-        class: "io.debezium.converters.BinaryDataConverter",
-        settings: &[
-            (
-                "delegate.converter.type",
-                "org.apache.kafka.connect.json.JsonConverter",
-            ),
-            ("delegate.converter.type.schemas.enable", "false"),
-        ],
-    },
-    Converter {
+/// The converters a contract's bytes are written by. Every deployment
+/// names the same converter classes, so the bytes cannot differ between
+/// them.
+fn converters(set: Converters) -> [Converter; 3] {
+    let header = Converter {
         role: "header",
         class: "org.apache.kafka.connect.storage.SimpleHeaderConverter",
         settings: &[],
-    },
-];
+    };
+    match set {
+        // Key as UTF-8 text, value bytes verbatim (heartbeat records are
+        // structs and go through the JSON delegate).
+        Converters::Platform => [
+            Converter {
+                role: "key",
+                class: "org.apache.kafka.connect.storage.StringConverter",
+                settings: &[],
+            },
+            Converter {
+                role: "value",
+                class: "io.debezium.converters.BinaryDataConverter",
+                settings: &[
+                    (
+                        "delegate.converter.type",
+                        "org.apache.kafka.connect.json.JsonConverter",
+                    ),
+                    ("delegate.converter.type.schemas.enable", "false"),
+                ],
+            },
+            header,
+        ],
+        Converters::Json => [
+            Converter {
+                role: "key",
+                class: "org.apache.kafka.connect.json.JsonConverter",
+                settings: &[("schemas.enable", "false")],
+            },
+            Converter {
+                role: "value",
+                class: "org.apache.kafka.connect.json.JsonConverter",
+                settings: &[("schemas.enable", "false")],
+            },
+            header,
+        ],
+    }
+}
 
 /// One of Kafka Connect's converters with its settings.
 struct Converter {
@@ -137,9 +167,9 @@ struct Converter {
 
 /// The converters as Kafka Connect names them: `key.converter=<class>`,
 /// `key.converter.<setting>=...`.
-fn converter_properties() -> Vec<(String, String)> {
+fn converter_properties(set: Converters) -> Vec<(String, String)> {
     let mut p = Vec::new();
-    for c in &CONVERTERS {
+    for c in &converters(set) {
         p.push((format!("{}.converter", c.role), c.class.to_string()));
         for (k, v) in c.settings {
             p.push((format!("{}.converter.{k}", c.role), v.to_string()));
@@ -149,48 +179,31 @@ fn converter_properties() -> Vec<(String, String)> {
 }
 
 /// The connector's configuration as Kafka Connect takes it, in a stable order.
-pub fn connector_properties(cfg: &Config) -> Vec<(String, String)> {
-    let mut p = source_properties(cfg);
-    p.extend(converter_properties());
-    p.extend(router_properties(&cfg.outbox));
+pub fn connector_properties(cfg: &Config) -> Result<Vec<(String, String)>, Error> {
+    Ok(properties(cfg, &cfg.outbox.contract()?))
+}
+
+/// [`connector_properties`] for the contract already read.
+fn properties(cfg: &Config, contract: &Contract) -> Vec<(String, String)> {
+    let mut p = source_properties(cfg, contract);
+    p.extend(converter_properties(contract.converters));
+    p.extend(router_properties(contract));
     p
 }
 
-/// The Outbox Event Router: one record per row, keyed on routing_key.
-fn router_properties(outbox: &OutboxConfig) -> Vec<(String, String)> {
+/// The Outbox Event Router with the contract's options.
+fn router_properties(contract: &Contract) -> Vec<(String, String)> {
     let mut p: Vec<(String, String)> = Vec::new();
-    let mut set = |k: &str, v: String| p.push((k.to_string(), v));
     let t = |k: &str| format!("transforms.{ROUTER_ALIAS}.{k}");
-    set("transforms", ROUTER_ALIAS.into());
-    set(
-        &t("type"),
+    p.push(("transforms".into(), ROUTER_ALIAS.into()));
+    p.push((
+        t("type"),
         "io.debezium.transforms.outbox.EventRouter".into(),
-    );
-    set(&t("table.field.event.id"), outbox::MESSAGE_ID.name.into());
-    set(&t("table.field.event.key"), outbox::ROUTING_KEY.name.into());
-    set(&t("table.field.event.payload"), outbox::PAYLOAD.name.into());
-    set(&t("table.expand.json.payload"), "false".into());
-    set(&t("route.by.field"), outbox::DESTINATION.name.into());
-    set(
-        &t("route.topic.replacement"),
-        format!("{}${{routedByValue}}", outbox.topic_prefix),
-    );
-    // An empty payload is an empty value, never a tombstone.
-    set(&t("route.tombstone.on.empty.payload"), "false".into());
-    set(
-        &t("table.fields.additional.placement"),
-        additional_placement(),
-    );
+    ));
+    for (k, v) in contract.router.properties() {
+        p.push((t(k), v));
+    }
     p
-}
-
-/// `column:header:name` for the 15 canonical headers, in contract order.
-fn additional_placement() -> String {
-    outbox::CANONICAL_HEADERS
-        .iter()
-        .map(|h| format!("{}:header:{}", h.column.name, h.name))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 fn heartbeat_query(outbox: &OutboxConfig, debezium: &DebeziumConfig) -> String {
@@ -240,11 +253,12 @@ impl Target {
 
 /// The configuration for one deployment.
 pub fn render(cfg: &Config, target: Target) -> Result<String, Error> {
+    let contract = cfg.outbox.contract()?;
     Ok(match target {
-        Target::Connect => connect::render_properties(cfg),
-        Target::ConnectJson => connect::render_json(cfg),
-        Target::DebeziumServer => server::render(cfg),
-        Target::Strimzi => strimzi::render_connector(cfg),
+        Target::Connect => connect::render_properties(cfg, &contract),
+        Target::ConnectJson => connect::render_json(cfg, &contract),
+        Target::DebeziumServer => server::render(cfg, &contract),
+        Target::Strimzi => strimzi::render_connector(cfg, &contract),
         Target::StrimziConnect => strimzi::render_connect(cfg)?,
     })
 }

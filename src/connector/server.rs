@@ -9,9 +9,10 @@
 //! Kafka offset store's required keys).
 
 use super::{
-    password_provider, router_properties, source_properties, CONVERTERS, DEBEZIUM_VERSION,
+    converters, password_provider, router_properties, source_properties, DEBEZIUM_VERSION,
 };
 use crate::config::{Config, OffsetStorage};
+use crate::contract::definition::Contract;
 use crate::format::properties;
 
 /// Server hands each converter's bytes to the sink as they are; the sink's
@@ -24,7 +25,7 @@ fn escape_expression(value: &str) -> String {
     value.replace("${", "$${")
 }
 
-pub(super) fn render(cfg: &Config) -> String {
+pub(super) fn render(cfg: &Config, contract: &Contract) -> String {
     let server = &cfg.debezium.server;
     let mut p: Vec<(String, String)> = Vec::new();
     let mut set = |k: String, v: String| p.push((k, escape_expression(&v)));
@@ -45,7 +46,7 @@ pub(super) fn render(cfg: &Config) -> String {
 
     // The connector, without Kafka Connect's task count (Server runs one
     // task) and without its name (Server names the engine after the sink).
-    for (k, v) in source_properties(cfg) {
+    for (k, v) in source_properties(cfg, contract) {
         if k == "tasks.max" {
             continue;
         }
@@ -95,7 +96,7 @@ pub(super) fn render(cfg: &Config) -> String {
     );
 
     // The converters Kafka Connect uses, as client-provided formats.
-    for c in &CONVERTERS {
+    for c in &converters(contract.converters) {
         set(
             format!("debezium.format.{}", c.role),
             "clientprovided".into(),
@@ -106,7 +107,7 @@ pub(super) fn render(cfg: &Config) -> String {
         }
     }
 
-    for (k, v) in router_properties(&cfg.outbox) {
+    for (k, v) in router_properties(contract) {
         set(format!("debezium.{k}"), v);
     }
 

@@ -7,8 +7,9 @@
 //! `connector.class` and `tasks.max` are spec fields there and forbidden
 //! in `config`.
 
-use super::{connector_properties, password_provider, DEBEZIUM_VERSION};
+use super::{password_provider, properties, DEBEZIUM_VERSION};
 use crate::config::{Config, ProviderReference};
+use crate::contract::definition::Contract;
 use crate::error::{Code, Error};
 use crate::format::properties;
 use crate::format::yaml::{self, Node};
@@ -30,8 +31,8 @@ fn metadata(cfg: &Config, name: &str, extra: Vec<(&str, Node)>) -> Node {
     Node::map(m)
 }
 
-pub(super) fn render_connector(cfg: &Config) -> String {
-    let props = connector_properties(cfg);
+pub(super) fn render_connector(cfg: &Config, contract: &Contract) -> String {
+    let props = properties(cfg, contract);
     let value = |k: &str| properties::get(&props, k).unwrap_or_default();
     let tasks: i64 = value(TASKS_KEY).parse().unwrap_or(1);
     let config: Vec<(String, Node)> = props

@@ -2,7 +2,10 @@
 //! becomes. Pure code over the definition in [`outbox`]; no I/O.
 //! `connector` writes the Debezium configuration that emits the same record.
 
+pub mod definition;
 pub mod mapper;
 pub mod outbox;
+pub mod router;
 pub mod row;
+pub mod topic;
 pub mod value;

@@ -146,6 +146,14 @@ codes! {
     OUTBOX_SCHEMA_DRIFT => Operator, "a contract column is missing or has a type the contract cannot encode (the column is named)",
     /// Warning: a column's nullability differs from the definition.
     OUTBOX_COLUMN_NULLABILITY => Operator, "warning: a column's nullability differs from the definition",
+    /// An Outbox Event Router option with a value the router refuses or
+    /// this relay cannot reproduce (the option is named).
+    CONTRACT_OPTION_INVALID => Operator, "an Outbox Event Router option (`[outbox.router]`) with a value the router refuses, or one the relay cannot read as Debezium does (the option is named)",
+    /// The table lacks a column the contract names.
+    CONTRACT_COLUMN_MISSING => Operator, "the outbox table lacks a column the contract names (the column and what it is for are named)",
+    /// A contract column's type is one Debezium would refuse for its role,
+    /// or one whose Debezium form the relay does not reproduce.
+    CONTRACT_COLUMN_TYPE => Operator, "a contract column's type is one Debezium refuses for its role (a timestamp that is not `timestamp`, a partition that is not `integer`), or whose Debezium form the relay does not reproduce",
 
     // The replication slot.
     SLOT_MISSING => Operator, "the relay's slot does not exist; `cutover --to cdc` creates it. A slot that disappears while the relay runs (a failover to a standby without a synchronised copy) is never created again by `relay.create_slot`: the relay stops, and `cutover --to cdc` hands over every row not yet `PUBLISHED` or `FAILED`",

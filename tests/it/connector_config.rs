@@ -81,7 +81,118 @@ fn snapshots_pin_the_generated_configuration() {
             "strimzi_kafkaconnect",
             render(&cfg, Target::StrimziConnect).unwrap()
         );
+        // The debezium contract: Debezium's documented table and options.
+        let mut dbz = cfg.clone();
+        dbz.outbox.contract = "debezium".into();
+        dbz.outbox.table = "outboxevent".into();
+        insta::assert_snapshot!(
+            "debezium_contract_connector_properties",
+            render(&dbz, Target::Connect).unwrap()
+        );
+        insta::assert_snapshot!(
+            "debezium_contract_server_properties",
+            render(&dbz, Target::DebeziumServer).unwrap()
+        );
+        insta::assert_snapshot!(
+            "debezium_contract_kafkaconnector",
+            render(&dbz, Target::Strimzi).unwrap()
+        );
     });
+}
+
+#[test]
+fn the_debezium_contract_writes_the_routers_defaults_its_options_and_json_converters() {
+    let mut cfg = example();
+    cfg.outbox.contract = "debezium".into();
+    let props = as_map(&render(&cfg, Target::Connect).unwrap());
+    let get = |k: &str| props.get(k).map(String::as_str);
+    assert_eq!(get("transforms.outbox.table.field.event.id"), Some("id"));
+    assert_eq!(
+        get("transforms.outbox.table.field.event.key"),
+        Some("aggregateid")
+    );
+    assert_eq!(
+        get("transforms.outbox.table.field.event.payload"),
+        Some("payload")
+    );
+    assert_eq!(
+        get("transforms.outbox.route.by.field"),
+        Some("aggregatetype")
+    );
+    assert_eq!(
+        get("transforms.outbox.route.topic.replacement"),
+        Some("outbox.event.${routedByValue}")
+    );
+    assert_eq!(
+        get("transforms.outbox.table.fields.additional.placement"),
+        None
+    );
+    assert_eq!(
+        get("key.converter"),
+        Some("org.apache.kafka.connect.json.JsonConverter")
+    );
+    assert_eq!(get("key.converter.schemas.enable"), Some("false"));
+    assert_eq!(
+        get("value.converter"),
+        Some("org.apache.kafka.connect.json.JsonConverter")
+    );
+    assert_eq!(get("value.converter.schemas.enable"), Some("false"));
+    // The router sees updates and deletes, as it does by default.
+    assert_eq!(get("skipped.operations"), Some("t"));
+
+    cfg.outbox.router = [
+        ("table.field.event.key", "order_id"),
+        ("route.topic.regex", "(?<kind>[a-z]+)-(?<version>v[0-9]+)"),
+        ("route.topic.replacement", "events.${kind}.${version}"),
+        (
+            "table.fields.additional.placement",
+            "type:header:eventType,shard:partition",
+        ),
+        ("table.op.invalid.behavior", "fatal"),
+        ("route.tombstone.on.empty.payload", "true"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let props = as_map(&render(&cfg, Target::Connect).unwrap());
+    let get = |k: &str| props.get(k).map(String::as_str);
+    assert_eq!(
+        get("transforms.outbox.table.field.event.key"),
+        Some("order_id")
+    );
+    assert_eq!(
+        get("transforms.outbox.route.topic.regex"),
+        Some("(?<kind>[a-z]+)-(?<version>v[0-9]+)")
+    );
+    assert_eq!(
+        get("transforms.outbox.route.topic.replacement"),
+        Some("events.${kind}.${version}")
+    );
+    assert_eq!(
+        get("transforms.outbox.table.fields.additional.placement"),
+        Some("type:header:eventType,shard:partition:shard")
+    );
+    assert_eq!(
+        get("transforms.outbox.table.op.invalid.behavior"),
+        Some("fatal")
+    );
+    assert_eq!(
+        get("transforms.outbox.route.tombstone.on.empty.payload"),
+        Some("true")
+    );
+
+    // An option the router does not have is refused by name.
+    cfg.outbox
+        .router
+        .insert("route.topic.replacment".into(), "x".into());
+    let error = render(&cfg, Target::Connect).unwrap_err();
+    assert_eq!(error.code(), "CONTRACT_OPTION_INVALID");
+    assert!(
+        error
+            .detail()
+            .contains("did you mean `route.topic.replacement`"),
+        "{error}"
+    );
 }
 
 fn as_map(text: &str) -> BTreeMap<String, String> {

@@ -10,7 +10,7 @@ async fn connect_validates_the_generated_configuration_and_knows_every_key() {
     let services = require_services!();
     let db = common::migrated_db(&services, "validate", "v.").await;
     let cfg = test_config(&services, &db.name, "v.", "validate");
-    let mut config = connector::connector_properties(&cfg);
+    let mut config = connector::connector_properties(&cfg).unwrap();
     config.push(("name".into(), cfg.debezium.connector_name.clone()));
     let report = validate(&config);
     let errors: Vec<String> = report["configs"]

@@ -151,6 +151,7 @@ async fn slot_streams(client: &tokio_postgres::Client, slot: &str) -> bool {
 /// Starts the connector through the REST API and waits until its slot streams.
 async fn start_debezium(cfg: &Config, client: &tokio_postgres::Client) {
     let config: serde_json::Map<String, serde_json::Value> = connector::connector_properties(cfg)
+        .expect("the configuration names a contract")
         .into_iter()
         .map(|(k, v)| (k, serde_json::Value::String(v)))
         .collect();

@@ -583,7 +583,7 @@ async fn a_generated_routing_key_is_not_replicated_until_the_migration_converts_
 async fn the_generated_heartbeat_query_runs_against_the_migrated_schema() {
     let services = require_services!();
     let (db, cfg) = migrated(&services, "heartbeat").await;
-    let props = connector::connector_properties(&cfg);
+    let props = connector::connector_properties(&cfg).unwrap();
     let query = props
         .iter()
         .find(|(k, _)| k == "heartbeat.action.query")

@@ -1,0 +1,249 @@
+//! A contract as a value: which table, which of its columns make the
+//! record and how (the Outbox Event Router's options), whether the table
+//! keeps status, and which Kafka Connect converters write the bytes. The
+//! mapper, the generator and the catalog check read one [`Contract`].
+
+use std::collections::BTreeMap;
+
+use super::outbox;
+use super::router::{Additional, Placement, RouterOptions};
+use crate::error::Error;
+
+/// The built-in contracts, as `[outbox] contract` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContractName {
+    /// The platform's `messaging_outbox`, its 15 headers and its status.
+    Messaging,
+    /// The table in Debezium's outbox documentation, with the router's
+    /// defaults; `[outbox.router]` changes any option.
+    Debezium,
+}
+
+impl ContractName {
+    pub const ALL: [ContractName; 2] = [ContractName::Messaging, ContractName::Debezium];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ContractName::Messaging => "messaging",
+            ContractName::Debezium => "debezium",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ContractName> {
+        ContractName::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+/// Whether the relay records each row's outcome in the row itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// `PUBLISHED` and `FAILED` marks, the fence, cutover, audit, replay.
+    Kept,
+    /// Rows are inserted and deleted in one transaction: progress is the
+    /// slot's position alone, a row that cannot be published goes to the
+    /// dead-letter table.
+    NotKept,
+}
+
+/// The converters that write key, value and headers, as a Kafka Connect
+/// deployment names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Converters {
+    /// `StringConverter` keys, `BinaryDataConverter` values (bytes as they
+    /// are, anything else through `JsonConverter` without schemas),
+    /// `SimpleHeaderConverter` headers.
+    Platform,
+    /// `JsonConverter` with `schemas.enable=false` for keys and values,
+    /// `SimpleHeaderConverter` headers: Debezium's documented default.
+    Json,
+}
+
+impl Converters {
+    pub const ALL: [Converters; 2] = [Converters::Platform, Converters::Json];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Converters::Platform => "platform",
+            Converters::Json => "json",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Converters> {
+        Converters::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+/// What a contract column is for; the catalog check names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    EventId,
+    Key,
+    Payload,
+    RouteBy,
+    Timestamp,
+    SchemaVersion,
+    Header,
+    Envelope,
+    Partition,
+}
+
+impl Role {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Role::EventId => "event id",
+            Role::Key => "key",
+            Role::Payload => "payload",
+            Role::RouteBy => "routing field",
+            Role::Timestamp => "event timestamp",
+            Role::SchemaVersion => "schema version",
+            Role::Header => "header",
+            Role::Envelope => "envelope field",
+            Role::Partition => "partition",
+        }
+    }
+}
+
+/// One column a contract needs, with what it is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    pub column: String,
+    pub role: Role,
+}
+
+/// A contract: everything that decides the records of one outbox table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contract {
+    pub name: ContractName,
+    pub router: RouterOptions,
+    pub status: Status,
+    pub converters: Converters,
+}
+
+impl Contract {
+    /// The platform's contract: the router's options the generated Debezium
+    /// configuration has always held, from the table's single definition.
+    pub fn messaging(topic_prefix: &str) -> Contract {
+        let additional = outbox::CANONICAL_HEADERS
+            .iter()
+            .map(|h| Additional {
+                column: h.column.name.to_string(),
+                placement: Placement::Header,
+                alias: h.name.to_string(),
+            })
+            .collect();
+        Contract {
+            name: ContractName::Messaging,
+            router: RouterOptions {
+                event_id: outbox::MESSAGE_ID.name.into(),
+                event_key: Some(outbox::ROUTING_KEY.name.into()),
+                payload: outbox::PAYLOAD.name.into(),
+                route_by: outbox::DESTINATION.name.into(),
+                topic_replacement: format!("{topic_prefix}${{routedByValue}}"),
+                additional,
+                ..RouterOptions::default()
+            },
+            status: Status::Kept,
+            converters: Converters::Platform,
+        }
+    }
+
+    /// Debezium's documented table and the router's defaults, with the
+    /// options `[outbox.router]` sets.
+    pub fn debezium(
+        options: &BTreeMap<String, String>,
+        converters: Converters,
+    ) -> Result<Contract, Error> {
+        Ok(Contract {
+            name: ContractName::Debezium,
+            router: RouterOptions::from_options(options)?,
+            status: Status::NotKept,
+            converters,
+        })
+    }
+
+    /// The columns the contract reads, each with its first role.
+    pub fn requirements(&self) -> Vec<Requirement> {
+        let r = &self.router;
+        let mut out: Vec<Requirement> = Vec::new();
+        let mut need = |column: &str, role: Role| {
+            if !out.iter().any(|q| q.column == column) {
+                out.push(Requirement {
+                    column: column.to_string(),
+                    role,
+                });
+            }
+        };
+        need(&r.event_id, Role::EventId);
+        if let Some(key) = &r.event_key {
+            need(key, Role::Key);
+        }
+        need(&r.payload, Role::Payload);
+        need(&r.route_by, Role::RouteBy);
+        if let Some(ts) = &r.event_timestamp {
+            need(ts, Role::Timestamp);
+        }
+        if let Some(v) = &r.schema_version {
+            need(v, Role::SchemaVersion);
+        }
+        for a in &r.additional {
+            let role = match a.placement {
+                Placement::Header => Role::Header,
+                Placement::Envelope => Role::Envelope,
+                Placement::Partition => Role::Partition,
+            };
+            need(&a.column, role);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_messaging_contract_is_the_routers_options_the_platform_always_generated() {
+        let c = Contract::messaging("outbox.");
+        let p = c.router.properties();
+        let get = |k: &str| p.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("table.field.event.id"), Some("message_id"));
+        assert_eq!(get("table.field.event.key"), Some("routing_key"));
+        assert_eq!(get("table.field.event.payload"), Some("payload"));
+        assert_eq!(get("route.by.field"), Some("destination"));
+        assert_eq!(
+            get("route.topic.replacement"),
+            Some("outbox.${routedByValue}")
+        );
+        assert_eq!(get("route.topic.regex"), None);
+        assert!(get("table.fields.additional.placement")
+            .unwrap()
+            .starts_with("message_type:header:msg.type,message_version:header:msg.version,"));
+        assert_eq!(c.status, Status::Kept);
+        assert_eq!(c.converters, Converters::Platform);
+        assert_eq!(c.requirements().len(), 4 + 15 - 1); // destination is both
+    }
+
+    #[test]
+    fn the_debezium_contract_reads_the_documented_table() {
+        let c = Contract::debezium(&BTreeMap::new(), Converters::Json).unwrap();
+        let columns: Vec<(String, Role)> = c
+            .requirements()
+            .into_iter()
+            .map(|r| (r.column, r.role))
+            .collect();
+        assert_eq!(
+            columns,
+            vec![
+                ("id".into(), Role::EventId),
+                ("aggregateid".into(), Role::Key),
+                ("payload".into(), Role::Payload),
+                ("aggregatetype".into(), Role::RouteBy),
+            ]
+        );
+        assert_eq!(c.status, Status::NotKept);
+        assert_eq!(
+            c.router.topic_rule().unwrap().topic("Order"),
+            "outbox.event.Order"
+        );
+    }
+}
