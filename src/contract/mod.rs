@@ -2,9 +2,11 @@
 //! becomes. Pure code over the definition in [`outbox`]; no I/O.
 //! `connector` writes the Debezium configuration that emits the same record.
 
+pub mod convert;
 pub mod definition;
 pub mod mapper;
 pub mod outbox;
+pub mod route;
 pub mod router;
 pub mod row;
 pub mod topic;

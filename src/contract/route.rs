@@ -1,0 +1,350 @@
+//! The Outbox Event Router over one table: a [`Plan`] resolves a contract
+//! against the table's columns once (what `check` reports when it does not
+//! fit), then routes each inserted row to the record Debezium 3.6.1 emits
+//! for it (`EventRouterDelegate.apply`), through the contract's converters.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::convert::{self, ColumnType, Datum, Shape};
+use super::definition::{Contract, Converters, Role};
+use super::outbox;
+use super::router::{EmptyPayload, Missing, Placement};
+use super::topic::TopicRule;
+use crate::error::{Code, Error};
+
+/// The name of the header that carries the event id: the router's own.
+pub const ID_HEADER: &str = "id";
+/// The value struct's first field when the contract has envelope fields.
+pub const ENVELOPE_PAYLOAD: &str = "payload";
+
+/// A column as the catalog or a Relation message describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableColumn {
+    pub name: String,
+    pub type_oid: u32,
+    pub typmod: i32,
+    /// `format_type()`'s spelling, for messages.
+    pub type_name: String,
+}
+
+/// Why a contract does not fit a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Misfit {
+    pub column: String,
+    pub role: Role,
+    pub problem: String,
+    pub code: Code,
+}
+
+impl std::fmt::Display for Misfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}): {}",
+            self.column,
+            self.role.as_str(),
+            self.problem
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    index: usize,
+    ty: ColumnType,
+}
+
+/// A contract resolved against a table's columns.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The table's column names, for messages.
+    names: Vec<String>,
+    converters: Converters,
+    event_id: Slot,
+    key: Option<Slot>,
+    payload: Slot,
+    route_by: Slot,
+    timestamp: Option<Slot>,
+    headers: Vec<(Arc<str>, Slot)>,
+    envelope: Vec<(Arc<str>, Slot)>,
+    partition: Option<Slot>,
+    topic: TopicRule,
+    empty_payload: EmptyPayload,
+}
+
+/// One record as Debezium emits it for a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    /// The event id column's text, for logs and the dead-letter table.
+    pub id: String,
+    pub topic: String,
+    pub partition: Option<i32>,
+    pub key: Option<Bytes>,
+    /// `None` is a tombstone.
+    pub value: Option<Bytes>,
+    pub headers: Vec<(Arc<str>, Option<Vec<u8>>)>,
+    /// The event timestamp column's, or `fallback_ms` (Debezium: the time it
+    /// handled the change, a documented difference).
+    pub timestamp_ms: i64,
+}
+
+impl Plan {
+    /// Resolves `contract` against `columns`; every problem is returned,
+    /// each with its code.
+    pub fn new(contract: &Contract, columns: &[TableColumn]) -> Result<Plan, Vec<Misfit>> {
+        let r = &contract.router;
+        let mut misfits = Vec::new();
+        let mut find = |name: &str,
+                        role: Role,
+                        accepts: &dyn Fn(ColumnType) -> bool,
+                        want: &str| {
+            let Some((index, column)) = columns.iter().enumerate().find(|(_, c)| c.name == name)
+            else {
+                misfits.push(Misfit {
+                    column: name.to_string(),
+                    role,
+                    problem: "the table has no such column".into(),
+                    code: Code::CONTRACT_COLUMN_MISSING,
+                });
+                return None;
+            };
+            match ColumnType::of(column.type_oid, column.typmod) {
+                Some(ty) if accepts(ty) => Some(Slot { index, ty }),
+                Some(_) => {
+                    misfits.push(Misfit {
+                        column: name.to_string(),
+                        role,
+                        problem: format!("is {}; {want}", column.type_name),
+                        code: Code::CONTRACT_COLUMN_TYPE,
+                    });
+                    None
+                }
+                None => {
+                    misfits.push(Misfit {
+                        column: name.to_string(),
+                        role,
+                        problem: format!(
+                            "is {}, whose Debezium form the relay does not reproduce (uuid, text, varchar, char, smallint, integer, bigint, boolean, jsonb, json, bytea, timestamp, timestamptz)",
+                            column.type_name
+                        ),
+                        code: Code::CONTRACT_COLUMN_TYPE,
+                    });
+                    None
+                }
+            }
+        };
+        let any = |_: ColumnType| true;
+        let not_bytes = |t: ColumnType| t.shape() != Shape::Bytes;
+        let string = |t: ColumnType| t.shape() == Shape::String;
+        let int32 = |t: ColumnType| t == ColumnType::Int32;
+        let timestamp =
+            |t: ColumnType| matches!(t, ColumnType::TimestampMillis | ColumnType::TimestampMicros);
+
+        let event_id = find(&r.event_id, Role::EventId, &any, "");
+        let key = match (&r.event_key, contract.converters) {
+            (Some(k), Converters::Platform) => find(
+                k,
+                Role::Key,
+                &not_bytes,
+                "StringConverter writes no stable text for bytes",
+            )
+            .map(Some),
+            (Some(k), Converters::Json) => find(k, Role::Key, &any, "").map(Some),
+            (None, _) => Some(None),
+        };
+        let payload = find(&r.payload, Role::Payload, &any, "");
+        let route_by = find(
+            &r.route_by,
+            Role::RouteBy,
+            &string,
+            "the router reads it as a string (text, varchar, uuid)",
+        );
+        let ts = match &r.event_timestamp {
+            Some(t) => find(
+                t,
+                Role::Timestamp,
+                &timestamp,
+                "the router reads a timestamp without time zone (Debezium's Timestamp or MicroTimestamp)",
+            )
+            .map(Some),
+            None => Some(None),
+        };
+        if let Some(v) = r.schema_version.as_ref().filter(|_| r.has_envelope()) {
+            find(
+                v,
+                Role::SchemaVersion,
+                &int32,
+                "the router reads it as an integer",
+            );
+        }
+        let mut headers = Vec::new();
+        let mut envelope = Vec::new();
+        let mut partition = None;
+        for a in &r.additional {
+            if r.missing == Missing::Ignore && !columns.iter().any(|c| c.name == a.column) {
+                continue;
+            }
+            let alias: Arc<str> = Arc::from(a.alias.as_str());
+            match a.placement {
+                Placement::Header => {
+                    if let Some(s) = find(&a.column, Role::Header, &any, "") {
+                        headers.push((alias, s));
+                    }
+                }
+                Placement::Envelope => {
+                    if let Some(s) = find(&a.column, Role::Envelope, &any, "") {
+                        envelope.push((alias, s));
+                    }
+                }
+                Placement::Partition => {
+                    partition = find(
+                        &a.column,
+                        Role::Partition,
+                        &int32,
+                        "the router reads the partition as an integer",
+                    );
+                }
+            }
+        }
+        let topic = r.topic_rule();
+        match (event_id, key, payload, route_by, ts, topic) {
+            (
+                Some(event_id),
+                Some(key),
+                Some(payload),
+                Some(route_by),
+                Some(timestamp),
+                Ok(topic),
+            ) if misfits.is_empty() => Ok(Plan {
+                names: columns.iter().map(|c| c.name.clone()).collect(),
+                converters: contract.converters,
+                event_id,
+                key,
+                payload,
+                route_by,
+                timestamp,
+                headers,
+                envelope,
+                partition,
+                topic,
+                empty_payload: r.empty_payload,
+            }),
+            _ => Err(misfits),
+        }
+    }
+
+    /// The record for an inserted row: `values` are its columns' text
+    /// forms in the table's order, `None` for NULL.
+    pub fn route(&self, values: &[Option<Bytes>], fallback_ms: i64) -> Result<Routed, Error> {
+        let datum = |slot: Slot| -> Result<Datum, Error> {
+            match values.get(slot.index) {
+                Some(Some(text)) => slot.ty.decode(text).map_err(|e| {
+                    let name = self.names.get(slot.index).map_or("?", String::as_str);
+                    Error::new(Code::ROW_UNDECODABLE, format!("{name}: {e}"))
+                }),
+                Some(None) => Ok(Datum::Null),
+                None => Err(Error::new(
+                    Code::ROW_SHAPE_MISMATCH,
+                    format!("the row has {} values", values.len()),
+                )),
+            }
+        };
+        let id = datum(self.event_id)?;
+        let topic = match datum(self.route_by)? {
+            Datum::String(t) => self.topic.topic(t.as_str()),
+            _ => {
+                return Err(Error::new(
+                    Code::ILLEGAL_TOPIC_NAME,
+                    "the routing column is NULL: the record has no topic",
+                ))
+            }
+        };
+        if !outbox::is_legal_topic_name(&topic) {
+            return Err(Error::new(
+                Code::ILLEGAL_TOPIC_NAME,
+                format!("{topic:?} is not a legal Kafka topic name"),
+            ));
+        }
+        let timestamp_ms = match self.timestamp {
+            None => fallback_ms,
+            Some(slot) => match datum(slot)? {
+                Datum::Integer(v) if slot.ty == ColumnType::TimestampMillis => v,
+                // Java's `long / 1_000` truncates toward zero, as Rust's does.
+                Datum::Integer(v) => v / 1000,
+                _ => fallback_ms,
+            },
+        };
+        let mut headers = Vec::with_capacity(1 + self.headers.len());
+        headers.push((Arc::from(ID_HEADER), convert::header_bytes(&id)));
+        for (alias, slot) in &self.headers {
+            headers.push((alias.clone(), convert::header_bytes(&datum(*slot)?)));
+        }
+        let partition = match self.partition.map(datum).transpose()? {
+            Some(Datum::Integer(p)) => i32::try_from(p).ok(),
+            _ => None,
+        };
+        let payload = datum(self.payload)?;
+        let value = if self.empty_payload == EmptyPayload::Tombstone && payload.is_blank() {
+            None
+        } else if !self.envelope.is_empty() {
+            let mut out = Vec::with_capacity(64);
+            out.push(b'{');
+            convert::write_json_string(&mut out, ENVELOPE_PAYLOAD);
+            out.push(b':');
+            convert::write_json(&mut out, &payload);
+            for (alias, slot) in &self.envelope {
+                out.push(b',');
+                convert::write_json_string(&mut out, alias);
+                out.push(b':');
+                convert::write_json(&mut out, &datum(*slot)?);
+            }
+            out.push(b'}');
+            Some(Bytes::from(out))
+        } else {
+            match (self.converters, &payload) {
+                // BinaryDataConverter: bytes as they are, a null of a bytes
+                // column a null value; anything else through its delegate.
+                (Converters::Platform, Datum::Bytes(b)) => Some(b.clone()),
+                (Converters::Platform, Datum::Null) if self.payload.ty == ColumnType::Bytea => None,
+                (Converters::Platform | Converters::Json, other) => {
+                    let mut out = Vec::new();
+                    convert::write_json(&mut out, other);
+                    Some(Bytes::from(out))
+                }
+            }
+        };
+        let key = match self.key {
+            None => None,
+            Some(slot) => {
+                let k = datum(slot)?;
+                match self.converters {
+                    Converters::Platform => convert::string_bytes(&k).map(Bytes::from),
+                    Converters::Json => {
+                        let mut out = Vec::new();
+                        convert::write_json(&mut out, &k);
+                        Some(Bytes::from(out))
+                    }
+                }
+            }
+        };
+        Ok(Routed {
+            id: match &id {
+                Datum::String(t) => t.as_str().to_string(),
+                other => convert::header_bytes(other)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default(),
+            },
+            topic,
+            partition,
+            key,
+            value,
+            headers,
+            timestamp_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
