@@ -7,10 +7,13 @@
 //! - [`connect`]: Connect's validation accepts every key, and Debezium fails
 //!   loudly on the polling platform's table and on a dropped column, and
 //!   takes over from polling by the documented cutover;
-//! - [`server`]: Debezium Server's own offsets and start-up checks.
+//! - [`server`]: Debezium Server's own offsets and start-up checks;
+//! - [`router`]: the Outbox Event Router on other tables (the debezium
+//!   contract, custom options) equals the relay's router.
 
 mod connect;
 mod parity;
+mod router;
 mod server;
 
 use crate::common;
