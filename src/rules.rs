@@ -115,6 +115,8 @@ rules! {
         "the publication exists, covers the outbox and publishes inserts only",
     Columns => "columns", [OUTBOX_SCHEMA_DRIFT: E, OUTBOX_COLUMN_NULLABILITY: W], [C],
         "every contract column is there with a type the contract can encode (a session checks the same in the stream: `OUTBOX_SCHEMA_DRIFT`)",
+    Contract => "contract", [CONTRACT_COLUMN_MISSING: E, CONTRACT_COLUMN_TYPE: E, CONTRACT_OPTION_INVALID: E, CONTRACT_NOT_STREAMED: S], [C, St],
+        "the outbox table fits the configured contract (`[outbox] contract`), each missing column or unfit type named; `check` also names the built-in contracts that fit; a relay streams the messaging contract only so far",
     RoutingKey => outbox::ROUTING_KEY.name, [ROUTING_KEY_MISSING: E, ROUTING_KEY_GENERATED: E, ROUTING_KEY_TRIGGER_MISSING: E], [C],
         "the routing key is a plain column kept by its trigger (or, on PostgreSQL 18+, a stored generated column the publication publishes)",
     Constraints => "constraints", [CONSTRAINT_MISSING: E, CONSTRAINT_NOT_VALIDATED: W], [C],

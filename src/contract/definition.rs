@@ -85,6 +85,8 @@ pub enum Role {
     Header,
     Envelope,
     Partition,
+    /// Another column of the platform's table (status, leases, ...).
+    Table,
 }
 
 impl Role {
@@ -99,6 +101,7 @@ impl Role {
             Role::Header => "header",
             Role::Envelope => "envelope field",
             Role::Partition => "partition",
+            Role::Table => "the platform's table",
         }
     }
 }

@@ -153,6 +153,9 @@ codes! {
     CONTRACT_COLUMN_MISSING => Operator, "the outbox table lacks a column the contract names (the column and what it is for are named)",
     /// A contract column's type is one Debezium would refuse for its role,
     /// or one whose Debezium form the relay does not reproduce.
+    /// A relay streams the messaging contract only so far; `check` and
+    /// `connector-config` serve the others.
+    CONTRACT_NOT_STREAMED => Operator, "the relay streams the messaging contract only so far: `check` judges other tables and `connector-config` writes Debezium's configuration for them, `run` refuses them",
     CONTRACT_COLUMN_TYPE => Operator, "a contract column's type is one Debezium refuses for its role (a timestamp that is not `timestamp`, a partition that is not `integer`), or whose Debezium form the relay does not reproduce",
 
     // The replication slot.

@@ -246,6 +246,7 @@ mod tests {
             ("CONTRACT_OPTION_INVALID", Stop, end(Stop), end(Stop)),
             ("CONTRACT_COLUMN_MISSING", Stop, end(Stop), end(Stop)),
             ("CONTRACT_COLUMN_TYPE", Stop, end(Stop), end(Stop)),
+            ("CONTRACT_NOT_STREAMED", Stop, end(Stop), end(Stop)),
             ("SLOT_MISSING", Stop, end(Stop), end(Stop)),
             ("PG_FEATURE_UNAVAILABLE", Stop, end(Stop), end(Stop)),
             ("FAILOVER_NOT_READY", Stop, end(Stop), end(Stop)),

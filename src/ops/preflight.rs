@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use crate::config::{Config, Env};
+use crate::contract::definition::Status;
 use crate::error::{Code, Error};
 pub use crate::finding::{Finding, Level};
 use crate::kafka::probe;
@@ -131,6 +132,32 @@ async fn database(
     let server = checks::server(c).await?;
     out.extend(server.findings());
     out.extend(server.headroom());
+    let contract = match cfg.outbox.contract() {
+        Ok(contract) => contract,
+        Err(e) => {
+            out.push(Finding::failed(Rule::Contract, &e));
+            return Ok(Vec::new());
+        }
+    };
+    let columns = checks::table_columns(c, &cfg.outbox.schema, &cfg.outbox.table).await?;
+    out.extend(checks::contract_findings(
+        &contract,
+        &cfg.outbox.topic_prefix,
+        &cfg.qualified_table(),
+        &columns,
+    ));
+    out.push(checks::streaming_finding(&contract, Purpose::Report));
+    if contract.status == Status::NotKept {
+        // The rules below judge the platform's table and its objects.
+        let slot = checks::slot(c, &cfg.postgres.slot).await?;
+        out.push(checks::slot_finding(
+            slot.as_ref(),
+            &cfg.postgres.slot,
+            &server,
+            Purpose::Report,
+        ));
+        return Ok(Vec::new());
+    }
     let publication = checks::publication(
         c,
         &cfg.postgres.publication,

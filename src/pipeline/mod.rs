@@ -98,6 +98,14 @@ impl Relay {
     /// the SQL and replication log-ins work, this relay may own the outbox,
     /// and no cutover is half done.
     pub async fn prepare(cfg: Config, env: Arc<Env>) -> Result<Relay, Error> {
+        let contract = cfg.outbox.contract()?;
+        let stream = Purpose::Stream {
+            create_slot: cfg.relay.create_slot,
+        };
+        finding::obey(
+            When::Start,
+            vec![checks::streaming_finding(&contract, stream)],
+        )?;
         let cluster = cfg.kafka_cluster(&*env)?;
         let producer =
             settings::producer_config(&cluster, cfg.producer_transactional_id().as_deref());

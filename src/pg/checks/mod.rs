@@ -9,8 +9,9 @@
 //! one code, in both.
 //!
 //! One file per subject: `server`, `publication`, `slot`, `schema`,
-//! `ownership`.
+//! `contract`, `ownership`.
 
+mod contract;
 mod ownership;
 mod publication;
 mod schema;
@@ -20,6 +21,7 @@ mod slot;
 use crate::error::{Code, Error};
 use crate::pg::sqlstate::query_error;
 
+pub(crate) use contract::{contract_findings, streaming_finding, table_columns};
 pub(crate) use ownership::{ownership, ownership_findings, pending_destinations};
 pub(crate) use publication::{publication, publication_finding};
 pub(crate) use schema::schema_findings;

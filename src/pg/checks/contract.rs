@@ -1,0 +1,279 @@
+//! Which contract fits the outbox table: the configured one, judged (each
+//! missing column or unfit type an error with its code), and the built-in
+//! ones, named when they fit too, so a team that points the relay at its
+//! own table learns what it has.
+
+use tokio_postgres::Client;
+
+use super::{query, Purpose};
+use crate::contract::definition::{Contract, ContractName, Converters, Role};
+use crate::contract::outbox;
+use crate::contract::route::{Misfit, Plan, TableColumn};
+use crate::error::Code;
+use crate::finding::Finding;
+use crate::rules::Rule;
+
+/// The table's columns in table order, as the catalog describes them.
+pub(crate) async fn table_columns(
+    c: &Client,
+    schema: &str,
+    table: &str,
+) -> Result<Vec<TableColumn>, crate::error::Error> {
+    Ok(c.query(
+        "SELECT a.attname::text, a.atttypid::oid, a.atttypmod, format_type(a.atttypid, a.atttypmod)
+               FROM pg_attribute a
+               JOIN pg_class t ON t.oid = a.attrelid
+               JOIN pg_namespace n ON n.oid = t.relnamespace
+              WHERE n.nspname = $1 AND t.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+              ORDER BY a.attnum",
+        &[&schema, &table],
+    )
+    .await
+    .map_err(query("reading the outbox's columns"))?
+    .iter()
+    .map(|r| TableColumn {
+        name: r.get(0),
+        type_oid: r.get(1),
+        typmod: r.get(2),
+        type_name: r.get(3),
+    })
+    .collect())
+}
+
+/// Whether `contract` fits the table. The messaging contract needs the
+/// platform's whole table, each column in a type its definition accepts;
+/// another contract, the columns its router options name.
+fn fit(contract: &Contract, columns: &[TableColumn]) -> Result<(), Vec<Misfit>> {
+    if contract.name != ContractName::Messaging {
+        return Plan::new(contract, columns).map(|_| ());
+    }
+    let roles = contract.requirements();
+    let misfits: Vec<Misfit> = outbox::COLUMNS
+        .iter()
+        .filter_map(|d| {
+            let role = roles
+                .iter()
+                .find(|r| r.column == d.name)
+                .map_or(Role::Table, |r| r.role);
+            let misfit = |code, problem: String| Misfit {
+                column: d.name.to_string(),
+                role,
+                problem,
+                code,
+            };
+            match columns.iter().find(|c| c.name == d.name) {
+                None => Some(misfit(
+                    Code::CONTRACT_COLUMN_MISSING,
+                    "the table has no such column".into(),
+                )),
+                Some(c) if !d.ty.accepts(c.type_oid) => Some(misfit(
+                    Code::CONTRACT_COLUMN_TYPE,
+                    format!(
+                        "is {}; the definition says {}",
+                        c.type_name,
+                        d.ty.catalog_name()
+                    ),
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect();
+    match misfits.is_empty() {
+        true => Ok(()),
+        false => Err(misfits),
+    }
+}
+
+/// Whether a relay streams the contract: the messaging contract only so
+/// far. A warning for `check` (which judges the table all the same), an
+/// error for a relay about to stream.
+pub(crate) fn streaming_finding(configured: &Contract, purpose: Purpose) -> Finding {
+    let name = configured.name.as_str();
+    if configured.name == ContractName::Messaging {
+        return Finding::ok(
+            Rule::Contract,
+            format!("a relay streams the {name} contract"),
+        );
+    }
+    let detail = format!(
+        "a relay streams the messaging contract only so far; for the {name} contract, `check` judges the table and `connector-config` writes Debezium's configuration"
+    );
+    match purpose {
+        Purpose::Report => Finding::warn(Rule::Contract, Code::CONTRACT_NOT_STREAMED, detail),
+        Purpose::Stream { .. } => {
+            Finding::error(Rule::Contract, Code::CONTRACT_NOT_STREAMED, detail)
+        }
+    }
+}
+
+/// The configured contract's fit, then the other built-ins that fit.
+pub(crate) fn contract_findings(
+    configured: &Contract,
+    topic_prefix: &str,
+    table: &str,
+    columns: &[TableColumn],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let name = configured.name.as_str();
+    if columns.is_empty() {
+        out.push(Finding::error(
+            Rule::Contract,
+            Code::CONTRACT_COLUMN_MISSING,
+            format!("{table} does not exist (contract {name})"),
+        ));
+        return out;
+    }
+    match fit(configured, columns) {
+        Ok(()) => out.push(Finding::ok(
+            Rule::Contract,
+            format!("{table} fits the {name} contract"),
+        )),
+        Err(misfits) => out.extend(misfits.iter().map(|m| {
+            Finding::error(
+                Rule::Contract,
+                m.code,
+                format!("{table} does not fit the {name} contract: {m}"),
+            )
+        })),
+    }
+    let others = ContractName::ALL
+        .into_iter()
+        .filter(|n| *n != configured.name)
+        .filter_map(|n| match n {
+            ContractName::Messaging => Some(Contract::messaging(topic_prefix)),
+            ContractName::Debezium => {
+                Contract::debezium(&Default::default(), Converters::Json).ok()
+            }
+        })
+        .filter(|c| fit(c, columns).is_ok())
+        .map(|c| c.name.as_str())
+        .collect::<Vec<_>>();
+    if !others.is_empty() {
+        out.push(Finding::ok(
+            Rule::Contract,
+            format!(
+                "{table} fits the {} contract too (`[outbox] contract`)",
+                others.join(", ")
+            ),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::Level;
+
+    fn column(name: &str, oid: u32, type_name: &str) -> TableColumn {
+        TableColumn {
+            name: name.into(),
+            type_oid: oid,
+            typmod: -1,
+            type_name: type_name.into(),
+        }
+    }
+
+    fn documented() -> Vec<TableColumn> {
+        vec![
+            column("id", 2950, "uuid"),
+            column("aggregatetype", 1043, "character varying(255)"),
+            column("aggregateid", 1043, "character varying(255)"),
+            column("type", 1043, "character varying(255)"),
+            column("payload", 3802, "jsonb"),
+        ]
+    }
+
+    fn lines(findings: &[Finding]) -> Vec<String> {
+        findings
+            .iter()
+            .map(|f| match f.code {
+                Some(code) => format!("{code}: {}", f.detail),
+                None => f.detail.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_configured_contract_is_judged_and_other_built_ins_that_fit_are_named() {
+        let debezium = Contract::debezium(&Default::default(), Converters::Json).unwrap();
+        assert_eq!(
+            lines(&contract_findings(
+                &debezium,
+                "outbox.",
+                "public.outboxevent",
+                &documented()
+            )),
+            vec!["public.outboxevent fits the debezium contract"]
+        );
+        let messaging = Contract::messaging("outbox.");
+        let found = lines(&contract_findings(
+            &messaging,
+            "outbox.",
+            "public.outboxevent",
+            &documented(),
+        ));
+        assert_eq!(found[0], "CONTRACT_COLUMN_MISSING: public.outboxevent does not fit the messaging contract: message_id (event id): the table has no such column");
+        assert_eq!(
+            found.last().unwrap(),
+            "public.outboxevent fits the debezium contract too (`[outbox] contract`)"
+        );
+
+        // The platform's table fits the messaging contract, not Debezium's.
+        let platform: Vec<TableColumn> = outbox::COLUMNS
+            .iter()
+            .map(|c| column(c.name, c.ty.oid(), c.ty.catalog_name()))
+            .collect();
+        assert_eq!(
+            lines(&contract_findings(
+                &messaging,
+                "outbox.",
+                "public.messaging_outbox",
+                &platform
+            )),
+            vec!["public.messaging_outbox fits the messaging contract"]
+        );
+        let found = lines(&contract_findings(
+            &debezium,
+            "outbox.",
+            "public.messaging_outbox",
+            &platform,
+        ));
+        assert_eq!(
+            found,
+            vec![
+                "CONTRACT_COLUMN_MISSING: public.messaging_outbox does not fit the debezium contract: id (event id): the table has no such column",
+                "CONTRACT_COLUMN_MISSING: public.messaging_outbox does not fit the debezium contract: aggregateid (key): the table has no such column",
+                "CONTRACT_COLUMN_MISSING: public.messaging_outbox does not fit the debezium contract: aggregatetype (routing field): the table has no such column",
+                "public.messaging_outbox fits the messaging contract too (`[outbox] contract`)",
+            ]
+        );
+
+        assert_eq!(
+            lines(&contract_findings(&debezium, "outbox.", "public.gone", &[])),
+            vec!["CONTRACT_COLUMN_MISSING: public.gone does not exist (contract debezium)"]
+        );
+    }
+
+    #[test]
+    fn a_relay_refuses_a_contract_it_does_not_stream_yet_and_check_warns() {
+        let debezium = Contract::debezium(&Default::default(), Converters::Json).unwrap();
+        let stream = Purpose::Stream { create_slot: false };
+        let (report, start) = (
+            streaming_finding(&debezium, Purpose::Report),
+            streaming_finding(&debezium, stream),
+        );
+        assert_eq!(
+            (report.level, report.code),
+            (Level::Warn, Some(Code::CONTRACT_NOT_STREAMED))
+        );
+        assert_eq!(
+            (start.level, start.code),
+            (Level::Error, Some(Code::CONTRACT_NOT_STREAMED))
+        );
+        assert_eq!(
+            streaming_finding(&Contract::messaging("o."), stream).level,
+            Level::Ok
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! Contracts other than the platform's on a real table: `check` says which
+//! contract fits and what does not, with codes; a relay refuses a contract
+//! it does not stream yet, before it touches the database.
+
+use crate::common;
+use crate::common::cli::Cli;
+
+use std::path::{Path, PathBuf};
+
+/// The table of Debezium's outbox documentation.
+const DOCUMENTED: &str = "CREATE TABLE public.outboxevent (
+    id uuid NOT NULL PRIMARY KEY,
+    aggregatetype varchar(255) NOT NULL,
+    aggregateid varchar(255) NOT NULL,
+    type varchar(255) NOT NULL,
+    payload jsonb)";
+
+/// The relay's test configuration with `outbox` keys added to `[outbox]`
+/// and `router` as `[outbox.router]`.
+fn with_outbox(base: &Path, name: &str, outbox: &str, router: &str) -> PathBuf {
+    let text = std::fs::read_to_string(base).unwrap();
+    let path = base.with_file_name(format!("{name}.toml"));
+    let mut text = text.replace("[outbox]\n", &format!("[outbox]\n{outbox}\n"));
+    if !router.is_empty() {
+        text.push_str(&format!("\n[outbox.router]\n{router}\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test]
+async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_does_not_stream() {
+    let services = require_services!();
+    let db = services.fresh_db("contracts").await;
+    db.client.batch_execute(DOCUMENTED).await.unwrap();
+    let prefix = common::unique_prefix("contracts");
+    let base = common::relay::config(
+        &services,
+        &db.name,
+        &prefix,
+        &format!("{}_relay", db.name),
+        "",
+    );
+
+    let debezium = with_outbox(
+        &base,
+        "debezium",
+        "contract = \"debezium\"\ntable = \"outboxevent\"",
+        "",
+    );
+    let out = Cli::new(&["check"]).config(&debezium).output();
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("public.outboxevent fits the debezium contract\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("CONTRACT_NOT_STREAMED: a relay streams the messaging contract only so far"),
+        "{stdout}"
+    );
+
+    let messaging = with_outbox(&base, "messaging", "table = \"outboxevent\"", "");
+    let out = Cli::new(&["check"]).config(&messaging).output();
+    let stdout = text(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{stdout}");
+    for expected in [
+        "CONTRACT_COLUMN_MISSING: public.outboxevent does not fit the messaging contract: message_id (event id): the table has no such column",
+        "CONTRACT_COLUMN_TYPE: public.outboxevent does not fit the messaging contract: payload (payload): is jsonb; the definition says bytea",
+        "public.outboxevent fits the debezium contract too (`[outbox] contract`)",
+    ] {
+        assert!(stdout.contains(expected), "{expected}\n{stdout}");
+    }
+
+    // A custom mapping that names a column the table lacks, and a partition
+    // column of the wrong type.
+    db.client
+        .batch_execute("ALTER TABLE public.outboxevent ADD COLUMN shard bigint")
+        .await
+        .unwrap();
+    let custom = with_outbox(
+        &base,
+        "custom",
+        "contract = \"debezium\"\ntable = \"outboxevent\"",
+        "\"table.field.event.key\" = \"order_id\"\n\"table.fields.additional.placement\" = \"shard:partition\"",
+    );
+    let out = Cli::new(&["check"]).config(&custom).output();
+    let stdout = text(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{stdout}");
+    for expected in [
+        "CONTRACT_COLUMN_MISSING: public.outboxevent does not fit the debezium contract: order_id (key): the table has no such column",
+        "CONTRACT_COLUMN_TYPE: public.outboxevent does not fit the debezium contract: shard (partition): is bigint; the router reads the partition as an integer",
+    ] {
+        assert!(stdout.contains(expected), "{expected}\n{stdout}");
+    }
+
+    // `run` refuses before it streams anything: no slot is made.
+    let out = Cli::new(&["run"]).config(&debezium).output();
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("CONTRACT_NOT_STREAMED"), "{stderr}");
+    let slots: i64 = db
+        .client
+        .query_one(
+            "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(slots, 0);
+}
