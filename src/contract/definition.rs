@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use super::outbox;
-use super::router::{keys, Additional, PayloadForm, Placement, RouterOptions};
-use crate::error::{Code, Error};
+use super::router::{Additional, Placement, RouterOptions};
+use crate::error::Error;
 
 /// The built-in contracts, as `[outbox] contract` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,16 +157,6 @@ impl Contract {
         converters: Converters,
     ) -> Result<Contract, Error> {
         let router = RouterOptions::from_options(options)?;
-        if router.payload_form == PayloadForm::ExpandJson {
-            // Not yet reproduced byte for byte: refused rather than guessed.
-            return Err(Error::new(
-                Code::CONTRACT_OPTION_INVALID,
-                format!(
-                    "`{}`: the relay does not yet reproduce Debezium's expanded JSON payloads",
-                    keys::EXPAND_JSON_PAYLOAD
-                ),
-            ));
-        }
         Ok(Contract {
             name: ContractName::Debezium,
             router,

@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod definition;
+pub mod expand;
 pub mod mapper;
 pub mod outbox;
 pub mod route;

@@ -9,8 +9,9 @@ use bytes::Bytes;
 
 use super::convert::{self, ColumnType, Datum, Shape};
 use super::definition::{Contract, Converters, Role};
+use super::expand::{self, Unexpanded};
 use super::outbox;
-use super::router::{EmptyPayload, Missing, Placement};
+use super::router::{EmptyPayload, JsonNull, Missing, PayloadForm, Placement};
 use super::topic::TopicRule;
 use crate::error::{Code, Error};
 
@@ -72,6 +73,8 @@ pub struct Plan {
     partition: Option<Slot>,
     topic: TopicRule,
     empty_payload: EmptyPayload,
+    payload_form: PayloadForm,
+    json_null: JsonNull,
 }
 
 /// One record as Debezium emits it for a row.
@@ -230,6 +233,8 @@ impl Plan {
                 partition,
                 topic,
                 empty_payload: r.empty_payload,
+                payload_form: r.payload_form,
+                json_null: r.json_null,
             }),
             _ => Err(misfits),
         }
@@ -286,14 +291,43 @@ impl Plan {
             _ => None,
         };
         let payload = datum(self.payload)?;
-        let value = if self.empty_payload == EmptyPayload::Tombstone && payload.is_blank() {
+        // An expanded payload is a struct: never blank, written as JSON by
+        // either converter (BinaryDataConverter delegates non-bytes).
+        let expanded = match (&payload, self.payload_form) {
+            (Datum::String(text), PayloadForm::ExpandJson) => {
+                match expand::expand(text.as_str(), self.json_null) {
+                    Ok(json) => Some(Bytes::from(json)),
+                    Err(Unexpanded::KeptAsText) => None,
+                    Err(Unexpanded::NoSchema) if self.envelope.is_empty() => None,
+                    Err(why) => {
+                        return Err(Error::new(
+                            Code::PAYLOAD_NOT_REPRODUCED,
+                            match why {
+                                Unexpanded::NotReproduced => "Debezium's expansion of this payload depends on Java's hash order (objects of different shapes in one array) or holds a lone surrogate",
+                                _ => "Debezium's task fails on this payload (a schema inferred, the value not convertible: a top-level array, an integer beyond long, an empty array beside an envelope field)",
+                            },
+                        ))
+                    }
+                }
+            }
+            _ => None,
+        };
+        let value = if let Some(json) = expanded.clone().filter(|_| self.envelope.is_empty()) {
+            Some(json)
+        } else if expanded.is_none()
+            && self.empty_payload == EmptyPayload::Tombstone
+            && payload.is_blank()
+        {
             None
         } else if !self.envelope.is_empty() {
             let mut out = Vec::with_capacity(64);
             out.push(b'{');
             convert::write_json_string(&mut out, ENVELOPE_PAYLOAD);
             out.push(b':');
-            convert::write_json(&mut out, &payload);
+            match &expanded {
+                Some(json) => out.extend_from_slice(json),
+                None => convert::write_json(&mut out, &payload),
+            }
             for (alias, slot) in &self.envelope {
                 out.push(b',');
                 convert::write_json_string(&mut out, alias);

@@ -263,6 +263,9 @@ codes! {
     HEADERS_NOT_FLAT => Row, "application headers are not a JSON object of strings",
     RESERVED_HEADER_NAME => Row, "an application header uses the platform's names",
     ILLEGAL_TOPIC_NAME => Row, "`topic_prefix + destination` is not a legal Kafka topic",
+    /// `table.expand.json.payload`: a payload Debezium's task fails on, or
+    /// whose expansion depends on Java's hash order.
+    PAYLOAD_NOT_REPRODUCED => Row, "an expanded JSON payload (`table.expand.json.payload`) that fails Debezium's task (a top-level array, an integer beyond `long`: its schema is inferred, its value not converted) or whose form depends on Java's hash order (objects of different shapes in one array) or holds a lone surrogate: not published, recorded with the code",
     HEADER_UNENCODABLE => Row, "a column value cannot be written as its header",
     ROW_UNDECODABLE => Row, "a value does not decode (or a NOT NULL column is NULL)",
     ROW_SHAPE_MISMATCH => Row, "a tuple has more or fewer values than its relation",

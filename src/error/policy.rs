@@ -307,6 +307,7 @@ mod tests {
             ("RESERVED_HEADER_NAME", RecordFailed, R, R),
             ("ILLEGAL_TOPIC_NAME", RecordFailed, R, R),
             ("HEADER_UNENCODABLE", RecordFailed, R, R),
+            ("PAYLOAD_NOT_REPRODUCED", RecordFailed, R, R),
             ("ROW_UNDECODABLE", RecordFailed, R, R),
             ("ROW_SHAPE_MISMATCH", RecordFailed, R, R),
             ("ROW_UNIDENTIFIABLE", Stop, end(Stop), end(Stop)),

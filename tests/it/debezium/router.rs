@@ -14,7 +14,7 @@
 use super::*;
 
 use bytes::Bytes;
-use outbox_cdc::contract::route::{Plan, Routed, TableColumn};
+use outbox_cdc::contract::route::{Plan, Routed};
 
 /// One contract on one table.
 struct Case {
@@ -104,6 +104,67 @@ INSERT INTO corpus VALUES
     placed: Placed::Yes,
 };
 
+/// `table.expand.json.payload` on the documented table: what Java expands,
+/// and what it keeps as text.
+const EXPANDED: Case = Case {
+    label: "rexp",
+    columns: "id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL, \
+              aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb",
+    outbox: "contract = \"debezium\"",
+    router: r#""table.expand.json.payload" = "true""#,
+    rows: r#"
+INSERT INTO corpus VALUES
+ ('00000000-0000-4000-8000-000000000101', '{p}Order', 'o-1', 'Lines', '{"id": 1, "lines": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 3}]}'),
+ ('00000000-0000-4000-8000-000000000102', '{p}Order', 'o-1', 'Numbers', '{"neg": -42, "dec": 1.10, "exp": 1e-7, "tiny": 2.5e-5, "zero": -0, "l": 3000000000, "half": 0.5, "price": 19.99, "e7": 12345678.5}'),
+ ('00000000-0000-4000-8000-000000000104', '{p}Order', 'o-2', 'Unicode', '{"s": "\u00e9 \ud83d\ude00 𝄞 \"q\" back\\slash \u0001 tab\t", "k\u00e9y": true}'),
+ ('00000000-0000-4000-8000-000000000105', '{p}Order', 'o-3', 'Deep', '{"a": {"b": {"c": {"d": [[1, 2], [3]], "e": {"f": [true, false]}}}}}'),
+ ('00000000-0000-4000-8000-000000000106', '{p}Order', 'o-3', 'Empty', '{}'),
+ ('00000000-0000-4000-8000-000000000108', '{p}Order', 'o-4', 'Emptiness', '{"e": [], "o": {}, "n": null, "a": [null, 1], "z": "last"}'),
+ ('00000000-0000-4000-8000-000000000109', '{p}Order', 'o-4', 'Scalar', '"a string"'),
+ ('00000000-0000-4000-8000-00000000010a', '{p}Order', 'o-4', 'Number', '123'),
+ ('00000000-0000-4000-8000-00000000010b', '{p}Order', 'o-5', 'JsonNull', 'null'),
+ ('00000000-0000-4000-8000-00000000010c', '{p}Order', 'o-5', 'SqlNull', NULL),
+ ('00000000-0000-4000-8000-00000000010d', '{p}Order', 'o-5', 'Mixed', '{"m": [1, "a"]}'),
+ ('00000000-0000-4000-8000-00000000010e', '{p}Order', 'o-6', 'MixedNumbers', '{"m": [1, 2.5]}'),
+ ('00000000-0000-4000-8000-00000000010f', '{p}Order', 'o-6', 'NestedEmpty', '{"m": [[]]}'),
+ ('00000000-0000-4000-8000-000000000110', '{p}Order', 'o-6', 'AllNull', '{"m": [null, null], "ok": 1}'),
+ ('00000000-0000-4000-8000-000000000111', '{p}Order', 'o-7', 'Longs', '{"m": [3000000000, 4000000000], "i": [1, 2]}');
+"#,
+    topics: &[("outbox.event.{p}Order", 1)],
+    placed: Placed::No,
+};
+
+/// Expansion with an envelope field, tombstones on empty payloads and
+/// `optional_bytes` nulls, over a text column: text that only looks like
+/// JSON, leading whitespace, trailing text, blank text.
+const EXPANDED_ENVELOPE: Case = Case {
+    label: "renv",
+    columns: "id text NOT NULL PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text, \
+              type text, payload text",
+    outbox: "contract = \"debezium\"",
+    router: r#"
+"table.expand.json.payload" = "true"
+"table.json.payload.null.behavior" = "optional_bytes"
+"route.tombstone.on.empty.payload" = "true"
+"table.fields.additional.placement" = "type:envelope:eventType,aggregateid:header:ref"
+"#,
+    rows: r#"
+INSERT INTO corpus VALUES
+ ('x1', '{p}Order', 'k1', 'Created', '{"a":1,"n":null,"l":[null,"x"]}'),
+ ('x2', '{p}Order', 'k1', 'Trailing', '{"a":2} and then some'),
+ ('x3', '{p}Order', 'k2', 'Leading', '  {"a":3}'),
+ ('x4', '{p}Order', 'k2', 'Broken', '{"a":'),
+ ('x5', '{p}Order', 'k3', 'Blank', '   '),
+ ('x6', '{p}Order', 'k3', 'Null', NULL),
+ ('x7', '{p}Order', NULL, NULL, E'{"raw":"tab	here"}'),
+ ('x8', '{p}Order', 'k4', 'LeadingZero', '{"a":01}'),
+ ('x9', '{p}Order', 'k4', 'Dup', '{"a":1,"b":2,"a":3}'),
+ ('xa', '{p}Order', 'k5', 'EmptyMember', '{"e":[],"o":{}}');
+"#,
+    topics: &[("outbox.event.{p}Order", 1)],
+    placed: Placed::No,
+};
+
 /// What a consumer sees of a record, made comparable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Seen {
@@ -147,8 +208,18 @@ fn consumed(c: &Consumed, placed: Placed) -> Seen {
     }
 }
 
-/// Runs one case: Debezium's records and the router's for the same rows.
-async fn run(case: &Case) -> (usize, Vec<String>) {
+/// A case's database, table, topics and running connector.
+struct Deployed {
+    services: common::Services,
+    db: common::TestDb,
+    cfg: Config,
+    /// The case's unique topic prefix.
+    p: String,
+}
+
+/// Makes the case's database, table, publication and topics, and starts
+/// its connector on the generated configuration.
+async fn deploy(case: &Case) -> Deployed {
     let services = common::services().expect("services");
     let p = common::unique_prefix(case.label);
     let db = services.fresh_db(case.label).await;
@@ -182,6 +253,23 @@ async fn run(case: &Case) -> (usize, Vec<String>) {
         kafka::serve_topics(&services.kafka_bootstrap, &[&topic]);
     }
     start_debezium(&cfg, &db.client).await;
+    Deployed {
+        services,
+        db,
+        cfg,
+        p,
+    }
+}
+
+/// Runs one case: Debezium's records and the router's for the same rows.
+async fn run(case: &Case) -> (usize, Vec<String>) {
+    let Deployed {
+        services,
+        db,
+        cfg,
+        p,
+    } = deploy(case).await;
+    let table = "outboxevent";
 
     // The corpus: each row inserted on its own, then again inserted and
     // deleted in one transaction (the table keeps no status), and updated
@@ -220,24 +308,7 @@ async fn run(case: &Case) -> (usize, Vec<String>) {
     let expected_count = 2 * count as usize;
 
     // The router's records for the same rows, twice over.
-    let columns: Vec<TableColumn> = db
-        .client
-        .query(
-            "SELECT attname::text, atttypid::oid, atttypmod, format_type(atttypid, atttypmod)
-               FROM pg_attribute WHERE attrelid = 'public.corpus'::regclass AND attnum > 0 AND NOT attisdropped
-              ORDER BY attnum",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| TableColumn {
-            name: r.get(0),
-            type_oid: r.get(1),
-            typmod: r.get(2),
-            type_name: r.get(3),
-        })
-        .collect();
+    let columns = crate::contracts::columns(&db.client, "corpus").await;
     let contract = cfg.outbox.contract().unwrap();
     let plan = Plan::new(&contract, &columns).unwrap_or_else(|m| panic!("{m:?}"));
     let select: Vec<String> = columns
@@ -282,6 +353,8 @@ async fn run(case: &Case) -> (usize, Vec<String>) {
     );
     let failure = task_failure(&cfg).1;
     stop_debezium(&cfg);
+    // Slots are few and the suite's tests share the server.
+    rep::drop_slot(&db.client, &cfg.debezium.slot).await;
     assert!(
         failure.is_none(),
         "{}: the Debezium task failed: {failure:?}",
@@ -321,8 +394,16 @@ async fn run(case: &Case) -> (usize, Vec<String>) {
 
 #[tokio::test]
 async fn debezium_and_the_router_emit_the_same_records_for_each_contract_and_option() {
-    let (documented, custom) = tokio::join!(run(&DOCUMENTED), run(&CUSTOM));
-    let differences: Vec<String> = documented.1.into_iter().chain(custom.1).collect();
+    let (documented, custom, expanded, envelope) = tokio::join!(
+        run(&DOCUMENTED),
+        run(&CUSTOM),
+        run(&EXPANDED),
+        run(&EXPANDED_ENVELOPE)
+    );
+    let differences: Vec<String> = [&documented, &custom, &expanded, &envelope]
+        .into_iter()
+        .flat_map(|(_, d)| d.iter().cloned())
+        .collect();
     assert!(
         differences.is_empty(),
         "{} differences:\n{}",
@@ -330,7 +411,63 @@ async fn debezium_and_the_router_emit_the_same_records_for_each_contract_and_opt
         differences.join("\n")
     );
     eprintln!(
-        "router parity: documented table {} records, custom options {} records, 0 differences",
-        documented.0, custom.0
+        "router parity, records per case: documented table {}, custom options {}, expanded payloads {}, expansion with envelope, tombstones and optional_bytes {}; 0 differences",
+        documented.0, custom.0, expanded.0, envelope.0
     );
+}
+
+/// A payload whose schema Debezium infers but whose value it cannot
+/// convert fails its task; the router refuses the row instead
+/// (`PAYLOAD_NOT_REPRODUCED`), so it is recorded and the rest go on.
+const FAILING: Case = Case {
+    label: "rfail",
+    columns: "id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL, \
+              aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb",
+    outbox: "contract = \"debezium\"",
+    router: r#""table.expand.json.payload" = "true""#,
+    rows: "",
+    topics: &[("outbox.event.{p}Order", 1)],
+    placed: Placed::No,
+};
+
+#[tokio::test]
+async fn where_debeziums_task_fails_on_an_expanded_payload_the_router_refuses_the_row() {
+    let Deployed {
+        services,
+        db,
+        cfg,
+        p,
+    } = deploy(&FAILING).await;
+    let payload = r#"{"big": 123456789012345678901234567890}"#;
+    db.client
+        .execute(
+            "INSERT INTO public.outboxevent VALUES ('00000000-0000-4000-8000-000000000201', $1, 'o-1', 'Big', $2::text::jsonb)",
+            &[&format!("{p}Order"), &payload],
+        )
+        .await
+        .unwrap();
+    let topic = format!("outbox.event.{p}Order");
+    let failed = outcome(&cfg, &services.kafka_bootstrap, &topic).await;
+    stop_debezium(&cfg);
+    rep::drop_slot(&db.client, &cfg.debezium.slot).await;
+    let trace = failed.expect_err("Debezium published the payload");
+    assert!(
+        trace.contains("DataException: Invalid type for STRUCT: class java.lang.String"),
+        "{trace}"
+    );
+
+    let columns = crate::contracts::columns(&db.client, "outboxevent").await;
+    let plan = Plan::new(&cfg.outbox.contract().unwrap(), &columns).unwrap();
+    let values: Vec<Option<Bytes>> = [
+        "00000000-0000-4000-8000-000000000201",
+        &format!("{p}Order"),
+        "o-1",
+        "Big",
+        r#"{"big": 123456789012345678901234567890}"#,
+    ]
+    .iter()
+    .map(|v| Some(Bytes::copy_from_slice(v.as_bytes())))
+    .collect();
+    let refused = plan.route(&values, 0).unwrap_err();
+    assert_eq!(refused.code(), "PAYLOAD_NOT_REPRODUCED");
 }
