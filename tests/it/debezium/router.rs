@@ -33,11 +33,26 @@ struct Case {
     placed: Placed,
 }
 
+/// What a column decides besides topic, key, value and headers.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Placed {
-    /// Kafka's partitioner and Debezium's clock decide.
+    /// Nothing: Kafka's partitioner and Debezium's clock decide.
     No,
+    /// The partition (or the key's place in a one-partition topic) and the
+    /// record's timestamp.
     Yes,
+    /// The partition only.
+    Partition,
+}
+
+impl Placed {
+    fn partition(self) -> bool {
+        self != Placed::No
+    }
+
+    fn timestamp(self) -> bool {
+        self == Placed::Yes
+    }
 }
 
 /// The table of Debezium's outbox documentation and its defaults, with the
@@ -165,6 +180,79 @@ INSERT INTO corpus VALUES
     placed: Placed::No,
 };
 
+/// A table with a column for each option to name, and rows that give
+/// each option something to decide.
+const WIDE_COLUMNS: &str = "id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL, \
+    aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb, ev text, \
+    tenant text, note text, shard integer, occurred timestamp(3), ver integer";
+
+const WIDE_ROWS: &str = r#"
+INSERT INTO corpus VALUES
+ ('00000000-0000-4000-8000-000000000301', '{p}Order', 'o-1', '{p}Created', '{"a": [1, 2], "n": null}', 'ev-1', 'acme', 'first', 0, '2024-05-06 07:08:09.123', 1),
+ ('00000000-0000-4000-8000-000000000302', '{p}Order', 'o-1', '{p}Paid', NULL, 'ev-2', NULL, '  ', 1, '2024-05-06 07:08:09.124', 2),
+ ('00000000-0000-4000-8000-000000000303', '{p}Customer', 'c-1', '{p}Created', '{"s": "é😀\"q\""}', 'ev-3', 'ümlaut', NULL, 2, '2000-01-01 00:00:00', NULL),
+ ('00000000-0000-4000-8000-000000000304', '{p}Customer', 'c-2', '{p}Paid', '[]', 'ev-4', '', E'tab\t', NULL, '2020-02-29 12:00:00.5', 3);
+"#;
+
+/// Every option that decides bytes, alone, on the wide table.
+macro_rules! alone {
+    ($label:literal, $router:literal, $topics:expr, $placed:expr) => {
+        Case {
+            label: $label,
+            columns: WIDE_COLUMNS,
+            outbox: "contract = \"debezium\"",
+            router: $router,
+            rows: WIDE_ROWS,
+            topics: $topics,
+            placed: $placed,
+        }
+    };
+}
+
+const BY_AGGREGATE: &[(&str, i32)] = &[
+    ("outbox.event.{p}Order", 1),
+    ("outbox.event.{p}Customer", 1),
+];
+
+const ALONE: &[Case] = &[
+    alone!("oid", r#""table.field.event.id" = "ev""#, BY_AGGREGATE, Placed::No),
+    alone!("okey", r#""table.field.event.key" = "tenant""#, BY_AGGREGATE, Placed::No),
+    alone!("opay", r#""table.field.event.payload" = "note""#, BY_AGGREGATE, Placed::No),
+    alone!("ots", r#""table.field.event.timestamp" = "occurred""#, BY_AGGREGATE, Placed::Yes),
+    alone!("over", r#""table.field.event.schema.version" = "ver""#, BY_AGGREGATE, Placed::No),
+    alone!("ohdr", r#""table.fields.additional.placement" = "type:header:eventType,tenant:header""#, BY_AGGREGATE, Placed::No),
+    alone!("oenv", r#""table.fields.additional.placement" = "tenant:envelope,type:envelope:kind""#, BY_AGGREGATE, Placed::No),
+    alone!("opart", r#""table.fields.additional.placement" = "shard:partition""#, &[("outbox.event.{p}Order", 3), ("outbox.event.{p}Customer", 3)], Placed::Partition),
+    alone!("omiss", "\"table.fields.additional.placement\" = \"gone:header,type:header\"\n\"table.field.additional.missing\" = \"ignore\"", BY_AGGREGATE, Placed::No),
+    alone!("oroute", r#""route.by.field" = "type""#, &[("outbox.event.{p}Created", 1), ("outbox.event.{p}Paid", 1)], Placed::No),
+    alone!("oregex", "\"route.topic.regex\" = \"(?<pre>.*\\\\.)(?<kind>[A-Za-z]+)\"\n\"route.topic.replacement\" = \"${pre}events.${kind}\"", &[("{p}events.Order", 1), ("{p}events.Customer", 1)], Placed::No),
+    alone!("otomb", r#""route.tombstone.on.empty.payload" = "true""#, BY_AGGREGATE, Placed::No),
+    alone!("oexp", r#""table.expand.json.payload" = "true""#, BY_AGGREGATE, Placed::No),
+    alone!("onull", "\"table.expand.json.payload\" = \"true\"\n\"table.json.payload.null.behavior\" = \"optional_bytes\"", BY_AGGREGATE, Placed::No),
+    alone!("oop", r#""table.op.invalid.behavior" = "error""#, BY_AGGREGATE, Placed::No),
+];
+
+#[tokio::test]
+async fn each_option_alone_gives_debeziums_records() {
+    let runs = futures_util::future::join_all(ALONE.iter().map(run)).await;
+    let mut differences = Vec::new();
+    let mut counts = Vec::new();
+    for (case, (records, found)) in ALONE.iter().zip(runs) {
+        counts.push(format!("{} {records}", case.label));
+        differences.extend(found);
+    }
+    assert!(
+        differences.is_empty(),
+        "{} differences:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+    eprintln!(
+        "router parity, each option alone, records per case: {}; 0 differences",
+        counts.join(", ")
+    );
+}
+
 /// What a consumer sees of a record, made comparable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Seen {
@@ -185,7 +273,7 @@ fn routed(r: &Routed, placed: Placed, partitions: i32) -> Seen {
         .map(|k| outbox_cdc::kafka::placement::partition(k, partitions));
     Seen {
         topic: r.topic.clone(),
-        partition: r.partition.or(by_key).filter(|_| placed == Placed::Yes),
+        partition: r.partition.or(by_key).filter(|_| placed.partition()),
         key: r.key.as_ref().map(|k| k.to_vec()),
         value: r.value.as_ref().map(|v| v.to_vec()),
         headers: r
@@ -193,18 +281,18 @@ fn routed(r: &Routed, placed: Placed, partitions: i32) -> Seen {
             .iter()
             .map(|(n, v)| (n.to_string(), v.clone()))
             .collect(),
-        timestamp: (placed == Placed::Yes).then_some(r.timestamp_ms),
+        timestamp: placed.timestamp().then_some(r.timestamp_ms),
     }
 }
 
 fn consumed(c: &Consumed, placed: Placed) -> Seen {
     Seen {
         topic: c.topic.clone(),
-        partition: (placed == Placed::Yes).then_some(c.partition),
+        partition: placed.partition().then_some(c.partition),
         key: c.key.clone(),
         value: c.value.clone(),
         headers: c.headers.clone(),
-        timestamp: c.timestamp.filter(|_| placed == Placed::Yes),
+        timestamp: c.timestamp.filter(|_| placed.timestamp()),
     }
 }
 
