@@ -9,13 +9,19 @@ use std::path::{Path, PathBuf};
 
 use outbox_cdc::contract::route::TableColumn;
 
-/// The table of Debezium's outbox documentation.
-const DOCUMENTED: &str = "CREATE TABLE public.outboxevent (
-    id uuid NOT NULL PRIMARY KEY,
-    aggregatetype varchar(255) NOT NULL,
-    aggregateid varchar(255) NOT NULL,
-    type varchar(255) NOT NULL,
-    payload jsonb)";
+/// The table of Debezium's outbox documentation, as the guide's page on
+/// contracts shows it (its first `sql` block).
+fn documented() -> String {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/concepts/contracts.md"),
+    )
+    .unwrap();
+    let (_, rest) = page
+        .split_once("```sql\n")
+        .expect("the page shows the table");
+    let (sql, _) = rest.split_once("```").unwrap();
+    sql.to_string()
+}
 
 /// The relay's test configuration with `outbox` keys added to `[outbox]`
 /// and `router` as `[outbox.router]`.
@@ -38,7 +44,7 @@ fn text(bytes: &[u8]) -> String {
 async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_does_not_stream() {
     let services = require_services!();
     let db = services.fresh_db("contracts").await;
-    db.client.batch_execute(DOCUMENTED).await.unwrap();
+    db.client.batch_execute(&documented()).await.unwrap();
     let prefix = common::unique_prefix("contracts");
     let base = common::relay::config(
         &services,
