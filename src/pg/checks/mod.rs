@@ -144,12 +144,22 @@ mod tests {
         for (s, expected) in cases {
             assert_eq!(code(Some(&s), &server(), stream), Some(expected), "{s:?}");
         }
-        // An active slot is healthy in a report: the relay streams from it.
+        // An active slot is healthy in a report: the relay streams from
+        // it; the report names the one process that may.
         let active = Slot {
             active: true,
+            active_pid: Some(4242),
             ..slot()
         };
         assert_eq!(code(Some(&active), &server(), Purpose::Report), None);
+        let finding = slot_finding(Some(&active), "s", &server(), Purpose::Report);
+        assert!(
+            finding
+                .detail
+                .starts_with("s exists, active for process 4242, lag"),
+            "{}",
+            finding.detail
+        );
     }
 
     #[test]

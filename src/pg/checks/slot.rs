@@ -253,7 +253,12 @@ pub(crate) fn slot_finding(
         check,
         format!(
             "{name} exists, {}, lag {} bytes, wal_status {}",
-            if s.active { "active" } else { "inactive" },
+            // Only one process streams a slot: `check` names it.
+            match (s.active, s.active_pid) {
+                (true, Some(pid)) => format!("active for process {pid}"),
+                (true, None) => "active".to_string(),
+                (false, _) => "inactive".to_string(),
+            },
             s.lag_bytes.unwrap_or(0),
             s.wal_status.as_deref().unwrap_or("?")
         ),
