@@ -87,6 +87,7 @@ pub(crate) async fn slot_read(
         streamed_before: false,
         own_walsender: None,
         messages: false,
+        routed: None,
         // As the relay reads it (`relay.pgoutput_binary`).
         binary: std::env::var("BENCH_RELAY_SETTINGS")
             .map_or(true, |s| !s.contains("pgoutput_binary = false")),
@@ -134,6 +135,7 @@ pub(crate) async fn slot_read(
                     }
                 }
                 Some(Event::Commit { end_lsn, .. }) => feedback.settle(end_lsn),
+                Some(Event::Changes(_)) => return Err(anyhow!("a routed table's changes")),
                 None => break,
             }
         }

@@ -154,6 +154,14 @@ impl RelayConfig {
         }
     }
 
+    /// The delivery mode, as the retry policy weighs it.
+    pub fn mode(&self) -> crate::error::policy::Mode {
+        match self.delivery {
+            DeliveryMode::Idempotent => crate::error::policy::Mode::Idempotent,
+            DeliveryMode::Transactional => crate::error::policy::Mode::Transactional,
+        }
+    }
+
     pub fn transactional(&self) -> bool {
         self.delivery == DeliveryMode::Transactional
     }

@@ -5,9 +5,12 @@
 //! constraints (an old table whose constraints are not validated) are
 //! refused with a code, so the relay records them as FAILED.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use super::outbox::{self, HeaderEncoding};
+use super::route::Routed;
 use super::row::{OutboxRow, Value};
 use super::value::{Timestamp, Uuid};
 use crate::error::{Code, Error};
@@ -15,36 +18,96 @@ use crate::error::{Code, Error};
 /// One Kafka record, ready to produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// The messaging contract's `message_id`; for a routed row, its place in
+    /// the slot ([`Uuid::from_position`]), unique where the event id may not be.
     pub message_id: Uuid,
     pub topic: String,
     /// Shares the replication message's buffer, as the row's values do.
     pub key: Bytes,
     pub value: Bytes,
+    /// Which of `key` and `value` are null rather than empty.
+    nulls: Nulls,
+    /// The partition a `partition` placement chose; `None` lets the
+    /// producer's partitioner choose (by key).
+    pub partition: Option<i32>,
     headers: Headers,
     /// Milliseconds since the Unix epoch: the source transaction's commit time.
     pub timestamp_ms: Option<i64>,
 }
 
+/// Which parts of a record are null: a routed row may have no key (a NULL
+/// key column, or none configured) and no value (a tombstone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nulls {
+    Neither,
+    Key,
+    Value,
+    Both,
+}
+
 /// How many headers a record carries: `id`, then the canonical ones.
 pub const HEADER_COUNT: usize = 1 + outbox::CANONICAL_HEADERS.len();
 
-/// The headers' values share one buffer: one allocation per record instead
-/// of one per header (librdkafka copies them on produce anyway).
+/// A record's headers. The large variant is the hot one: kept inline, it
+/// costs no allocation per record (boxed, it would).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Headers {
-    bytes: Vec<u8>,
-    /// Each header's name and its value's range in `bytes`; `None` is null.
-    spans: [(&'static str, Option<(u32, u32)>); HEADER_COUNT],
+#[allow(clippy::large_enum_variant)]
+enum Headers {
+    /// The messaging contract's: the values share one buffer, one
+    /// allocation per record instead of one per header (librdkafka copies
+    /// them on produce anyway).
+    Canonical {
+        bytes: Vec<u8>,
+        /// Each header's name and its value's range in `bytes`; `None` is null.
+        spans: [(&'static str, Option<(u32, u32)>); HEADER_COUNT],
+    },
+    /// A routed row's, as the contract's placements name them.
+    Routed(Vec<(Arc<str>, Option<Vec<u8>>)>),
 }
 
+/// A record's headers in order, without allocating.
+pub struct HeaderIter<'a> {
+    headers: &'a Headers,
+    at: usize,
+}
+
+impl<'a> Iterator for HeaderIter<'a> {
+    type Item = (&'a str, Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = match self.headers {
+            Headers::Canonical { bytes, spans } => spans.get(self.at).map(|(name, span)| {
+                let value = span.and_then(|(start, end)| bytes.get(start as usize..end as usize));
+                (*name, value)
+            }),
+            Headers::Routed(list) => list
+                .get(self.at)
+                .map(|(name, value)| (&**name, value.as_deref())),
+        };
+        self.at += 1;
+        item
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let len = match self.headers {
+            Headers::Canonical { spans, .. } => spans.len(),
+            Headers::Routed(list) => list.len(),
+        };
+        let left = len.saturating_sub(self.at);
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for HeaderIter<'_> {}
+
 impl Record {
-    /// `id`, then the 15 canonical headers; `None` is a header with a null value.
-    pub fn headers(&self) -> impl ExactSizeIterator<Item = (&'static str, Option<&[u8]>)> + '_ {
-        let bytes = &self.headers.bytes;
-        self.headers.spans.iter().map(move |(name, span)| {
-            let value = span.and_then(|(start, end)| bytes.get(start as usize..end as usize));
-            (*name, value)
-        })
+    /// The messaging contract: `id`, then the 15 canonical headers; for a
+    /// routed row, the router's. `None` is a header with a null value.
+    pub fn headers(&self) -> HeaderIter<'_> {
+        HeaderIter {
+            headers: &self.headers,
+            at: 0,
+        }
     }
 
     /// A header's value; `None` when null or absent.
@@ -54,32 +117,103 @@ impl Record {
             .and_then(|(_, v)| v)
     }
 
+    /// The key as Kafka gets it; `None` is a null key.
+    pub fn key_bytes(&self) -> Option<&[u8]> {
+        match self.nulls {
+            Nulls::Key | Nulls::Both => None,
+            Nulls::Neither | Nulls::Value => Some(&self.key),
+        }
+    }
+
+    /// The value as Kafka gets it; `None` is a tombstone.
+    pub fn value_bytes(&self) -> Option<&[u8]> {
+        match self.nulls {
+            Nulls::Value | Nulls::Both => None,
+            Nulls::Neither | Nulls::Key => Some(&self.value),
+        }
+    }
+
     /// This record with `name`'s value replaced (an absent name changes
     /// nothing): the relay's span context in place of the row's.
     pub fn with_header(&self, name: &str, value: &[u8]) -> Record {
         let mut record = self.clone();
-        let start = record.headers.bytes.len();
-        record.headers.bytes.extend_from_slice(value);
-        let end = record.headers.bytes.len();
-        if let Some(span) = record.headers.spans.iter_mut().find(|(n, _)| *n == name) {
-            span.1 = u32::try_from(start).ok().zip(u32::try_from(end).ok());
+        match &mut record.headers {
+            Headers::Canonical { bytes, spans } => {
+                let start = bytes.len();
+                bytes.extend_from_slice(value);
+                let end = bytes.len();
+                if let Some(span) = spans.iter_mut().find(|(n, _)| *n == name) {
+                    span.1 = u32::try_from(start).ok().zip(u32::try_from(end).ok());
+                }
+            }
+            Headers::Routed(list) => {
+                if let Some(slot) = list.iter_mut().find(|(n, _)| &**n == name) {
+                    slot.1 = Some(value.to_vec());
+                }
+            }
         }
         record
     }
 
     /// Bytes this record holds, for in-flight accounting.
     pub fn size(&self) -> usize {
-        self.topic.len()
-            + self.key.len()
-            + self.value.len()
-            + self.headers.bytes.len()
-            + self
-                .headers
-                .spans
+        let headers: usize = match &self.headers {
+            Headers::Canonical { bytes, spans } => {
+                bytes.len() + spans.iter().map(|(n, _)| n.len()).sum::<usize>()
+            }
+            Headers::Routed(list) => list
                 .iter()
-                .map(|(n, _)| n.len())
-                .sum::<usize>()
+                .map(|(n, v)| n.len() + v.as_ref().map_or(0, Vec::len))
+                .sum(),
+        };
+        self.topic.len() + self.key.len() + self.value.len() + headers
     }
+
+    /// The record of a routed row; `message_id` is its place in the slot.
+    pub fn routed(routed: Routed, message_id: Uuid) -> Record {
+        Record::copied(Copied {
+            message_id,
+            topic: routed.topic,
+            key: routed.key,
+            value: routed.value,
+            partition: routed.partition,
+            headers: routed.headers,
+            timestamp_ms: Some(routed.timestamp_ms),
+        })
+    }
+
+    /// A record from its parts (a routed row; a message Kafka returned; a
+    /// dead letter read back).
+    pub fn copied(parts: Copied) -> Record {
+        let nulls = match (&parts.key, &parts.value) {
+            (Some(_), Some(_)) => Nulls::Neither,
+            (None, Some(_)) => Nulls::Key,
+            (Some(_), None) => Nulls::Value,
+            (None, None) => Nulls::Both,
+        };
+        Record {
+            message_id: parts.message_id,
+            topic: parts.topic,
+            key: parts.key.unwrap_or_default(),
+            value: parts.value.unwrap_or_default(),
+            nulls,
+            partition: parts.partition,
+            headers: Headers::Routed(parts.headers),
+            timestamp_ms: parts.timestamp_ms,
+        }
+    }
+}
+
+/// A record's parts, each as Kafka holds it (`None` is null).
+#[derive(Debug, Clone)]
+pub struct Copied {
+    pub message_id: Uuid,
+    pub topic: String,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub partition: Option<i32>,
+    pub headers: Vec<(Arc<str>, Option<Vec<u8>>)>,
+    pub timestamp_ms: Option<i64>,
 }
 
 fn refuse(code: Code, detail: impl Into<String>) -> Error {
@@ -216,7 +350,9 @@ pub fn map(
         topic,
         key,
         value,
-        headers: Headers { bytes, spans },
+        nulls: Nulls::Neither,
+        partition: None,
+        headers: Headers::Canonical { bytes, spans },
         timestamp_ms: commit_time.unix_millis(),
     })
 }

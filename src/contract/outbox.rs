@@ -30,6 +30,9 @@ pub mod objects {
     /// What `purge` deleted: per batch and destination, the creation times
     /// of its first and last row, so `replay` can refuse a thinned window.
     pub const PURGE_LOG_TABLE: &str = "outbox_cdc_purged";
+    /// Rows of a table that keeps no status that the relay could not
+    /// publish, with what it would have published and why it could not.
+    pub const DEAD_LETTER_TABLE: &str = "outbox_cdc_dead_letter";
     /// Where a cutover's hand-over stands, per outbox table.
     pub const HANDOVER_STATE_TABLE: &str = "outbox_cdc_handover_state";
     /// The trigger that keeps `routing_key` to its rule.

@@ -11,7 +11,7 @@ use super::convert::{self, ColumnType, Datum, Shape};
 use super::definition::{Contract, Converters, Role};
 use super::expand::{self, Unexpanded};
 use super::outbox;
-use super::router::{EmptyPayload, JsonNull, Missing, PayloadForm, Placement};
+use super::router::{EmptyPayload, InvalidOp, JsonNull, Missing, PayloadForm, Placement};
 use super::topic::TopicRule;
 use crate::error::{Code, Error};
 
@@ -75,6 +75,7 @@ pub struct Plan {
     empty_payload: EmptyPayload,
     payload_form: PayloadForm,
     json_null: JsonNull,
+    invalid_op: InvalidOp,
 }
 
 /// One record as Debezium emits it for a row.
@@ -235,9 +236,42 @@ impl Plan {
                 empty_payload: r.empty_payload,
                 payload_form: r.payload_form,
                 json_null: r.json_null,
+                invalid_op: r.invalid_op,
             }),
             _ => Err(misfits),
         }
+    }
+
+    /// What an UPDATE of the table gets.
+    pub fn invalid_op(&self) -> InvalidOp {
+        self.invalid_op
+    }
+
+    /// The event id column's text in `values`, when it has one.
+    pub fn event_id_text(&self, values: &[Option<Bytes>]) -> Option<String> {
+        values
+            .get(self.event_id.index)?
+            .as_ref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    }
+
+    /// `values` as a JSON object of the columns' text forms (`null` for
+    /// NULL): a row kept whole when it could not be routed.
+    pub fn row_json(&self, values: &[Option<Bytes>]) -> String {
+        let mut out = vec![b'{'];
+        for (i, (name, value)) in self.names.iter().zip(values).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            convert::write_json_string(&mut out, name);
+            out.push(b':');
+            match value {
+                Some(text) => convert::write_json_string(&mut out, &String::from_utf8_lossy(text)),
+                None => out.extend_from_slice(b"null"),
+            }
+        }
+        out.push(b'}');
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     /// The record for an inserted row: `values` are its columns' text

@@ -100,6 +100,19 @@ pub enum InvalidOp {
     Fatal,
 }
 
+impl InvalidOp {
+    pub const ALL: [InvalidOp; 3] = [InvalidOp::Warn, InvalidOp::Error, InvalidOp::Fatal];
+
+    /// As the router's option spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            InvalidOp::Warn => "warn",
+            InvalidOp::Error => "error",
+            InvalidOp::Fatal => "fatal",
+        }
+    }
+}
+
 /// What an additional column missing from the change gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Missing {
@@ -313,15 +326,7 @@ impl RouterOptions {
                     )?
                 }
                 keys::OP_INVALID_BEHAVIOR => {
-                    o.invalid_op = choice(
-                        key,
-                        value,
-                        &[
-                            ("warn", InvalidOp::Warn),
-                            ("error", InvalidOp::Error),
-                            ("fatal", InvalidOp::Fatal),
-                        ],
-                    )?
+                    o.invalid_op = choice(key, value, &InvalidOp::ALL.map(|b| (b.as_str(), b)))?
                 }
                 other => {
                     let hint = crate::spelling::nearest(other, &keys::ALL)
@@ -388,12 +393,7 @@ impl RouterOptions {
             (self.empty_payload == EmptyPayload::Tombstone).to_string(),
         ));
         if self.invalid_op != d.invalid_op {
-            let v = match self.invalid_op {
-                InvalidOp::Warn => "warn",
-                InvalidOp::Error => "error",
-                InvalidOp::Fatal => "fatal",
-            };
-            p.push((keys::OP_INVALID_BEHAVIOR, v.into()));
+            p.push((keys::OP_INVALID_BEHAVIOR, self.invalid_op.as_str().into()));
         }
         if !self.additional.is_empty() {
             let list: Vec<String> = self

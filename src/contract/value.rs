@@ -8,6 +8,17 @@ use std::fmt;
 pub struct Uuid(pub [u8; 16]);
 
 impl Uuid {
+    /// A routed row's identity: its transaction's commit position and its
+    /// place among the transaction's rows. Unique and the same each time
+    /// the slot sends the transaction again, where an event id column need
+    /// be neither.
+    pub fn from_position(final_lsn: u64, ordinal: u64) -> Uuid {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&final_lsn.to_be_bytes());
+        bytes[8..].copy_from_slice(&ordinal.to_be_bytes());
+        Uuid(bytes)
+    }
+
     /// Lowercase, hyphenated ASCII: PostgreSQL's and Debezium's text form.
     /// Every record's `id` header is one, so it is built by table, not by
     /// the formatter.

@@ -155,7 +155,10 @@ codes! {
     /// or one whose Debezium form the relay does not reproduce.
     /// A relay streams the messaging contract only so far; `check` and
     /// `connector-config` serve the others.
-    CONTRACT_NOT_STREAMED => Operator, "the relay streams the messaging contract only so far: `check` judges other tables and `connector-config` writes Debezium's configuration for them, `run` refuses them",
+    CONTRACT_NOT_STREAMED => Operator, "the relay does not stream this contract in this delivery mode yet: a table that keeps no status streams with `relay.delivery = \"idempotent\"` only",
+    /// The contract's `table.op.invalid.behavior` is `fatal` and an UPDATE
+    /// of the outbox came: the relay stops before the slot passes it.
+    OUTBOX_UPDATE_REFUSED => Operator, "an UPDATE of an outbox whose contract says `table.op.invalid.behavior = \"fatal\"`: the relay stops before it, as Debezium's task fails; set `warn` or `error` to drop it and go on",
     CONTRACT_COLUMN_TYPE => Operator, "a contract column's type is one Debezium refuses for its role (a timestamp that is not `timestamp`, a partition that is not `integer`), or whose Debezium form the relay does not reproduce",
 
     // The replication slot.
@@ -191,6 +194,7 @@ codes! {
     /// slot is healthy) or the outbox was never cut over.
     RECOVERY_REFUSED => Operator, "`cutover --to cdc --recover` with a healthy slot, or an outbox never cut over to CDC",
     ROW_MARKING_FAILED => Operator, "the server refused a FAILED or PUBLISHED mark, or a write to the published journal",
+    DEAD_LETTER_FAILED => Operator, "the server refused a write to the dead-letter table of an outbox that keeps no status (missing: run `outbox-cdc migrate`; or the relay's role may not insert): the relay stops before the row's position",
     /// `redrive` stopped before every matching row was published (the
     /// rest stay FAILED).
     REDRIVE_INCOMPLETE => Operator, "`redrive` stopped or rows failed again; the rest stay `FAILED`",

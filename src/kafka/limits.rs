@@ -43,13 +43,15 @@ const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes `record` takes as the only record of a v2 batch, uncompressed:
 /// exactly what the broker compares with `max.message.bytes`.
 pub fn framed_size(record: &Record) -> usize {
-    let key = record.key.len();
-    let value = record.value.len();
+    let field = |bytes: Option<&[u8]>| match bytes {
+        Some(b) => varint_len(b.len() as i64) + b.len(),
+        None => varint_len(-1),
+    };
     let mut body = 1 // attributes
         + varint_len(0) // timestamp delta
         + varint_len(0) // offset delta
-        + varint_len(key as i64) + key
-        + varint_len(value as i64) + value
+        + field(record.key_bytes())
+        + field(record.value_bytes())
         + varint_len(record.headers().len() as i64);
     for (name, value) in record.headers() {
         body += varint_len(name.len() as i64) + name.len();

@@ -59,6 +59,9 @@ pub(crate) struct Delivery<T> {
     pub(crate) partition: i32,
     /// Where Kafka stored it; negative when it did not.
     pub(crate) offset: i64,
+    /// A rejected record as it was sent, for a dead-letter table (rare:
+    /// copied only when Kafka refused it for good).
+    pub(crate) returned: Option<Box<Record>>,
 }
 
 /// Why a record was not enqueued.
@@ -199,13 +202,41 @@ impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
                 m.offset(),
             ),
         };
+        let returned = match (&outcome, result) {
+            (Outcome::Rejected(_), Err((_, m))) => Some(Box::new(returned(m, ticket.message_id))),
+            _ => None,
+        };
         let _ = self.reports.send(Delivery {
             ticket: *ticket,
             outcome,
             partition,
             offset,
+            returned,
         });
     }
+}
+
+/// A copy of a message Kafka refused, as a record.
+fn returned(m: &rdkafka::message::BorrowedMessage<'_>, id: crate::contract::value::Uuid) -> Record {
+    use rdkafka::message::Headers as _;
+    use rdkafka::Message;
+    let headers = m
+        .headers()
+        .map(|hs| {
+            hs.iter()
+                .map(|h| (std::sync::Arc::from(h.key), h.value.map(<[u8]>::to_vec)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Record::copied(crate::contract::mapper::Copied {
+        message_id: id,
+        topic: m.topic().to_string(),
+        key: m.key().map(bytes::Bytes::copy_from_slice),
+        value: m.payload().map(bytes::Bytes::copy_from_slice),
+        partition: (m.partition() >= 0).then_some(m.partition()),
+        headers,
+        timestamp_ms: m.timestamp().to_millis(),
+    })
 }
 
 /// One producer and the receiver of its delivery reports.
@@ -401,10 +432,16 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
         for (name, value) in record.headers() {
             headers = headers.insert(Header { key: name, value });
         }
-        let mut br = BaseRecord::with_opaque_to(&record.topic, Box::new(ticket))
-            .key(&record.key[..])
-            .payload(&record.value[..])
-            .headers(headers);
+        let mut br = BaseRecord::with_opaque_to(&record.topic, Box::new(ticket)).headers(headers);
+        if let Some(key) = record.key_bytes() {
+            br = br.key(key);
+        }
+        if let Some(value) = record.value_bytes() {
+            br = br.payload(value);
+        }
+        if let Some(partition) = record.partition {
+            br = br.partition(partition);
+        }
         if let Some(ts) = record.timestamp_ms {
             br = br.timestamp(ts);
         }

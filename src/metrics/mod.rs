@@ -42,6 +42,8 @@ pub struct Metrics {
     registry: Registry,
     pub(crate) records_published: IntCounterVec,
     rows_failed: IntCounterVec,
+    dead_letters: IntCounterVec,
+    updates_dropped: IntCounterVec,
     deliveries: IntCounterVec,
     restarts: IntCounterVec,
     pub(crate) in_flight_messages: IntGauge,
@@ -126,6 +128,8 @@ impl Metrics {
         let m = Metrics {
             records_published: counter_vec(&RECORDS_PUBLISHED),
             rows_failed: counter_vec(&ROWS_FAILED),
+            dead_letters: counter_vec(&DEAD_LETTERS),
+            updates_dropped: counter_vec(&UPDATES_DROPPED),
             deliveries,
             restarts: counter_vec(&SESSION_RESTARTS),
             in_flight_messages: int_gauge(&IN_FLIGHT_MESSAGES),
@@ -177,6 +181,9 @@ impl Metrics {
         m.register(&BUILD_INFO, Box::new(build));
         // Every label value known in advance is exported at 0, so a rate()
         // over it works from the first scrape.
+        for behavior in crate::contract::router::InvalidOp::ALL {
+            m.updates_dropped.with_label_values(&[behavior.as_str()]);
+        }
         for outcome in [CONFIRMED, REJECTED, AMBIGUOUS, RETRY] {
             m.deliveries.with_label_values(&[outcome]);
         }
@@ -188,6 +195,8 @@ impl Metrics {
         let collectors: Vec<(&Def, Box<dyn Collector>)> = vec![
             (&RECORDS_PUBLISHED, Box::new(m.records_published.clone())),
             (&ROWS_FAILED, Box::new(m.rows_failed.clone())),
+            (&DEAD_LETTERS, Box::new(m.dead_letters.clone())),
+            (&UPDATES_DROPPED, Box::new(m.updates_dropped.clone())),
             (&DELIVERIES, Box::new(m.deliveries.clone())),
             (&SESSION_RESTARTS, Box::new(m.restarts.clone())),
             (&IN_FLIGHT_MESSAGES, Box::new(m.in_flight_messages.clone())),
@@ -247,6 +256,18 @@ impl Metrics {
 
     pub(crate) fn row_failed(&self, code: Code) {
         self.rows_failed.with_label_values(&[code.as_str()]).inc();
+    }
+
+    pub(crate) fn dead_lettered(&self, code: Code) {
+        self.dead_letters.with_label_values(&[code.as_str()]).inc();
+    }
+
+    /// An UPDATE of a status-less outbox, by what
+    /// `table.op.invalid.behavior` made of it.
+    pub(crate) fn update_dropped(&self, behavior: crate::contract::router::InvalidOp) {
+        self.updates_dropped
+            .with_label_values(&[behavior.as_str()])
+            .inc();
     }
 
     pub(crate) fn delivery(&self, outcome: &str) {
@@ -414,6 +435,7 @@ mod tests {
         let m = Metrics::new(config().relay.metric_limits());
         m.published_counter("outbox.orders").inc_by(3);
         m.row_failed(Code::MESSAGE_TOO_LARGE);
+        m.dead_lettered(Code::MESSAGE_TOO_LARGE);
         m.restarted(Code::PG_CONNECTION_LOST);
         // A labelled family shows once it has a child.
         m.kafka_transaction(names::COMMITTED);

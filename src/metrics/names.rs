@@ -67,6 +67,7 @@ pub fn reference_markdown() -> String {
 pub const DESTINATION: &str = "destination";
 pub const CODE: &str = "code";
 pub const OUTCOME: &str = "outcome";
+pub const BEHAVIOR: &str = "behavior";
 pub const REASON: &str = "reason";
 pub const STATUS: &str = "status";
 pub const VERSION: &str = "version";
@@ -81,6 +82,16 @@ pub const ROWS_FAILED: Def = counter(
     "outbox_cdc_rows_failed_total",
     "Outbox rows recorded as FAILED, by error code.",
     &[CODE],
+);
+pub const DEAD_LETTERS: Def = counter(
+    "outbox_cdc_dead_letters_total",
+    "Rows of an outbox that keeps no status written to its dead-letter table (not published), by error code.",
+    &[CODE],
+);
+pub const UPDATES_DROPPED: Def = counter(
+    "outbox_cdc_updates_dropped_total",
+    "UPDATEs of an outbox that keeps no status, dropped or refused as table.op.invalid.behavior says (warn, error, fatal).",
+    &[BEHAVIOR],
 );
 pub const DELIVERIES: Def = counter(
     "outbox_cdc_deliveries_total",
@@ -213,6 +224,8 @@ pub const BUILD_INFO: Def = gauge(
 pub const ALL: &[Def] = &[
     RECORDS_PUBLISHED,
     ROWS_FAILED,
+    DEAD_LETTERS,
+    UPDATES_DROPPED,
     DELIVERIES,
     SESSION_RESTARTS,
     IN_FLIGHT_MESSAGES,

@@ -5,6 +5,7 @@
 use tokio_postgres::Client;
 
 use crate::config::Objects;
+use crate::contract::definition::Status;
 use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
 use crate::pg::sqlstate::query_error;
@@ -14,8 +15,8 @@ use crate::pg::sqlstate::query_error;
 pub struct Migration {
     pub version: i32,
     pub name: &'static str,
-    /// Part of the CDC objects, applicable to an existing outbox table.
-    pub cdc: bool,
+    /// Which outboxes it is for.
+    pub part: Part,
     template: &'static str,
     /// Checksums of earlier texts of this file that a database may record:
     /// edits whose effect on a database that applied the earlier text is
@@ -27,14 +28,14 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "outbox_table",
-        cdc: false,
+        part: Part::Table,
         template: include_str!("../../migrations/V001__outbox_table.sql"),
         earlier: &[],
     },
     Migration {
         version: 2,
         name: "cdc_objects",
-        cdc: true,
+        part: Part::Cdc,
         template: include_str!("../../migrations/V002__cdc_objects.sql"),
         // Before the PostgreSQL 18 branch (keep the generated routing_key and
         // publish it): databases that applied it run the trigger column.
@@ -43,39 +44,71 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 3,
         name: "cutover_handover",
-        cdc: true,
+        part: Part::Cdc,
         template: include_str!("../../migrations/V003__cutover_handover.sql"),
         earlier: &[],
     },
     Migration {
         version: 4,
         name: "published_journal",
-        cdc: true,
+        part: Part::Cdc,
         template: include_str!("../../migrations/V004__published_journal.sql"),
         earlier: &[],
     },
     Migration {
         version: 5,
         name: "cheaper_header_checks",
-        cdc: true,
+        part: Part::Cdc,
         template: include_str!("../../migrations/V005__cheaper_header_checks.sql"),
         earlier: &[],
     },
     Migration {
         version: 6,
         name: "plpgsql_traceparent_check",
-        cdc: true,
+        part: Part::Cdc,
         template: include_str!("../../migrations/V006__plpgsql_traceparent_check.sql"),
         earlier: &[],
     },
     Migration {
         version: 7,
         name: "purge_log",
-        cdc: true,
+        part: Part::Cdc,
         template: include_str!("../../migrations/V007__purge_log.sql"),
         earlier: &[],
     },
+    Migration {
+        version: 8,
+        name: "dead_letter",
+        part: Part::DeadLetter,
+        template: include_str!("../../migrations/V008__dead_letter.sql"),
+        earlier: &[],
+    },
 ];
+
+/// What a migration belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The platform's outbox table itself (the messaging contract).
+    Table,
+    /// The messaging contract's CDC objects, applicable to an existing
+    /// outbox table.
+    Cdc,
+    /// An outbox that keeps no status: its dead-letter table.
+    DeadLetter,
+}
+
+impl Part {
+    /// Whether `scope` applies it for an outbox whose contract keeps
+    /// `status` or not.
+    fn applies(self, scope: Scope, status: Status) -> bool {
+        match (self, status) {
+            (Part::Table, Status::Kept) => scope == Scope::All,
+            (Part::Cdc, Status::Kept) => true,
+            (Part::DeadLetter, Status::NotKept) => true,
+            _ => false,
+        }
+    }
+}
 
 /// Placeholder values. Identifiers are validated by the configuration as
 /// plain lowercase names, so they are safe to splice unquoted.
@@ -105,6 +138,7 @@ fn placeholders(objs: &Objects) -> Vec<(&'static str, String)> {
             "handover_state_table",
             objects::HANDOVER_STATE_TABLE.to_string(),
         ),
+        ("dead_letter_table", objects::DEAD_LETTER_TABLE.to_string()),
         ("reserved_header_names", reserved),
         (
             "reserved_header_prefix",
@@ -199,7 +233,8 @@ pub async fn migrate(
     .map_err(db("creating the history table"))?;
 
     let mut report = Vec::new();
-    for m in MIGRATIONS.iter().filter(|m| scope == Scope::All || m.cdc) {
+    let status = objs.outbox.contract()?.status;
+    for m in MIGRATIONS.iter().filter(|m| m.part.applies(scope, status)) {
         let sql = m.render(objs)?;
         // The checksum covers the file, not the rendered SQL, so renaming a
         // topic prefix is not mistaken for an edited migration.
@@ -256,7 +291,8 @@ pub async fn migrate(
 /// The SQL a run in `scope` would apply, for review by a DBA.
 pub fn print(objs: &Objects, scope: Scope) -> Result<String, Error> {
     let mut out = String::new();
-    for m in MIGRATIONS.iter().filter(|m| scope == Scope::All || m.cdc) {
+    let status = objs.outbox.contract()?.status;
+    for m in MIGRATIONS.iter().filter(|m| m.part.applies(scope, status)) {
         out.push_str(&format!("-- V{:03}__{}\n", m.version, m.name));
         out.push_str(&m.render(objs)?);
         out.push('\n');

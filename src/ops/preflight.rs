@@ -146,7 +146,8 @@ async fn database(
         &cfg.qualified_table(),
         &columns,
     ));
-    out.push(checks::streaming_finding(&contract, Purpose::Report));
+    let mode = cfg.relay.mode();
+    out.push(checks::streaming_finding(&contract, Purpose::Report, mode));
     if contract.status == Status::NotKept {
         // The rules below judge the platform's table and its objects.
         let slot = checks::slot(c, &cfg.postgres.slot).await?;
@@ -169,6 +170,7 @@ async fn database(
         publication.as_ref(),
         &cfg.postgres.publication,
         &cfg.qualified_table(),
+        contract.status,
     ));
     let objs = cfg.objects();
     out.extend(checks::schema_findings(c, &objs).await?);

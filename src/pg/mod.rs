@@ -6,6 +6,7 @@ pub mod catalog;
 pub(crate) mod checks;
 pub mod connect;
 pub(crate) mod control;
+pub(crate) mod dead_letter;
 pub(crate) mod failover;
 pub(crate) mod grants;
 pub(crate) mod handover;

@@ -18,6 +18,7 @@ use crate::config::{Env, OutboxConfig, PostgresConfig};
 use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
+use crate::pg::dead_letter::{DeadLetters, Letter};
 use crate::pg::row_status::{Guard, Marker};
 use crate::pg::{connect, journal};
 
@@ -38,6 +39,10 @@ pub(crate) trait Ledger: Send + Sync {
         ids: &[Uuid],
         guard: Guard,
     ) -> impl Future<Output = Result<u64, Error>> + Send;
+
+    /// An outbox that keeps no status: writes its refused rows to the
+    /// dead-letter table; returns how many.
+    fn dead_letters(&self, letters: &[Letter]) -> impl Future<Output = Result<u64, Error>> + Send;
 }
 
 /// The journal of published ids, written by the recorder task.
@@ -57,6 +62,7 @@ pub(crate) trait Journal: Send + 'static {
 pub(crate) struct PgLedger<'a> {
     pub(crate) sql: &'a Client,
     pub(crate) marker: &'a Marker,
+    pub(crate) dead_letters: &'a DeadLetters,
     /// `postgres.query_timeout_secs`: a silent connection ends the session,
     /// and the next one opens another.
     pub(crate) within: Duration,
@@ -71,6 +77,11 @@ impl Ledger for PgLedger<'_> {
     async fn published(&self, ids: &[Uuid], guard: Guard) -> Result<u64, Error> {
         let marking = self.marker.published(self.sql, ids, guard);
         connect::answered(self.within, "marking rows PUBLISHED", marking).await
+    }
+
+    async fn dead_letters(&self, letters: &[Letter]) -> Result<u64, Error> {
+        let writing = self.dead_letters.write(self.sql, letters);
+        connect::answered(self.within, "writing the dead-letter table", writing).await
     }
 }
 
@@ -106,6 +117,15 @@ impl Ledger for Untouched {
 
     async fn published(&self, _: &[Uuid], _: Guard) -> Result<u64, Error> {
         Ok(0)
+    }
+
+    /// A replay reads a table that keeps status; an outbox that keeps none
+    /// has no window to replay (`replay` refuses it before it starts).
+    async fn dead_letters(&self, _: &[Letter]) -> Result<u64, Error> {
+        Err(Error::new(
+            Code::INTERNAL,
+            "a replay wrote to a dead-letter table",
+        ))
     }
 }
 

@@ -42,6 +42,7 @@ pub use stats::RelayStats;
 pub use supervisor::{Attempt, Backoff, Supervisor};
 
 use crate::config::{Config, Delivery, Env, Objects, OutboxConfig, PostgresConfig, RelayConfig};
+use crate::contract::definition::{Contract, Status};
 use crate::error::{policy, Code, Error};
 use crate::finding;
 use crate::kafka::progress::Progress;
@@ -49,6 +50,7 @@ use crate::kafka::{limits, probe, settings};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::pg::checks::{self, Purpose};
+use crate::pg::dead_letter::DeadLetters;
 use crate::pg::row_status::Marker;
 use crate::pg::{connect, grants};
 use crate::replication::{self, Feedback, SourceOptions, Stream};
@@ -73,6 +75,8 @@ pub struct Relay {
     admin: Arc<sink::Admin>,
     source: SourceOptions,
     marker: Marker,
+    /// Where an outbox that keeps no status records what it cannot publish.
+    dead_letters: DeadLetters,
     /// FAILED rows, the hand-over and the preflight; reconnected by the
     /// next session when a restart finds it closed.
     sql: tokio::sync::Mutex<Client>,
@@ -104,7 +108,11 @@ impl Relay {
         };
         finding::obey(
             When::Start,
-            vec![checks::streaming_finding(&contract, stream)],
+            vec![checks::streaming_finding(
+                &contract,
+                stream,
+                cfg.relay.mode(),
+            )],
         )?;
         let cluster = cfg.kafka_cluster(&*env)?;
         let producer =
@@ -112,19 +120,7 @@ impl Relay {
         probe::reachable(&cluster).await?;
         let objects = cfg.objects();
         let sql = connect::connect(&cfg.postgres, &*env).await?;
-        // The rules `run` obeys at start (`rules::When::Start`): the
-        // privileges first, since reading the others' facts needs them.
-        finding::obey(When::Start, grants::findings(&sql, &objects).await?)?;
-        let ownership = checks::ownership(&sql, &objects).await?;
-        let mut findings = checks::ownership_findings(
-            &ownership,
-            &objects,
-            Purpose::Stream {
-                create_slot: cfg.relay.create_slot,
-            },
-        );
-        findings.push(backlog::handover_finding(&sql, &objects).await?);
-        finding::obey(When::Start, findings)?;
+        start_rules(&sql, &cfg.outbox, &contract, &objects, stream).await?;
         let source = SourceOptions::new(&cfg.postgres, &cfg.outbox, &cfg.relay, &*env)?;
         replication::check_log_in(&source.connect).await?;
         let (mode, progress) = match cfg.relay.delivery() {
@@ -136,11 +132,12 @@ impl Relay {
             Delivery::Idempotent => (Mode::Idempotent, None),
         };
         let stats = Arc::new(RelayStats::default());
-        let journal = cfg
-            .relay
-            .mark_published
+        // A table that keeps no status has no marks to journal: the slot's
+        // position alone is the progress.
+        let journal = (cfg.relay.mark_published && contract.status == Status::Kept)
             .then(|| PgJournal::new(cfg.postgres.clone(), &cfg.outbox, env.clone()));
         let mut shared = shared(&cfg.relay, &cfg.outbox, journal, stats.clone());
+        shared.status = contract.status;
         if let Some(o) = &cfg.otel {
             let tracing =
                 crate::otel::Tracing::start(o, &cfg.outbox.topic_prefix, shared.metrics.clone())?;
@@ -157,6 +154,7 @@ impl Relay {
         Ok(Relay {
             watch,
             marker: Marker::new(&cfg.outbox),
+            dead_letters: DeadLetters::new(&cfg.outbox),
             postgres: cfg.postgres,
             objects,
             env,
@@ -325,6 +323,7 @@ impl Relay {
         PgLedger {
             sql,
             marker: &self.marker,
+            dead_letters: &self.dead_letters,
             within: self.postgres.query_timeout(),
         }
     }
@@ -379,7 +378,12 @@ impl Relay {
             }
         };
         metrics.streaming_began();
-        let end = match backlog::hand_over(&mut session, &sql, &self.objects, shutdown).await {
+        // A table that keeps no status has no cutover, so no hand-over.
+        let handed_over = match self.shared.status {
+            Status::Kept => backlog::hand_over(&mut session, &sql, &self.objects, shutdown).await,
+            Status::NotKept => Ok(Flow::Continue),
+        };
+        let end = match handed_over {
             Ok(Flow::Continue) => {
                 session
                     .pump(&mut stream.events, &stream.stats, shutdown)
@@ -429,6 +433,7 @@ impl Relay {
                         publication.as_ref(),
                         &src.publication,
                         &self.objects.qualified_table(),
+                        self.shared.status,
                     ),
                     checks::slot_finding(slot.as_ref(), &src.slot, &server, Purpose::Report),
                 ],
@@ -479,6 +484,39 @@ where
 
 /// The sessions' shared state, with the recorder started on `journal` when
 /// rows are marked.
+/// The rules `run` obeys at start (`rules::When::Start`). For the
+/// platform's table: the privileges first, since reading the others' facts
+/// needs them, then ownership and the hand-over. For a table that keeps no
+/// status: that it fits the contract (the platform's objects, modes, fence
+/// and hand-over, are not there to check).
+async fn start_rules(
+    sql: &Client,
+    outbox: &OutboxConfig,
+    contract: &Contract,
+    objects: &Objects,
+    stream: Purpose,
+) -> Result<(), Error> {
+    match contract.status {
+        Status::Kept => {
+            finding::obey(When::Start, grants::findings(sql, objects).await?)?;
+            let ownership = checks::ownership(sql, objects).await?;
+            let mut findings = checks::ownership_findings(&ownership, objects, stream);
+            findings.push(backlog::handover_finding(sql, objects).await?);
+            finding::obey(When::Start, findings)
+        }
+        Status::NotKept => {
+            let columns = checks::table_columns(sql, &outbox.schema, &outbox.table).await?;
+            let fit = checks::contract_findings(
+                contract,
+                &outbox.topic_prefix,
+                &outbox.qualified_table(),
+                &columns,
+            );
+            finding::obey(When::Start, fit)
+        }
+    }
+}
+
 fn shared(
     relay: &RelayConfig,
     outbox: &OutboxConfig,
@@ -501,6 +539,7 @@ fn shared(
     Shared {
         relay: relay.clone(),
         topic_prefix: outbox.topic_prefix.clone(),
+        status: Status::Kept,
         metrics,
         stats,
         feedback,

@@ -14,8 +14,10 @@ use super::recorder::{MARK_BATCH, MARK_INTERVAL};
 use super::shared::Shared;
 use super::sink::{Delivery, Sink, Ticket};
 use super::watermark::{TxSeq, Watermark};
+use crate::contract::definition::Status;
 use crate::contract::mapper::Record;
 use crate::contract::outbox;
+use crate::contract::router::InvalidOp;
 use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{policy, Code, Error};
@@ -24,6 +26,7 @@ use crate::kafka::publisher::Outcome;
 use crate::lsn::Lsn;
 use crate::metrics::names;
 use crate::otel::{Acknowledged, Seed};
+use crate::pg::dead_letter::{Content, Letter};
 use crate::pg::row_status::Guard;
 
 /// A rejected or refused row waiting to be recorded.
@@ -64,6 +67,9 @@ pub(crate) struct Parts<'a, K, L> {
     pub(crate) in_flight: InFlight,
     /// Rows to record FAILED before their transactions settle.
     pub(crate) failures: Vec<Failure>,
+    /// An outbox that keeps no status: what its refused rows would have
+    /// been, by id, for the dead-letter table.
+    pub(crate) letters: HashMap<Uuid, Content>,
     /// Confirmed rows not yet handed to the recorder.
     pub(crate) published: Vec<Uuid>,
     /// The settled position that waits for `published`.
@@ -114,6 +120,41 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
     /// earlier session: left out when its transaction is published again.
     pub(crate) fn poisoned(&self, row: &OutboxRow) -> bool {
         !self.poison.is_empty() && row.message_id().is_some_and(|id| self.poison.contains(&id))
+    }
+
+    /// The same, by a routed row's id.
+    pub(crate) fn poisoned_id(&self, id: Uuid) -> bool {
+        !self.poison.is_empty() && self.poison.contains(&id)
+    }
+
+    /// Keeps a refused record for the dead-letter table, when the outbox
+    /// keeps no status (otherwise the row itself is marked FAILED).
+    pub(crate) fn keep_letter(&mut self, record: &Record) {
+        if self.shared.status == Status::NotKept {
+            self.letters
+                .insert(record.message_id, Content::of_record(record));
+        }
+    }
+
+    /// An UPDATE of a routed outbox, as `table.op.invalid.behavior` says:
+    /// dropped with a warning or an error in the log, or refused.
+    pub(crate) fn invalid_op(&self, id: Uuid, behavior: InvalidOp) -> Result<(), Error> {
+        self.shared.metrics.update_dropped(behavior);
+        match behavior {
+            InvalidOp::Warn => {
+                tracing::warn!(change = %id, "an UPDATE of the outbox table is not an event; dropped (table.op.invalid.behavior = warn)");
+            }
+            InvalidOp::Error => {
+                tracing::error!(change = %id, "an UPDATE of the outbox table is not an event; dropped (table.op.invalid.behavior = error)");
+            }
+            InvalidOp::Fatal => {
+                return Err(Error::new(
+                    Code::OUTBOX_UPDATE_REFUSED,
+                    format!("an UPDATE of the outbox table (change {id}) and table.op.invalid.behavior = fatal: stopping before it"),
+                ))
+            }
+        }
+        Ok(())
     }
 
     /// In-flight accounting and outcome counters, for every report.
@@ -203,23 +244,51 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
             return Ok(());
         }
         let failures = std::mem::take(&mut self.failures);
-        let mut by_code: BTreeMap<Code, Vec<Uuid>> = BTreeMap::new();
-        for f in &failures {
-            crate::log_error!(error, f.error, message_id = %f.id, "message not published; row recorded as FAILED");
-            by_code.entry(f.error.code()).or_default().push(f.id);
-        }
-        for (code, ids) in by_code {
+        if self.shared.status == Status::NotKept {
+            let letters: Vec<Letter> = failures
+                .iter()
+                .map(|f| {
+                    let content = self.letters.remove(&f.id).unwrap_or_default();
+                    let event_id = content.event_id.as_deref().unwrap_or("?");
+                    crate::log_error!(
+                        error,
+                        f.error,
+                        event_id,
+                        "message not published; written to the dead-letter table"
+                    );
+                    Letter {
+                        content,
+                        code: f.error.code(),
+                        message: f.error.detail().to_string(),
+                    }
+                })
+                .collect();
             self.ledger
-                .failed(&ids, code, guard)
+                .dead_letters(&letters)
                 .await
-                .map_err(|e| e.context("recording FAILED rows"))?;
+                .map_err(|e| e.context("writing the dead-letter table"))?;
+        } else {
+            let mut by_code: BTreeMap<Code, Vec<Uuid>> = BTreeMap::new();
+            for f in &failures {
+                crate::log_error!(error, f.error, message_id = %f.id, "message not published; row recorded as FAILED");
+                by_code.entry(f.error.code()).or_default().push(f.id);
+            }
+            for (code, ids) in by_code {
+                self.ledger
+                    .failed(&ids, code, guard)
+                    .await
+                    .map_err(|e| e.context("recording FAILED rows"))?;
+            }
         }
         for f in failures {
             if let Some(tx) = f.tx {
                 self.watermark.settle_one(tx);
             }
             self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
-            self.shared.metrics.row_failed(f.error.code());
+            match self.shared.status {
+                Status::Kept => self.shared.metrics.row_failed(f.error.code()),
+                Status::NotKept => self.shared.metrics.dead_lettered(f.error.code()),
+            }
         }
         Ok(())
     }
@@ -347,6 +416,7 @@ impl<'a, K, L> Parts<'a, K, L> {
             watermark: Watermark::new(),
             in_flight: InFlight::default(),
             failures: Vec::new(),
+            letters: HashMap::new(),
             published: Vec::new(),
             settles: None,
             ending: None,

@@ -37,7 +37,9 @@ use crate::error::{Code, Error};
 use crate::kafka::limits::{self, Limit};
 use crate::kafka::publisher::{Outcome, SendError};
 use crate::lsn::Lsn;
+use crate::pg::dead_letter::Content;
 use crate::pg::row_status::Guard;
+use crate::replication::Change;
 use crate::replication::{Event, Events, ReaderStats};
 
 /// Delivery reports taken per step.
@@ -227,6 +229,9 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                 d.outcome = self.parts.too_large(&d.ticket, e.clone());
             }
         }
+        if let Some(record) = d.returned.take() {
+            self.parts.keep_letter(&record);
+        }
         self.parts.account(&d);
         self.parts.trace_acknowledged(&d);
         self.settlement.on_delivery(&mut self.parts, d);
@@ -253,6 +258,16 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                     .owe_marks(rows.iter().filter_map(OutboxRow::message_id)),
                 Current::Publishing(tx, commit_time) => {
                     self.produce_rows(tx, rows, |_| commit_time).await;
+                }
+                Current::Idle => self
+                    .parts
+                    .end_with(Error::new(Code::PG_PROTOCOL, "rows outside a transaction")),
+            },
+            Event::Changes(changes) => match self.current {
+                // A routed outbox keeps no status: nothing is owed.
+                Current::AlreadyPublished => {}
+                Current::Publishing(tx, commit_time) => {
+                    self.produce_changes(tx, changes, commit_time).await;
                 }
                 Current::Idle => self
                     .parts
@@ -318,6 +333,47 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
         }
     }
 
+    /// Routes and produces a routed outbox's changes as part of `tx`, as the
+    /// Outbox Event Router does: an INSERT is a record (timestamped with the
+    /// commit unless a column gives the time), an UPDATE gets the
+    /// contract's `table.op.invalid.behavior`. A row the plan refuses goes
+    /// to the dead-letter table with what could be read of it.
+    async fn produce_changes(&mut self, tx: TxSeq, changes: Vec<Change>, commit_time: Timestamp) {
+        for change in changes {
+            match change {
+                Change::Update { id, plan } => {
+                    if let Err(e) = self.parts.invalid_op(id, plan.invalid_op()) {
+                        self.parts.end_with(e);
+                        return;
+                    }
+                }
+                Change::Insert { id, plan, values } => {
+                    self.parts.watermark.add(tx);
+                    if self.parts.poisoned_id(id) {
+                        self.parts.watermark.settle_one(tx);
+                        continue;
+                    }
+                    match plan.route(&values, commit_time.unix_millis().unwrap_or_default()) {
+                        Ok(routed) => self.produce(tx, &Record::routed(routed, id)).await,
+                        Err(error) => {
+                            self.parts
+                                .letters
+                                .insert(id, Content::unrouted(&plan, &values));
+                            self.parts.failures.push(Failure {
+                                tx: Some(tx),
+                                id,
+                                error,
+                            });
+                        }
+                    }
+                }
+            }
+            if self.parts.ending.is_some() {
+                return;
+            }
+        }
+    }
+
     /// Enqueues one record; waits only when librdkafka's queue is full.
     async fn produce(&mut self, tx: TxSeq, record: &Record) {
         let (destination, limit) = self.parts.destination(&record.topic).await;
@@ -336,6 +392,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                         record.topic
                     ),
                 );
+                self.parts.keep_letter(record);
                 self.settlement
                     .rejected(&mut self.parts, tx, record.message_id, refusal);
                 return;
@@ -360,6 +417,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                     return;
                 }
                 Err(SendError::Rejected(error)) => {
+                    self.parts.keep_letter(record);
                     self.settlement
                         .rejected(&mut self.parts, tx, record.message_id, error);
                     return;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::recorder::{Recorder, Trouble};
 use super::stats::RelayStats;
 use crate::config::{Delivery, RelayConfig, TransactionalConfig};
+use crate::contract::definition::Status;
 use crate::contract::value::Uuid;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -62,6 +63,9 @@ pub(crate) struct Shared {
     pub(crate) relay: RelayConfig,
     /// Records go to `topic_prefix + destination`.
     pub(crate) topic_prefix: String,
+    /// Whether the outbox keeps status: FAILED marks, or the dead-letter
+    /// table for a row that cannot be published.
+    pub(crate) status: Status,
     /// Destinations' limits learned so far: each session's producer
     /// batches under them.
     pub(crate) limits: crate::kafka::limits::Limits,

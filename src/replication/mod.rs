@@ -10,9 +10,10 @@
 
 pub(crate) mod codec;
 pub mod connection;
+mod events;
 mod liveness;
 pub(crate) mod pgoutput;
-pub(crate) mod reader;
+mod reader;
 pub(crate) mod relations;
 pub mod slot;
 mod transport;
@@ -25,9 +26,10 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 pub use connection::{ConnectOptions, Messages, ReplicationConnection, StartReplication, Values};
-pub use reader::{Event, Events, Feedback, ReaderStats, Tuning};
+pub use reader::{Change, Event, Events, Feedback, ReaderStats, Tuning};
 
 use crate::config::{Env, OutboxConfig, PostgresConfig, RelayConfig};
+use crate::contract::definition::{Contract, ContractName, Status};
 use crate::error::{Code, Error};
 use crate::finding::{self, Finding};
 use crate::lsn::Lsn;
@@ -66,8 +68,12 @@ pub struct SourceOptions {
     /// Ask pgoutput for logical decoding messages (the relay's heartbeats,
     /// counted and never published).
     pub messages: bool,
-    /// Values in binary form where the server offers it (14+).
+    /// Values in binary form where the server offers it (14+); a routed
+    /// contract's are always text, which its plan reads.
     pub binary: bool,
+    /// The outbox's contract when it is not the messaging one: its rows are
+    /// routed as the Outbox Event Router routes them.
+    pub routed: Option<Arc<Contract>>,
     pub tuning: Tuning,
 }
 
@@ -87,6 +93,7 @@ impl SourceOptions {
             slot: postgres.slot.clone(),
             messages: relay.heartbeat_interval_secs > 0,
             binary: relay.pgoutput_binary,
+            routed: routed(outbox)?,
             publication: postgres.publication.clone(),
             schema: outbox.schema.clone(),
             table: outbox.table.clone(),
@@ -100,6 +107,12 @@ impl SourceOptions {
             },
         })
     }
+}
+
+/// The outbox's contract when its rows are routed (any but messaging).
+fn routed(outbox: &OutboxConfig) -> Result<Option<Arc<Contract>>, Error> {
+    let contract = outbox.contract()?;
+    Ok((contract.name != ContractName::Messaging).then(|| Arc::new(contract)))
 }
 
 /// A running reader: committed transactions arrive on `events`; the
@@ -172,6 +185,7 @@ impl Stream {
             publication.as_ref(),
             &opts.publication,
             &format!("{}.{}", opts.schema, opts.table),
+            opts.routed.as_ref().map_or(Status::Kept, |c| c.status),
         ));
         if !lost {
             let purpose = Purpose::Stream {
@@ -214,7 +228,9 @@ impl Stream {
             }
         };
         let start = confirmed.max(feedback.settled());
-        let binary = opts.binary && server.version_num >= checks::BINARY_PGOUTPUT_VERSION_NUM;
+        let binary = opts.binary
+            && opts.routed.is_none()
+            && server.version_num >= checks::BINARY_PGOUTPUT_VERSION_NUM;
         conn.start_replication(&StartReplication {
             slot: &opts.slot,
             from: start,
@@ -239,6 +255,7 @@ impl Stream {
             slot: opts.slot.clone(),
             schema: opts.schema.clone(),
             table: opts.table.clone(),
+            routed: opts.routed.clone(),
             tuning: opts.tuning,
             start,
             events: tx,

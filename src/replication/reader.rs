@@ -19,102 +19,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::codec::Backend;
 use super::connection::{lost, refusal, server_error, Command, ReplicationConnection};
+use super::events::Batch;
+pub use super::events::{Change, Event, Events};
 use super::liveness::{listen, silent, Listen, Silence};
 use super::pgoutput::{self, PgOutput};
-use super::relations::Relations;
+use super::relations::{Decoded, Relations};
+use crate::contract::definition::Contract;
 use crate::contract::row::OutboxRow;
-use crate::contract::value::{Timestamp, PG_EPOCH_OFFSET_MICROS};
+use crate::contract::value::{Timestamp, Uuid, PG_EPOCH_OFFSET_MICROS};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
-
-/// What the reader delivers, in commit order. Every outbox transaction is
-/// `Begin`, one or more `Rows` chunks, `Commit`; transactions without outbox
-/// rows are not delivered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    Begin {
-        xid: u32,
-        /// LSN of the commit record.
-        final_lsn: Lsn,
-        commit_time: Timestamp,
-    },
-    Rows(Vec<OutboxRow>),
-    Commit {
-        xid: u32,
-        commit_lsn: Lsn,
-        /// Settling this LSN settles the transaction.
-        end_lsn: Lsn,
-        commit_time: Timestamp,
-    },
-}
-
-/// The consumer's end of the reader's channel. The reader sends the events
-/// of everything it could read at once as one batch (at most `chunk_rows`
-/// rows), so a stream of small transactions costs one channel hand-off, and
-/// one wake-up of the consumer, per batch rather than three per transaction.
-#[derive(Debug)]
-pub struct Events {
-    rx: mpsc::Receiver<Vec<Event>>,
-    buffered: std::vec::IntoIter<Event>,
-}
-
-impl Events {
-    pub(crate) fn new(rx: mpsc::Receiver<Vec<Event>>) -> Events {
-        Events {
-            rx,
-            buffered: Vec::new().into_iter(),
-        }
-    }
-
-    /// The next event, or `None` once the reader has ended and every event
-    /// it sent was received. Cancel-safe: nothing is lost if the future is
-    /// dropped, so it can sit in `select!`.
-    pub async fn recv(&mut self) -> Option<Event> {
-        loop {
-            if let Some(event) = self.buffered.next() {
-                return Some(event);
-            }
-            self.buffered = self.rx.recv().await?.into_iter();
-        }
-    }
-
-    /// The next event if one is ready now.
-    pub fn try_recv(&mut self) -> Result<Event, mpsc::error::TryRecvError> {
-        loop {
-            if let Some(event) = self.buffered.next() {
-                return Ok(event);
-            }
-            self.buffered = self.rx.try_recv()?.into_iter();
-        }
-    }
-}
-
-/// Events read but not yet handed to the consumer, with their row count.
-#[derive(Default)]
-struct Batch {
-    events: Vec<Event>,
-    rows: usize,
-}
-
-impl Batch {
-    fn push(&mut self, event: Event) {
-        if let Event::Rows(rows) = &event {
-            self.rows += rows.len();
-        }
-        self.events.push(event);
-    }
-
-    /// No more reading until the consumer takes it: bounds the memory a
-    /// batch holds like one chunk does, and a run of empty transactions.
-    fn full(&self, tuning: &Tuning) -> bool {
-        self.rows >= tuning.chunk_rows || self.events.len() >= 3 * tuning.chunk_rows
-    }
-
-    fn take(&mut self) -> Vec<Event> {
-        self.rows = 0;
-        std::mem::take(&mut self.events)
-    }
-}
 
 /// The consumer's side of acknowledgement.
 #[derive(Debug, Clone)]
@@ -209,6 +123,8 @@ pub(crate) struct Reader {
     pub(crate) slot: String,
     pub(crate) schema: String,
     pub(crate) table: String,
+    /// `None`: the messaging contract.
+    pub(crate) routed: Option<Arc<Contract>>,
     pub(crate) tuning: Tuning,
     pub(crate) start: Lsn,
     pub(crate) events: mpsc::Sender<Vec<Event>>,
@@ -271,7 +187,39 @@ struct OpenTransaction {
     commit_time: Timestamp,
     delivered_begin: bool,
     chunk: Vec<OutboxRow>,
+    changes: Vec<Change>,
+    /// The routed outbox's changes so far, for their ids.
+    ordinal: u64,
     skip: bool,
+}
+
+impl OpenTransaction {
+    /// `Begin` for the consumer before the transaction's first row.
+    fn begin(&mut self, pending: &mut Batch) {
+        if !self.delivered_begin {
+            self.delivered_begin = true;
+            pending.push(Event::Begin {
+                xid: self.xid,
+                final_lsn: self.final_lsn,
+                commit_time: self.commit_time,
+            });
+        }
+    }
+
+    /// The next routed change's id.
+    fn next_id(&mut self) -> Uuid {
+        self.ordinal += 1;
+        Uuid::from_position(self.final_lsn.0, self.ordinal)
+    }
+
+    /// A routed change, handed on in chunks as rows are.
+    fn change(&mut self, change: Change, pending: &mut Batch, tuning: &Tuning) {
+        self.begin(pending);
+        self.changes.push(change);
+        if self.changes.len() >= tuning.chunk_rows {
+            pending.push(Event::Changes(std::mem::take(&mut self.changes)));
+        }
+    }
 }
 
 impl State {
@@ -299,6 +247,7 @@ impl Reader {
             slot,
             schema,
             table,
+            routed,
             tuning,
             start,
             events,
@@ -308,7 +257,7 @@ impl Reader {
         } = self;
         tracing::info!(%slot, %start, "streaming");
         let mut st = State {
-            relations: Relations::new(&schema, &table),
+            relations: Relations::new(&schema, &table, routed),
             received: start,
             start,
             last_delivered_end: start,
@@ -334,7 +283,7 @@ impl Reader {
                 }
                 // Read on while frames are at hand and the batch has room;
                 // hand the batch over when the stream pauses or it is full.
-                frame = conn.framed.next(), if !pending.full(&tuning) => {
+                frame = conn.framed.next(), if !pending.full(tuning.chunk_rows) => {
                     let message = match frame {
                         Some(Ok(Backend::Message(m))) => m,
                         Some(Ok(Backend::CopyBothResponse)) => {
@@ -395,7 +344,7 @@ impl Reader {
                     report(&mut conn, &mut st, &settled_rx).await?;
                     // Silence counts only while the reader listens: a full
                     // batch waiting on the consumer leaves the socket unread.
-                    if pending.full(&tuning) {
+                    if pending.full(tuning.chunk_rows) {
                         st.silence = Silence::heard();
                     }
                     match listen(st.silence, tuning.receive_timeout) {
@@ -496,6 +445,8 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
                 commit_time: Timestamp::from_pg_micros(commit_time),
                 delivered_begin: false,
                 chunk: Vec::new(),
+                changes: Vec::new(),
+                ordinal: 0,
                 skip,
             });
         }
@@ -516,24 +467,41 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
                 }
                 Some(true) if tx.skip => {}
                 Some(true) => {
-                    let row = st
+                    let decoded = st
                         .relations
                         .decode(relation, tuple)
                         .ok_or_else(|| malformed("outbox relation vanished"))?;
-                    if !tx.delivered_begin {
-                        tx.delivered_begin = true;
-                        pending.push(Event::Begin {
-                            xid: tx.xid,
-                            final_lsn: tx.final_lsn,
-                            commit_time: tx.commit_time,
-                        });
-                    }
-                    tx.chunk.push(row);
                     st.stats.rows.fetch_add(1, Ordering::Relaxed);
-                    if tx.chunk.len() >= st.tuning.chunk_rows {
-                        pending.push(Event::Rows(std::mem::take(&mut tx.chunk)));
+                    match decoded {
+                        Decoded::Outbox(row) => {
+                            tx.begin(pending);
+                            tx.chunk.push(row);
+                            if tx.chunk.len() >= st.tuning.chunk_rows {
+                                pending.push(Event::Rows(std::mem::take(&mut tx.chunk)));
+                            }
+                        }
+                        Decoded::Routed(plan, values) => {
+                            let id = tx.next_id();
+                            let change = Change::Insert { id, plan, values };
+                            tx.change(change, pending, &st.tuning);
+                        }
                     }
                 }
+            }
+        }
+        // A routed outbox's UPDATE goes to the consumer, which applies the
+        // contract's `table.op.invalid.behavior`; its DELETE is dropped.
+        PgOutput::Update { relation } if st.relations.plan(relation).is_some() => {
+            let tx = st
+                .in_transaction
+                .as_mut()
+                .ok_or_else(|| malformed("Update outside a transaction"))?;
+            if let (false, Some(plan)) = (tx.skip, st.relations.plan(relation)) {
+                let change = Change::Update {
+                    id: tx.next_id(),
+                    plan: plan.clone(),
+                };
+                tx.change(change, pending, &st.tuning);
             }
         }
         PgOutput::Commit {
@@ -549,6 +517,9 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
             if tx.delivered_begin {
                 if !tx.chunk.is_empty() {
                     pending.push(Event::Rows(tx.chunk));
+                }
+                if !tx.changes.is_empty() {
+                    pending.push(Event::Changes(tx.changes));
                 }
                 pending.push(Event::Commit {
                     xid: tx.xid,
@@ -651,19 +622,25 @@ mod tests {
         let mut batch = Batch::default();
         batch.push(commit(1));
         batch.push(Event::Rows(Vec::new()));
-        assert!(!batch.full(&tuning), "no rows yet, two events");
+        assert!(!batch.full(tuning.chunk_rows), "no rows yet, two events");
         for n in 2..6 {
             batch.push(commit(n));
         }
-        assert!(batch.full(&tuning), "six events: three per chunk row");
+        assert!(
+            batch.full(tuning.chunk_rows),
+            "six events: three per chunk row"
+        );
         assert_eq!(batch.take().len(), 6);
-        assert!(!batch.full(&tuning));
+        assert!(!batch.full(tuning.chunk_rows));
         assert!(batch.events.is_empty());
 
         let row = || OutboxRow::from_text([]);
         batch.push(Event::Rows(vec![row()]));
-        assert!(!batch.full(&tuning), "one row of two");
+        assert!(!batch.full(tuning.chunk_rows), "one row of two");
         batch.push(Event::Rows(vec![row()]));
-        assert!(batch.full(&tuning), "two rows of two, in two events");
+        assert!(
+            batch.full(tuning.chunk_rows),
+            "two rows of two, in two events"
+        );
     }
 }

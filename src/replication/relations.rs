@@ -1,12 +1,19 @@
 //! Relations announced in the stream, and the outbox's tuples decoded into
 //! contract rows. The outbox's Relation message is checked against the
-//! definition when it arrives (after any DDL, before the next row), so a
-//! drifted table stops the stream before anything of it is published.
+//! contract when it arrives (after any DDL, before the next row), so a
+//! drifted table stops the stream before anything of it is published: the
+//! messaging contract's against its definition, any other contract by
+//! resolving it against the relation's columns (a [`Plan`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
 
 use super::pgoutput::{Relation, TupleValue};
+use crate::contract::definition::Contract;
 use crate::contract::outbox;
+use crate::contract::route::{Plan, TableColumn};
 use crate::contract::row::{OutboxRow, RowDecoder};
 use crate::error::{Code, Error};
 
@@ -18,6 +25,8 @@ enum Known {
     /// The outbox: per column of the relation, its index in the definition
     /// and its type oid (`None` for a column the definition does not know).
     Outbox(Vec<Option<(usize, u32)>>),
+    /// The outbox of another contract, resolved against its columns.
+    Routed(Arc<Plan>),
 }
 
 /// Relations seen in the stream, by oid; replaced when re-sent after DDL.
@@ -26,15 +35,66 @@ pub(crate) struct Relations {
     by_oid: HashMap<u32, Known>,
     schema: String,
     table: String,
+    /// `None`: the messaging contract, decoded into [`OutboxRow`]s.
+    routed: Option<Arc<Contract>>,
+}
+
+/// An outbox tuple as the relation's contract decodes it.
+#[derive(Debug)]
+pub(crate) enum Decoded {
+    Outbox(OutboxRow),
+    /// Each column's text form in the table's order (`None`: NULL), with
+    /// the plan that routes it.
+    Routed(Arc<Plan>, Vec<Option<Bytes>>),
 }
 
 impl Relations {
-    pub(crate) fn new(schema: &str, table: &str) -> Relations {
+    /// `routed`: the contract of a table other than the messaging one.
+    pub(crate) fn new(schema: &str, table: &str, routed: Option<Arc<Contract>>) -> Relations {
         Relations {
             by_oid: HashMap::new(),
             schema: schema.to_string(),
             table: table.to_string(),
+            routed,
         }
+    }
+
+    /// The plan of a routed outbox relation.
+    pub(crate) fn plan(&self, oid: u32) -> Option<&Arc<Plan>> {
+        match self.by_oid.get(&oid)? {
+            Known::Routed(plan) => Some(plan),
+            _ => None,
+        }
+    }
+
+    /// A routed outbox's Relation message: the contract resolved against
+    /// its columns, or every misfit as drift.
+    fn learn_routed(&mut self, rel: &Relation, contract: &Contract) -> Result<(), Error> {
+        let columns: Vec<TableColumn> = rel
+            .columns
+            .iter()
+            .map(|c| TableColumn {
+                name: c.name.clone(),
+                type_oid: c.type_oid,
+                typmod: c.type_modifier,
+                type_name: format!("type oid {}", c.type_oid),
+            })
+            .collect();
+        let plan = Plan::new(contract, &columns).map_err(|misfits| {
+            let what: Vec<String> = misfits.iter().map(ToString::to_string).collect();
+            Error::new(
+                Code::OUTBOX_SCHEMA_DRIFT,
+                format!(
+                    "{}.{} in the replication stream no longer fits the {} contract: {}; restore it (see \"Schema drift\" in the user guide)",
+                    self.schema,
+                    self.table,
+                    contract.name.as_str(),
+                    what.join("; ")
+                ),
+            )
+        })?;
+        self.by_oid.insert(rel.oid, Known::Routed(Arc::new(plan)));
+        Ok(())
     }
 
     /// Learns a Relation message. For the outbox, every contract column must
@@ -44,6 +104,9 @@ impl Relations {
         if rel.namespace != self.schema || rel.name != self.table {
             self.by_oid.insert(rel.oid, Known::Other);
             return Ok(());
+        }
+        if let Some(contract) = self.routed.clone() {
+            return self.learn_routed(rel, &contract);
         }
         for column in outbox::COLUMNS {
             let drift = |what: String| {
@@ -84,13 +147,28 @@ impl Relations {
     /// `Some(true)` for the outbox, `Some(false)` for another published table,
     /// `None` for an oid no Relation message announced.
     pub(crate) fn is_outbox(&self, oid: u32) -> Option<bool> {
-        self.by_oid.get(&oid).map(|k| matches!(k, Known::Outbox(_)))
+        self.by_oid
+            .get(&oid)
+            .map(|k| matches!(k, Known::Outbox(_) | Known::Routed(_)))
     }
 
     /// Decodes an inserted tuple of the outbox relation.
-    pub(crate) fn decode(&self, oid: u32, tuple: Vec<TupleValue>) -> Option<OutboxRow> {
-        let Known::Outbox(map) = self.by_oid.get(&oid)? else {
-            return None;
+    pub(crate) fn decode(&self, oid: u32, tuple: Vec<TupleValue>) -> Option<Decoded> {
+        let map = match self.by_oid.get(&oid)? {
+            Known::Outbox(map) => map,
+            Known::Routed(plan) => {
+                // `Stream::open` asks for text forms when the contract is
+                // routed, so a value is never binary here.
+                let values = tuple
+                    .into_iter()
+                    .map(|v| match v {
+                        TupleValue::Text(bytes) | TupleValue::Binary(bytes) => Some(bytes),
+                        TupleValue::Null | TupleValue::Unchanged => None,
+                    })
+                    .collect();
+                return Some(Decoded::Routed(plan.clone(), values));
+            }
+            Known::Other => return None,
         };
         let mut row = RowDecoder::new();
         if tuple.len() != map.len() {
@@ -113,7 +191,7 @@ impl Relations {
                 ),
             }
         }
-        Some(row.finish())
+        Some(Decoded::Outbox(row.finish()))
     }
 }
 
@@ -146,7 +224,7 @@ mod tests {
 
     #[test]
     fn a_missing_or_retyped_contract_column_is_drift_and_compatible_changes_are_not() {
-        let mut r = Relations::new("public", "messaging_outbox");
+        let mut r = Relations::new("public", "messaging_outbox", None);
         let e = r.learn(&relation("baggage", None)).unwrap_err();
         assert_eq!(e.code(), "OUTBOX_SCHEMA_DRIFT");
         assert!(e.detail().contains("column baggage is missing"), "{e}");

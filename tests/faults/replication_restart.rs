@@ -46,6 +46,7 @@ async fn next_tx(
                 ids.extend(rows.iter().map(|r| r.message_id().unwrap().to_string()))
             }
             SupervisedEvent::Event(Event::Commit { end_lsn, .. }) => return (ids, end_lsn),
+            SupervisedEvent::Event(Event::Changes(_)) => panic!("a routed table's changes"),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Contracts other than the platform's on a real table: `check` says which
 //! contract fits and what does not, with codes; a relay refuses a contract
-//! it does not stream yet, before it touches the database.
+//! it does not stream in its delivery mode (a table that keeps no status
+//! with transactional delivery), before it touches the database.
 
 use crate::common;
 use crate::common::cli::Cli;
@@ -67,8 +68,26 @@ async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_doe
         "{stdout}"
     );
     assert!(
-        stdout
-            .contains("CONTRACT_NOT_STREAMED: a relay streams the messaging contract only so far"),
+        stdout.contains("a relay streams the debezium contract: rows routed"),
+        "{stdout}"
+    );
+    let transactional_base = common::relay::config(
+        &services,
+        &db.name,
+        &prefix,
+        &format!("{}_relay", db.name),
+        "delivery = \"transactional\"",
+    );
+    let transactional = with_outbox(
+        &transactional_base,
+        "debezium-transactional",
+        "contract = \"debezium\"\ntable = \"outboxevent\"",
+        "",
+    );
+    let out = Cli::new(&["check"]).config(&transactional).output();
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("CONTRACT_NOT_STREAMED: a relay streams the debezium contract with `relay.delivery = \"idempotent\"` only so far"),
         "{stdout}"
     );
 
@@ -107,7 +126,7 @@ async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_doe
     }
 
     // `run` refuses before it streams anything: no slot is made.
-    let out = Cli::new(&["run"]).config(&debezium).output();
+    let out = Cli::new(&["run"]).config(&transactional).output();
     let stderr = text(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("CONTRACT_NOT_STREAMED"), "{stderr}");

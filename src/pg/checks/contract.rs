@@ -6,9 +6,10 @@
 use tokio_postgres::Client;
 
 use super::{query, Purpose};
-use crate::contract::definition::{Contract, ContractName, Converters, Role};
+use crate::contract::definition::{Contract, ContractName, Converters, Role, Status};
 use crate::contract::outbox;
 use crate::contract::route::{Misfit, Plan, TableColumn};
+use crate::error::policy::Mode;
 use crate::error::Code;
 use crate::finding::Finding;
 use crate::rules::Rule;
@@ -84,19 +85,26 @@ fn fit(contract: &Contract, columns: &[TableColumn]) -> Result<(), Vec<Misfit>> 
     }
 }
 
-/// Whether a relay streams the contract: the messaging contract only so
-/// far. A warning for `check` (which judges the table all the same), an
-/// error for a relay about to stream.
-pub(crate) fn streaming_finding(configured: &Contract, purpose: Purpose) -> Finding {
+/// Whether a relay streams the contract in the delivery mode: the
+/// messaging contract in both, a table that keeps no status with
+/// idempotent delivery. A warning for `check` (which judges the table all
+/// the same), an error for a relay about to stream.
+pub(crate) fn streaming_finding(configured: &Contract, purpose: Purpose, mode: Mode) -> Finding {
     let name = configured.name.as_str();
-    if configured.name == ContractName::Messaging {
-        return Finding::ok(
-            Rule::Contract,
-            format!("a relay streams the {name} contract"),
-        );
+    match (configured.name, configured.status, mode) {
+        (ContractName::Messaging, _, _) => {
+            return Finding::ok(Rule::Contract, format!("a relay streams the {name} contract"))
+        }
+        (_, Status::NotKept, Mode::Idempotent) => {
+            return Finding::ok(
+                Rule::Contract,
+                format!("a relay streams the {name} contract: rows routed as the Outbox Event Router routes them, progress the slot's position alone, a row it cannot publish in the dead-letter table"),
+            )
+        }
+        _ => {}
     }
     let detail = format!(
-        "a relay streams the messaging contract only so far; for the {name} contract, `check` judges the table and `connector-config` writes Debezium's configuration"
+        "a relay streams the {name} contract with `relay.delivery = \"idempotent\"` only so far; `connector-config` writes Debezium's configuration for it"
     );
     match purpose {
         Purpose::Report => Finding::warn(Rule::Contract, Code::CONTRACT_NOT_STREAMED, detail),
@@ -259,9 +267,10 @@ mod tests {
     fn a_relay_refuses_a_contract_it_does_not_stream_yet_and_check_warns() {
         let debezium = Contract::debezium(&Default::default(), Converters::Json).unwrap();
         let stream = Purpose::Stream { create_slot: false };
+        let transactional = Mode::Transactional;
         let (report, start) = (
-            streaming_finding(&debezium, Purpose::Report),
-            streaming_finding(&debezium, stream),
+            streaming_finding(&debezium, Purpose::Report, transactional),
+            streaming_finding(&debezium, stream, transactional),
         );
         assert_eq!(
             (report.level, report.code),
@@ -272,8 +281,14 @@ mod tests {
             (Level::Error, Some(Code::CONTRACT_NOT_STREAMED))
         );
         assert_eq!(
-            streaming_finding(&Contract::messaging("o."), stream).level,
+            streaming_finding(&debezium, stream, Mode::Idempotent).level,
             Level::Ok
         );
+        for mode in Mode::ALL {
+            assert_eq!(
+                streaming_finding(&Contract::messaging("o."), stream, mode).level,
+                Level::Ok
+            );
+        }
     }
 }

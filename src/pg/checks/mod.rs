@@ -163,7 +163,8 @@ mod tests {
     }
 
     #[test]
-    fn a_publication_must_publish_inserts_only() {
+    fn a_publication_must_publish_inserts_only_unless_the_table_keeps_no_status() {
+        use crate::contract::definition::Status;
         let p = Publication {
             insert: true,
             update: false,
@@ -171,7 +172,8 @@ mod tests {
             truncate: false,
             covers_outbox: true,
         };
-        let code = |p: Option<&Publication>| publication_finding(p, "pub", "public.t").code;
+        let code =
+            |p: Option<&Publication>| publication_finding(p, "pub", "public.t", Status::Kept).code;
         assert_eq!(code(Some(&p)), None);
         assert_eq!(code(None), Some(Code::PUBLICATION_MISSING));
         assert_eq!(
@@ -188,6 +190,30 @@ mod tests {
         assert_eq!(
             code(Some(&Publication { update: true, ..p })),
             Some(Code::PUBLICATION_NOT_INSERT_ONLY)
+        );
+        // A table that keeps no status: Debezium's publication, all of it.
+        let statusless =
+            |p: &Publication| publication_finding(Some(p), "pub", "public.t", Status::NotKept).code;
+        let everything = Publication {
+            update: true,
+            delete: true,
+            truncate: true,
+            ..p
+        };
+        assert_eq!(statusless(&everything), None);
+        assert_eq!(
+            statusless(&Publication {
+                insert: false,
+                ..everything
+            }),
+            Some(Code::PUBLICATION_NOT_INSERT_ONLY)
+        );
+        assert_eq!(
+            statusless(&Publication {
+                covers_outbox: false,
+                ..everything
+            }),
+            Some(Code::PUBLICATION_MISSING_TABLE)
         );
     }
 

@@ -3,6 +3,7 @@
 use tokio_postgres::Client;
 
 use super::query;
+use crate::contract::definition::Status;
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 use crate::rules::Rule;
@@ -48,9 +49,26 @@ pub(crate) async fn publication(
 /// The publication must exist, cover the outbox and publish inserts only:
 /// updates (the relay's own PUBLISHED marks) would be decoded and shipped
 /// for nothing.
-pub(crate) fn publication_finding(p: Option<&Publication>, name: &str, table: &str) -> Finding {
+/// A table that keeps status must publish inserts only (its status updates
+/// would flood the stream); one that keeps none publishes inserts at least,
+/// and its updates and deletes are what the Outbox Event Router makes of
+/// them, as on Debezium's publication.
+pub(crate) fn publication_finding(
+    p: Option<&Publication>,
+    name: &str,
+    table: &str,
+    status: Status,
+) -> Finding {
     let check = Rule::Publication;
     match p {
+        Some(p) if status == Status::NotKept && p.covers_outbox && !p.insert => Finding::error(
+            check,
+            Code::PUBLICATION_NOT_INSERT_ONLY,
+            format!("publication {name} does not publish inserts; ALTER PUBLICATION {name} SET (publish = 'insert, update, delete')"),
+        ),
+        Some(p) if status == Status::NotKept && p.covers_outbox => {
+            Finding::ok(check, format!("{name} publishes inserts of {table}"))
+        }
         None => Finding::error(
             check,
             Code::PUBLICATION_MISSING,

@@ -76,6 +76,8 @@ struct Pending {
     topic: String,
     too_large: bool,
     producer: u64,
+    /// As sent, returned with a refusal as librdkafka returns it.
+    record: Record,
 }
 
 #[derive(Debug, Default)]
@@ -244,8 +246,10 @@ impl State {
             self.stopped.insert(p.producer);
         }
         if let Some(reports) = self.producers.get(&p.producer) {
+            let returned = gap.then(|| Box::new(p.record.clone()));
             let _ = reports.send(Delivery {
                 ticket: p.ticket,
+                returned,
                 outcome,
                 partition: partition_of(&p.key) as i32,
                 // Offsets are the broker model's log position, not Kafka's.
@@ -336,6 +340,7 @@ impl Sink for FakeSink {
             topic: record.topic.clone(),
             too_large: crate::kafka::limits::framed_size(record) > LIMIT,
             producer: self.id,
+            record: record.clone(),
         };
         let partition = partition_of(&pending.key);
         if s.answers == Some(Answers::Immediate) {

@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
+use crate::pg::dead_letter::Letter;
 use crate::pg::row_status::Guard;
 use crate::pipeline::ledger::{Journal, Ledger};
 
@@ -37,6 +38,8 @@ pub(crate) struct State {
     pub(crate) mark_failures: usize,
     /// Journal writes wait until this is false.
     pub(crate) journal_stalled: bool,
+    /// An outbox that keeps no status: its dead-letter table.
+    pub(crate) letters: Vec<Letter>,
 }
 
 /// The test's handle on the table.
@@ -118,6 +121,16 @@ impl Ledger for Table {
 
     async fn published(&self, ids: &[Uuid], guard: Guard) -> Result<u64, Error> {
         Ok(self.mark(ids, Status::Published, guard))
+    }
+
+    async fn dead_letters(&self, letters: &[Letter]) -> Result<u64, Error> {
+        let mut s = self.state();
+        if s.mark_failures > 0 {
+            s.mark_failures -= 1;
+            return Err(lost());
+        }
+        s.letters.extend_from_slice(letters);
+        Ok(letters.len() as u64)
     }
 }
 

@@ -199,6 +199,7 @@ impl Process {
         });
         Process {
             shared: Arc::new(Shared {
+                status: crate::contract::definition::Status::Kept,
                 limits: crate::kafka::limits::Limits::default(),
                 relay,
                 topic_prefix: "t.".into(),

@@ -9,7 +9,10 @@
 //! case; partition and timestamp where a column decides them (otherwise
 //! Kafka's partitioner and Debezium's clock do). The table keeps no status:
 //! rows inserted and deleted in one transaction are published once, their
-//! deletes dropped.
+//! deletes dropped, their updates dropped as `table.op.invalid.behavior`
+//! says. Then the relay itself (`outbox-cdc run`, its own slot made before
+//! the first row) streams the same changes into the same topics: every
+//! record must then be there twice, Debezium's and the relay's.
 
 use super::*;
 
@@ -248,7 +251,7 @@ async fn each_option_alone_gives_debeziums_records() {
         differences.join("\n")
     );
     eprintln!(
-        "router parity, each option alone, records per case: {}; 0 differences",
+        "router parity, each option alone, records per case (Debezium, the router and the relay each): {}; 0 differences",
         counts.join(", ")
     );
 }
@@ -301,6 +304,8 @@ struct Deployed {
     services: common::Services,
     db: common::TestDb,
     cfg: Config,
+    /// The configuration's text, which the relay runs too.
+    text: String,
     /// The case's unique topic prefix.
     p: String,
 }
@@ -340,11 +345,21 @@ async fn deploy(case: &Case) -> Deployed {
         kafka::create_topic(&services.kafka_bootstrap, &topic, *partitions).await;
         kafka::serve_topics(&services.kafka_bootstrap, &[&topic]);
     }
+    // The relay's slot, before any row: it streams the same changes once
+    // Debezium's records are in.
+    db.client
+        .execute(
+            "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&cfg.postgres.slot],
+        )
+        .await
+        .unwrap();
     start_debezium(&cfg, &db.client).await;
     Deployed {
         services,
         db,
         cfg,
+        text,
         p,
     }
 }
@@ -355,6 +370,7 @@ async fn run(case: &Case) -> (usize, Vec<String>) {
         services,
         db,
         cfg,
+        text,
         p,
     } = deploy(case).await;
     let table = "outboxevent";
@@ -477,7 +493,64 @@ async fn run(case: &Case) -> (usize, Vec<String>) {
             ));
         }
     }
+    differences.extend(relay_phase(case, &text, &topic_refs, &expected, got).await);
+    rep::drop_slot(&db.client, &cfg.postgres.slot).await;
     (expected.len(), differences)
+}
+
+/// The relay streams the same changes from its own slot into the same
+/// topics: what it adds to Debezium's records must be Debezium's records
+/// again (with Debezium's already shown to be the router's, every record
+/// twice over).
+async fn relay_phase(
+    case: &Case,
+    text: &str,
+    topics: &[&str],
+    expected: &[Seen],
+    debeziums: Vec<Seen>,
+) -> Vec<String> {
+    let services = common::services().expect("services");
+    let dir = std::env::temp_dir()
+        .join("outbox-cdc-router")
+        .join(std::process::id().to_string());
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.toml", case.label));
+    std::fs::write(&path, format!("{text}\n[relay]\ndrain_timeout_secs = 20\n")).unwrap();
+    let mut relay = common::relay::RelayProcess::spawn(&path);
+    let both = kafka::consume(
+        &services.kafka_bootstrap,
+        topics,
+        2 * expected.len(),
+        Duration::from_secs(30),
+    );
+    relay.signal("TERM");
+    let status = relay.wait(Duration::from_secs(30));
+    let log = common::relay::plain(&relay.log_text());
+    let mut differences = Vec::new();
+    if status.is_none_or(|s| !s.success()) {
+        differences.push(format!(
+            "{}: the relay did not stop cleanly ({status:?}):\n{log}",
+            case.label
+        ));
+    }
+    let mut all: Vec<Seen> = both.iter().map(|c| consumed(c, case.placed)).collect();
+    let mut twice: Vec<Seen> = debeziums
+        .into_iter()
+        .chain(expected.iter().cloned())
+        .collect();
+    let order = |s: &Seen| format!("{s:?}");
+    all.sort_by_key(order);
+    twice.sort_by_key(order);
+    if all != twice {
+        let extra: Vec<&Seen> = all.iter().filter(|s| !expected.contains(s)).collect();
+        differences.push(format!(
+            "{}: {} records after the relay ran, {} expected; not Debezium's: {extra:?}\n{log}",
+            case.label,
+            all.len(),
+            twice.len()
+        ));
+    }
+    differences
 }
 
 #[tokio::test]
@@ -499,7 +572,7 @@ async fn debezium_and_the_router_emit_the_same_records_for_each_contract_and_opt
         differences.join("\n")
     );
     eprintln!(
-        "router parity, records per case: documented table {}, custom options {}, expanded payloads {}, expansion with envelope, tombstones and optional_bytes {}; 0 differences",
+        "router parity, records per case (Debezium, the router and the relay each): documented table {}, custom options {}, expanded payloads {}, expansion with envelope, tombstones and optional_bytes {}; 0 differences",
         documented.0, custom.0, expanded.0, envelope.0
     );
 }
@@ -524,6 +597,7 @@ async fn where_debeziums_task_fails_on_an_expanded_payload_the_router_refuses_th
         services,
         db,
         cfg,
+        text,
         p,
     } = deploy(&FAILING).await;
     let payload = r#"{"big": 123456789012345678901234567890}"#;
@@ -558,4 +632,61 @@ async fn where_debeziums_task_fails_on_an_expanded_payload_the_router_refuses_th
     .collect();
     let refused = plan.route(&values, 0).unwrap_err();
     assert_eq!(refused.code(), "PAYLOAD_NOT_REPRODUCED");
+
+    // The relay, on the same change: the row goes to the dead-letter table
+    // that `migrate` made, whole, and the stream goes on to the next row.
+    let path = std::env::temp_dir().join(format!("outbox-cdc-{}-failing.toml", db.name));
+    std::fs::write(&path, format!("{text}\n[relay]\ndrain_timeout_secs = 20\n")).unwrap();
+    let out = common::cli::Cli::new(&["migrate"]).config(&path).output();
+    assert!(out.status.success(), "{}", common::cli::text(&out));
+    let mut relay = common::relay::RelayProcess::spawn(&path);
+    db.client
+        .execute(
+            "INSERT INTO public.outboxevent VALUES ('00000000-0000-4000-8000-000000000202', $1, 'o-2', 'Fine', '{\"a\": 1}')",
+            &[&format!("{p}Order")],
+        )
+        .await
+        .unwrap();
+    let published = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        1,
+        Duration::from_secs(30),
+    );
+    relay.signal("TERM");
+    let status = relay.wait(Duration::from_secs(30));
+    let log = common::relay::plain(&relay.log_text());
+    rep::drop_slot(&db.client, &cfg.postgres.slot).await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}\n{log}");
+    let values: Vec<&[u8]> = published
+        .iter()
+        .filter_map(|c| c.value.as_deref())
+        .collect();
+    // Expanded, as this case's contract says.
+    assert_eq!(values, [&br#"{"a":1}"#[..]], "{log}");
+    let letters = db
+        .client
+        .query(
+            "SELECT outbox_table, event_id, topic, code, message, source_row->>'type', source_row->>'payload'
+             FROM public.outbox_cdc_dead_letter",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(letters.len(), 1, "{log}");
+    let l = &letters[0];
+    assert_eq!(l.get::<_, String>(0), "public.outboxevent");
+    assert_eq!(
+        l.get::<_, Option<String>>(1).as_deref(),
+        Some("00000000-0000-4000-8000-000000000201")
+    );
+    assert_eq!(l.get::<_, Option<String>>(2), None, "it was never routed");
+    assert_eq!(l.get::<_, String>(3), "PAYLOAD_NOT_REPRODUCED");
+    assert!(l.get::<_, String>(4).contains("Debezium's task fails"));
+    assert_eq!(l.get::<_, Option<String>>(5).as_deref(), Some("Big"));
+    assert_eq!(
+        l.get::<_, Option<String>>(6).as_deref(),
+        Some(r#"{"big": 123456789012345678901234567890}"#)
+    );
+    assert!(log.contains("written to the dead-letter table"), "{log}");
 }

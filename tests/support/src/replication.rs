@@ -47,6 +47,7 @@ pub fn source(s: &Services, dbname: &str, slot: &str, publication: &str) -> Sour
         own_walsender: None,
         messages: false,
         binary: true,
+        routed: None,
         tuning: Default::default(),
     }
 }
@@ -120,6 +121,7 @@ pub async fn collect(events: &mut Events, rows: usize, timeout: Duration) -> Vec
                     rows: Vec::new(),
                 });
             }
+            Event::Changes(_) => panic!("the messaging outbox streamed a routed table's changes"),
             Event::Rows(r) => {
                 count += r.len();
                 open.as_mut()

@@ -1,0 +1,144 @@
+//! What the reader hands its consumer: committed transactions as events,
+//! in batches over a bounded channel.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::contract::route::Plan;
+use crate::contract::row::OutboxRow;
+use crate::contract::value::{Timestamp, Uuid};
+use crate::lsn::Lsn;
+
+/// What the reader delivers, in commit order. Every outbox transaction is
+/// `Begin`, one or more `Rows` chunks, `Commit`; transactions without outbox
+/// rows are not delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Begin {
+        xid: u32,
+        /// LSN of the commit record.
+        final_lsn: Lsn,
+        commit_time: Timestamp,
+    },
+    Rows(Vec<OutboxRow>),
+    /// A routed outbox's changes (any contract but messaging), chunked as
+    /// `Rows` are.
+    Changes(Vec<Change>),
+    Commit {
+        xid: u32,
+        commit_lsn: Lsn,
+        /// Settling this LSN settles the transaction.
+        end_lsn: Lsn,
+        commit_time: Timestamp,
+    },
+}
+
+/// A change of a routed outbox. DELETEs never come (the router drops them,
+/// so the reader does); each change's `id` is its place in the slot
+/// ([`Uuid::from_position`]).
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// An inserted row: its columns' text forms in the table's order.
+    Insert {
+        id: Uuid,
+        plan: Arc<Plan>,
+        values: Vec<Option<Bytes>>,
+    },
+    /// An UPDATE: what it gets is the contract's `table.op.invalid.behavior`.
+    Update { id: Uuid, plan: Arc<Plan> },
+}
+
+impl PartialEq for Change {
+    fn eq(&self, other: &Change) -> bool {
+        match (self, other) {
+            (
+                Change::Insert {
+                    id, plan, values, ..
+                },
+                Change::Insert {
+                    id: i,
+                    plan: p,
+                    values: v,
+                },
+            ) => id == i && Arc::ptr_eq(plan, p) && values == v,
+            (Change::Update { id, plan }, Change::Update { id: i, plan: p }) => {
+                id == i && Arc::ptr_eq(plan, p)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Change {}
+
+/// The consumer's end of the reader's channel. The reader sends the events
+/// of everything it could read at once as one batch (at most `chunk_rows`
+/// rows), so a stream of small transactions costs one channel hand-off, and
+/// one wake-up of the consumer, per batch rather than three per transaction.
+#[derive(Debug)]
+pub struct Events {
+    rx: mpsc::Receiver<Vec<Event>>,
+    buffered: std::vec::IntoIter<Event>,
+}
+
+impl Events {
+    pub(crate) fn new(rx: mpsc::Receiver<Vec<Event>>) -> Events {
+        Events {
+            rx,
+            buffered: Vec::new().into_iter(),
+        }
+    }
+
+    /// The next event, or `None` once the reader has ended and every event
+    /// it sent was received. Cancel-safe: nothing is lost if the future is
+    /// dropped, so it can sit in `select!`.
+    pub async fn recv(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.buffered.next() {
+                return Some(event);
+            }
+            self.buffered = self.rx.recv().await?.into_iter();
+        }
+    }
+
+    /// The next event if one is ready now.
+    pub fn try_recv(&mut self) -> Result<Event, mpsc::error::TryRecvError> {
+        loop {
+            if let Some(event) = self.buffered.next() {
+                return Ok(event);
+            }
+            self.buffered = self.rx.try_recv()?.into_iter();
+        }
+    }
+}
+
+/// Events read but not yet handed to the consumer, with their row count.
+#[derive(Default)]
+pub(super) struct Batch {
+    pub(super) events: Vec<Event>,
+    pub(super) rows: usize,
+}
+
+impl Batch {
+    pub(super) fn push(&mut self, event: Event) {
+        match &event {
+            Event::Rows(rows) => self.rows += rows.len(),
+            Event::Changes(changes) => self.rows += changes.len(),
+            _ => {}
+        }
+        self.events.push(event);
+    }
+
+    /// No more reading until the consumer takes it: bounds the memory a
+    /// batch holds like one chunk does, and a run of empty transactions.
+    pub(super) fn full(&self, chunk_rows: usize) -> bool {
+        self.rows >= chunk_rows || self.events.len() >= 3 * chunk_rows
+    }
+
+    pub(super) fn take(&mut self) -> Vec<Event> {
+        self.rows = 0;
+        std::mem::take(&mut self.events)
+    }
+}
