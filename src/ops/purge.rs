@@ -168,6 +168,7 @@ pub(crate) async fn purge(
     opts: &PurgeOptions,
     out: &mut (dyn Write + Send),
 ) -> Result<Purged, Error> {
+    super::require_kept_status(&objs.outbox, "purge")?;
     let say = |out: &mut (dyn Write + Send), line: std::fmt::Arguments<'_>| {
         writeln!(out, "{line}")
             .map_err(|e| Error::new(Code::OUTPUT_UNWRITABLE, format!("standard output: {e}")))

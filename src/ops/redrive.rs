@@ -65,6 +65,7 @@ pub(crate) async fn redrive(
     selection: Selection,
     run: Run,
 ) -> Result<Outcome, Error> {
+    super::require_kept_status(&cfg.outbox, "redrive")?;
     let filter = filter(selection);
     let sql = connect::connect(&cfg.postgres, &*env).await?;
     let counts = handover::failed_counts(&sql, &cfg.objects(), &filter)

@@ -59,6 +59,7 @@ pub(crate) async fn replay(
     env: Arc<Env>,
     request: Request,
 ) -> Result<Outcome, Error> {
+    super::require_kept_status(&cfg.outbox, "replay")?;
     let bounds = Bounds::from_unix_micros(request.since_us, request.until_us);
     let sql = connect::connect(&cfg.postgres, &*env).await?;
     let table = cfg.qualified_table();

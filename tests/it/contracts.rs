@@ -125,6 +125,23 @@ async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_doe
         assert!(stdout.contains(expected), "{expected}\n{stdout}");
     }
 
+    // What reads the rows' status says there is none, with a code, rather
+    // than report an empty window as clean.
+    for args in [
+        &["audit", "--since", "1h"][..],
+        &["replay", "--since", "1h", "--until", "0s"],
+        &["redrive", "--dry-run"],
+        &["purge", "--older-than", "1d", "--dry-run"],
+    ] {
+        let out = Cli::new(args).config(&debezium).output();
+        let stderr = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("STATUS_NOT_KEPT") && stderr.contains("public.outboxevent keeps none"),
+            "{args:?}: {stderr}"
+        );
+    }
+
     // `run` refuses before it streams anything: no slot is made.
     let out = Cli::new(&["run"]).config(&transactional).output();
     let stderr = text(&out.stderr);

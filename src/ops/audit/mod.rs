@@ -101,6 +101,7 @@ pub async fn audit(sources: Sources<'_>, env: Arc<Env>, request: Request) -> Res
         outbox,
         cluster,
     } = sources;
+    super::require_kept_status(outbox, "audit")?;
     let started_us = crate::metrics::unix_micros();
     let sql = connect::connect(postgres, &*env).await?;
     let table = outbox.qualified_table();
