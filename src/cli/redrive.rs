@@ -50,7 +50,8 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
         let total: i64 = outcome.counts.iter().map(|c| c.2).sum();
         for (code, destination, n) in &outcome.counts {
             println!(
-                "{n} FAILED rows for {destination} with {}",
+                "{n} {} for {destination} with {}",
+                outcome.source.noun(),
                 code.as_deref().unwrap_or("no code")
             );
         }
@@ -59,13 +60,16 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
             println!("{dry}{total} rows match");
             return Ok(());
         };
+        let source = outcome.source;
         println!(
-            "redrove {} FAILED rows: {} now PUBLISHED{}",
+            "redrove {} {}: {} {}{}",
             done.selected,
+            source.noun(),
             done.published,
+            source.published(),
             match done.selected - done.published.min(done.selected) {
                 0 => String::new(),
-                n => format!(", {n} FAILED again (the log names their codes)"),
+                n => format!(", {n} refused again (the log names their codes)"),
             }
         );
         outcome.incomplete().map_or(Ok(()), Err)

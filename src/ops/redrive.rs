@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use crate::config::{Config, Env};
+use crate::contract::definition::Status;
 use crate::contract::value::Timestamp;
 use crate::error::{Code, Error};
 use crate::ops::purge;
-use crate::pg::connect;
 use crate::pg::handover::{self, FailedFilter};
+use crate::pg::{connect, dead_letter};
 use crate::pipeline::{Redriven, Relay};
 
 /// Which FAILED rows, as the operator gave them.
@@ -21,8 +22,37 @@ pub(crate) struct Selection {
     pub(crate) since: Option<String>,
 }
 
+/// Where a redrive publishes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The outbox's FAILED rows, marked PUBLISHED once in Kafka.
+    FailedRows,
+    /// The dead-letter table of an outbox that keeps no status, removed
+    /// once in Kafka.
+    DeadLetters,
+}
+
+impl Source {
+    /// What it publishes, as the report names it.
+    pub(crate) fn noun(self) -> &'static str {
+        match self {
+            Source::FailedRows => "FAILED rows",
+            Source::DeadLetters => "dead letters",
+        }
+    }
+
+    /// What became of those Kafka confirmed.
+    pub(crate) fn published(self) -> &'static str {
+        match self {
+            Source::FailedRows => "now PUBLISHED",
+            Source::DeadLetters => "published and removed",
+        }
+    }
+}
+
 /// What a redrive found, and did unless it was a dry run.
 pub(crate) struct Outcome {
+    pub(crate) source: Source,
     /// Matching rows by code and destination.
     pub(crate) counts: Vec<(Option<String>, String, i64)>,
     /// `None` for a dry run or when nothing matched.
@@ -65,15 +95,32 @@ pub(crate) async fn redrive(
     selection: Selection,
     run: Run,
 ) -> Result<Outcome, Error> {
-    super::require_kept_status(&cfg.outbox, "redrive")?;
     let filter = filter(selection);
+    if cfg.outbox.contract()?.status == Status::NotKept {
+        let selection = dead_letter::Selection {
+            code: filter.code,
+            topic: filter.destination,
+            since: filter.since,
+        };
+        let publish = run == Run::Publish;
+        let (counts, done) = super::dead_letters::redrive(&cfg, env, &selection, publish).await?;
+        return Ok(Outcome {
+            source: Source::DeadLetters,
+            counts,
+            done,
+        });
+    }
     let sql = connect::connect(&cfg.postgres, &*env).await?;
     let counts = handover::failed_counts(&sql, &cfg.objects(), &filter)
         .await
         .map_err(|e| e.context("--since must be a timestamp or an age such as 2h"))?;
     let total: i64 = counts.iter().map(|c| c.2).sum();
     if run == Run::DryRun || total == 0 {
-        return Ok(Outcome { counts, done: None });
+        return Ok(Outcome {
+            source: Source::FailedRows,
+            counts,
+            done: None,
+        });
     }
     // A refusal of the operator's kind (a topic still missing) ends it at
     // once, and its transactional id is its own, so it never fences the
@@ -86,6 +133,7 @@ pub(crate) async fn redrive(
         .redrive(&filter, tokio_util::sync::CancellationToken::new())
         .await?;
     Ok(Outcome {
+        source: Source::FailedRows,
         counts,
         done: Some(done),
     })

@@ -3,11 +3,13 @@
 //! written here, with the record it would have been, before the slot may
 //! pass it. `migrate` creates the table in the outbox's schema.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use tokio_postgres::Client;
 
 use crate::config::OutboxConfig;
-use crate::contract::mapper::Record;
+use crate::contract::mapper::{Copied, Record};
 use crate::contract::outbox::objects;
 use crate::contract::route::{Plan, ID_HEADER};
 use crate::error::{Code, Error};
@@ -119,4 +121,146 @@ impl DeadLetters {
         }
         Ok(written)
     }
+}
+
+/// A dead letter read back for `redrive`.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    pub(crate) seq: i64,
+    pub(crate) record: Record,
+}
+
+/// Which dead letters `redrive` takes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Selection {
+    pub(crate) code: Option<String>,
+    pub(crate) topic: Option<String>,
+    /// Written at or after this `timestamptz` text.
+    pub(crate) since: Option<String>,
+}
+
+impl DeadLetters {
+    /// Up to `limit` routed letters after `after`, in the order they were
+    /// written (letters never routed have no record to publish: they stay).
+    pub(crate) async fn read(
+        &self,
+        sql: &Client,
+        selection: &Selection,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Stored>, Error> {
+        let statement = format!(
+            "SELECT seq, topic, kafka_partition, kafka_key, header_names, header_values, value
+               FROM {} WHERE outbox_table = $1 AND topic IS NOT NULL AND seq > $2
+                AND ($3::text IS NULL OR code = $3) AND ($4::text IS NULL OR topic = $4)
+                AND ($5::text IS NULL OR failed_at >= $5::timestamptz)
+              ORDER BY seq LIMIT $6",
+            self.table
+        );
+        let rows = sql
+            .query(
+                &statement,
+                &[
+                    &self.outbox,
+                    &after,
+                    &selection.code,
+                    &selection.topic,
+                    &selection.since,
+                    &limit,
+                ],
+            )
+            .await
+            .map_err(query_error(Code::DEAD_LETTER_FAILED))?;
+        rows.iter()
+            .map(|r| {
+                let names: Vec<String> = r.try_get(4).map_err(decode)?;
+                let values: Vec<Option<Vec<u8>>> = r.try_get(5).map_err(decode)?;
+                let seq: i64 = r.try_get(0).map_err(decode)?;
+                let record = Record::copied(Copied {
+                    message_id: crate::contract::value::Uuid::from_position(0, seq as u64),
+                    topic: r.try_get(1).map_err(decode)?,
+                    partition: r.try_get(2).map_err(decode)?,
+                    key: r
+                        .try_get::<_, Option<Vec<u8>>>(3)
+                        .map_err(decode)?
+                        .map(Bytes::from),
+                    value: r
+                        .try_get::<_, Option<Vec<u8>>>(6)
+                        .map_err(decode)?
+                        .map(Bytes::from),
+                    headers: names.into_iter().map(Arc::from).zip(values).collect(),
+                    timestamp_ms: None,
+                });
+                Ok(Stored { seq, record })
+            })
+            .collect()
+    }
+
+    /// Counts the routed letters `selection` takes, by code and topic.
+    pub(crate) async fn counts(
+        &self,
+        sql: &Client,
+        selection: &Selection,
+    ) -> Result<Vec<(Option<String>, String, i64)>, Error> {
+        let statement = format!(
+            "SELECT code, topic, count(*) FROM {} WHERE outbox_table = $1 AND topic IS NOT NULL
+                AND ($2::text IS NULL OR code = $2) AND ($3::text IS NULL OR topic = $3)
+                AND ($4::text IS NULL OR failed_at >= $4::timestamptz)
+              GROUP BY code, topic ORDER BY code, topic",
+            self.table
+        );
+        let rows = sql
+            .query(
+                &statement,
+                &[
+                    &self.outbox,
+                    &selection.code,
+                    &selection.topic,
+                    &selection.since,
+                ],
+            )
+            .await
+            .map_err(query_error(Code::DEAD_LETTER_FAILED))?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get(0).map_err(decode)?,
+                    r.try_get(1).map_err(decode)?,
+                    r.try_get(2).map_err(decode)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Removes letters Kafka confirmed.
+    pub(crate) async fn remove(&self, sql: &Client, seqs: &[i64]) -> Result<u64, Error> {
+        let statement = format!("DELETE FROM {} WHERE seq = ANY($1)", self.table);
+        sql.execute(&statement, &[&seqs])
+            .await
+            .map_err(query_error(Code::DEAD_LETTER_FAILED))
+    }
+
+    /// A letter refused again: its code and words now.
+    pub(crate) async fn refused_again(
+        &self,
+        sql: &Client,
+        seq: i64,
+        code: Code,
+        message: &str,
+    ) -> Result<u64, Error> {
+        let statement = format!(
+            "UPDATE {} SET code = $2, message = $3, failed_at = now() WHERE seq = $1",
+            self.table
+        );
+        sql.execute(&statement, &[&seq, &code.as_str(), &message])
+            .await
+            .map_err(query_error(Code::DEAD_LETTER_FAILED))
+    }
+}
+
+fn decode(e: tokio_postgres::Error) -> Error {
+    Error::new(
+        Code::DEAD_LETTER_FAILED,
+        format!("a dead letter does not decode: {e}"),
+    )
 }

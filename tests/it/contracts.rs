@@ -7,6 +7,7 @@ use crate::common;
 use crate::common::cli::Cli;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use outbox_cdc::contract::route::TableColumn;
 
@@ -130,7 +131,6 @@ async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_doe
     for args in [
         &["audit", "--since", "1h"][..],
         &["replay", "--since", "1h", "--until", "0s"],
-        &["redrive", "--dry-run"],
         &["purge", "--older-than", "1d", "--dry-run"],
     ] {
         let out = Cli::new(args).config(&debezium).output();
@@ -178,4 +178,141 @@ pub(crate) async fn columns(client: &tokio_postgres::Client, table: &str) -> Vec
             type_name: r.get(3),
         })
         .collect()
+}
+
+/// As a new user would try it with Debezium's outbox documentation: the
+/// documented table, rows inserted and deleted in one transaction, the
+/// relay on `contract = "debezium"`; an oversized row lands in the
+/// dead-letter table, and `redrive` publishes it once the topic's limit is
+/// raised.
+#[tokio::test]
+async fn an_oversized_row_waits_in_the_dead_letter_table_until_redrive_publishes_it() {
+    use crate::common::kafka;
+    let services = require_services!();
+    let db = services.fresh_db("deadletter").await;
+    db.client.batch_execute(&documented()).await.unwrap();
+    db.client
+        .batch_execute("CREATE PUBLICATION outbox_cdc_publication FOR TABLE public.outboxevent")
+        .await
+        .unwrap();
+    let p = common::unique_prefix("dl");
+    let slot = format!("{}_relay", db.name);
+    let base = common::relay::config(&services, &db.name, &p, &slot, "");
+    let config = with_outbox(
+        &base,
+        "debezium",
+        "contract = \"debezium\"\ntable = \"outboxevent\"",
+        "",
+    );
+    let out = Cli::new(&["migrate"]).config(&config).output();
+    assert!(out.status.success(), "{}", common::cli::text(&out));
+    let topic = format!("outbox.event.{p}Order");
+    kafka::create_topic_with(
+        &services.kafka_bootstrap,
+        &topic,
+        1,
+        &[("max.message.bytes", "20000")],
+    )
+    .await;
+
+    let mut relay = common::relay::RelayProcess::spawn(&config);
+    crate::common::replication::wait_streaming(&db.client, &slot).await;
+    for (n, size) in [(1, 10), (2, 50_000), (3, 10)] {
+        db.client
+            .batch_execute(&format!(
+                "BEGIN;
+                 INSERT INTO public.outboxevent VALUES ('00000000-0000-4000-8000-00000000000{n}', '{p}Order', 'o-{n}', 'T', jsonb_build_object('s', repeat('x', {size})));
+                 DELETE FROM public.outboxevent;
+                 COMMIT;"
+            ))
+            .await
+            .unwrap();
+    }
+    let first = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        2,
+        Duration::from_secs(20),
+    );
+    let keys: Vec<&[u8]> = first.iter().filter_map(|c| c.key.as_deref()).collect();
+    assert_eq!(
+        keys,
+        [&b"\"o-1\""[..], b"\"o-3\""],
+        "the rows either side are published"
+    );
+    let letters = async || {
+        db.client
+            .query(
+                "SELECT event_id, topic, code, kafka_key, length(value) FROM public.outbox_cdc_dead_letter",
+                &[],
+            )
+            .await
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while letters().await.is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let held = letters().await;
+    assert_eq!(held.len(), 1, "{}", relay.log_text());
+    assert_eq!(
+        held[0].get::<_, String>(0),
+        "00000000-0000-4000-8000-000000000002"
+    );
+    assert_eq!(held[0].get::<_, String>(1), topic);
+    assert_eq!(held[0].get::<_, String>(2), "MESSAGE_TOO_LARGE");
+    assert_eq!(held[0].get::<_, Vec<u8>>(3), b"\"o-2\"");
+    assert!(held[0].get::<_, i32>(4) > 50_000);
+    relay.signal("TERM");
+    assert!(relay
+        .wait(Duration::from_secs(30))
+        .is_some_and(|s| s.success()));
+
+    // Still too large: refused again, and kept.
+    let out = Cli::new(&["redrive"]).config(&config).output();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", common::cli::text(&out));
+    assert!(stdout.contains("1 dead letters for"), "{stdout}");
+    assert_eq!(letters().await.len(), 1);
+
+    let raised = std::process::Command::new("bash")
+        .arg(std::env::var("OUTBOX_TEST_SERVICES").unwrap())
+        .arg("kafka-configs")
+        .args([
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            &topic,
+            "--add-config",
+            "max.message.bytes=1048588",
+        ])
+        .output()
+        .unwrap();
+    assert!(raised.status.success(), "{raised:?}");
+    let out = Cli::new(&["redrive"]).config(&config).output();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", common::cli::text(&out));
+    assert!(
+        stdout.contains("redrove 1 dead letters: 1 published and removed"),
+        "{stdout}"
+    );
+    assert!(letters().await.is_empty());
+    let all = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        3,
+        Duration::from_secs(20),
+    );
+    let keys: Vec<&[u8]> = all.iter().filter_map(|c| c.key.as_deref()).collect();
+    assert_eq!(keys, [&b"\"o-1\""[..], b"\"o-3\"", b"\"o-2\""]);
+    let redriven = all.last().unwrap();
+    assert_eq!(
+        redriven.headers,
+        vec![(
+            "id".to_string(),
+            Some(b"00000000-0000-4000-8000-000000000002".to_vec())
+        )]
+    );
+    crate::common::replication::drop_slot(&db.client, &slot).await;
 }
