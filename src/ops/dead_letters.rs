@@ -17,21 +17,24 @@ use crate::pipeline::Redriven;
 /// Letters published per round: what is held at once.
 const ROUND: i64 = 1_000;
 
-/// Counts the matching letters by code and topic, and publishes them
-/// unless `publish` is false (a dry run).
-pub(crate) async fn redrive(
+/// The matching letters by code and topic.
+pub(crate) async fn counts(
+    cfg: &Config,
+    env: &Env,
+    selection: &Selection,
+) -> Result<Vec<(Option<String>, String, i64)>, Error> {
+    let sql = connect::connect(&cfg.postgres, env).await?;
+    DeadLetters::new(&cfg.outbox).counts(&sql, selection).await
+}
+
+/// Publishes the matching letters.
+pub(crate) async fn publish(
     cfg: &Config,
     env: Arc<Env>,
     selection: &Selection,
-    publish: bool,
-) -> Result<(Vec<(Option<String>, String, i64)>, Option<Redriven>), Error> {
+) -> Result<Redriven, Error> {
     let letters = DeadLetters::new(&cfg.outbox);
     let sql = connect::connect(&cfg.postgres, &*env).await?;
-    let counts = letters.counts(&sql, selection).await?;
-    let total: i64 = counts.iter().map(|c| c.2).sum();
-    if !publish || total == 0 {
-        return Ok((counts, None));
-    }
     let cluster = cfg.kafka_cluster(&*env)?;
     let (publisher, mut reports) =
         Publisher::<i64>::new(&settings::producer_config(&cluster, None))?;
@@ -104,5 +107,5 @@ pub(crate) async fn redrive(
             return Err(e.context("redriving dead letters"));
         }
     }
-    Ok((counts, Some(done)))
+    Ok(done)
 }

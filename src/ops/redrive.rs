@@ -102,8 +102,14 @@ pub(crate) async fn redrive(
             topic: filter.destination,
             since: filter.since,
         };
-        let publish = run == Run::Publish;
-        let (counts, done) = super::dead_letters::redrive(&cfg, env, &selection, publish).await?;
+        let counts = super::dead_letters::counts(&cfg, &*env, &selection).await?;
+        let total: i64 = counts.iter().map(|c| c.2).sum();
+        let done = match run {
+            Run::Publish if total > 0 => {
+                Some(super::dead_letters::publish(&cfg, env, &selection).await?)
+            }
+            Run::Publish | Run::DryRun => None,
+        };
         return Ok(Outcome {
             source: Source::DeadLetters,
             counts,
