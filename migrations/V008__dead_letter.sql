@@ -6,10 +6,11 @@
 -- relay cannot publish (a refusal for the row's own reason: too large for
 -- its topic, a payload the router cannot route) is written here, with the
 -- record it would have been, before the slot may pass it. `redrive`
--- publishes from it and `purge` trims it. Applied only for such contracts.
+-- publishes from it. Applied only for such contracts. An identity column,
+-- so the relay's role needs no privilege on a sequence to insert.
 
 CREATE TABLE IF NOT EXISTS {{schema}}.{{dead_letter_table}} (
-    seq             bigserial   PRIMARY KEY,
+    seq             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     outbox_table    text        NOT NULL,
     event_id        text,
     topic           text,

@@ -133,7 +133,7 @@ rules! {
         "how many published rows wait in the journal to be marked `PUBLISHED`",
     FailoverSlot => "failover_slot", [PG_FEATURE_UNAVAILABLE: E, FAILOVER_NOT_READY: E], [C, Se],
         "with `postgres.failover_slot`: PostgreSQL 17+, and (`check`) everything a promoted standby needs to have the slot",
-    Privileges => "privileges", [PG_PRIVILEGE_MISSING: E], [C, St],
+    Privileges => "privileges", [PG_PRIVILEGE_MISSING: E, DEAD_LETTER_MISSING: E], [C, St],
         "the role holds every table privilege the relay needs (`migrate --print-grants`)",
     RelayMode => "relay_mode", [NO_OUTBOX_RELAY: E, DUPLICATE_OUTBOX_RELAY: E], [C, St],
         "the outbox is declared CHANGE_DATA_CAPTURE, and one relay publishes it: not Debezium beside this one, and (`check`) not nobody",

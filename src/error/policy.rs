@@ -268,6 +268,7 @@ mod tests {
             ("RECOVERY_REFUSED", Stop, end(Stop), end(Stop)),
             ("ROW_MARKING_FAILED", Stop, end(Stop), end(Stop)),
             ("DEAD_LETTER_FAILED", Stop, end(Stop), end(Stop)),
+            ("DEAD_LETTER_MISSING", Stop, end(Stop), end(Stop)),
             ("STATUS_NOT_KEPT", Stop, end(Stop), end(Stop)),
             ("REDRIVE_INCOMPLETE", Stop, end(Stop), end(Stop)),
             ("REPLAY_INCOMPLETE", Stop, end(Stop), end(Stop)),

@@ -148,17 +148,6 @@ async fn database(
     ));
     let mode = cfg.relay.mode();
     out.push(checks::streaming_finding(&contract, Purpose::Report, mode));
-    if contract.status == Status::NotKept {
-        // The rules below judge the platform's table and its objects.
-        let slot = checks::slot(c, &cfg.postgres.slot).await?;
-        out.push(checks::slot_finding(
-            slot.as_ref(),
-            &cfg.postgres.slot,
-            &server,
-            Purpose::Report,
-        ));
-        return Ok(Vec::new());
-    }
     let publication = checks::publication(
         c,
         &cfg.postgres.publication,
@@ -172,6 +161,19 @@ async fn database(
         &cfg.qualified_table(),
         contract.status,
     ));
+    if contract.status == Status::NotKept {
+        // The rules below judge the platform's table and its objects; such
+        // a table needs its slot and the dead-letter table's privileges.
+        let slot = checks::slot(c, &cfg.postgres.slot).await?;
+        out.push(checks::slot_finding(
+            slot.as_ref(),
+            &cfg.postgres.slot,
+            &server,
+            Purpose::Report,
+        ));
+        out.extend(grants::findings(c, &cfg.objects()).await?);
+        return Ok(Vec::new());
+    }
     let objs = cfg.objects();
     out.extend(checks::schema_findings(c, &objs).await?);
     let slot = checks::slot(c, &cfg.postgres.slot).await?;

@@ -6,6 +6,7 @@ use tokio_postgres::Client;
 
 use super::sqlstate::query_error;
 use crate::config::Objects;
+use crate::contract::definition::Status;
 use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
@@ -41,7 +42,8 @@ fn written_columns() -> Vec<&'static str> {
 }
 
 /// Every table privilege `run`, `check`, `cutover`, `redrive` and
-/// `replay` need.
+/// `replay` need: for an outbox that keeps no status, only its dead-letter
+/// table's (the relay reads the table itself through the slot alone).
 pub(crate) fn needs(objs: &Objects) -> Vec<Need> {
     let schema = &objs.outbox.schema;
     let table = |name: &str| format!("{schema}.{name}");
@@ -51,6 +53,35 @@ pub(crate) fn needs(objs: &Objects) -> Vec<Need> {
         table,
         why,
     };
+    if objs
+        .outbox
+        .contract()
+        .is_ok_and(|c| c.status == Status::NotKept)
+    {
+        let letters = table(objects::DEAD_LETTER_TABLE);
+        return vec![
+            need(
+                "INSERT",
+                letters.clone(),
+                "writing a row it cannot publish to the dead-letter table",
+            ),
+            need(
+                "SELECT",
+                letters.clone(),
+                "`redrive` reading the dead letters",
+            ),
+            need(
+                "UPDATE",
+                letters.clone(),
+                "`redrive` recording a letter refused again",
+            ),
+            need(
+                "DELETE",
+                letters,
+                "`redrive` removing a letter Kafka confirmed",
+            ),
+        ];
+    }
     vec![
         need(
             "SELECT",
@@ -188,6 +219,25 @@ pub(crate) fn grant_sql(objs: &Objects, role: &str) -> String {
 /// Findings for the connected role: one error per missing privilege, with
 /// the `GRANT` that fixes it.
 pub(crate) async fn findings(client: &Client, objs: &Objects) -> Result<Vec<Finding>, Error> {
+    if objs
+        .outbox
+        .contract()
+        .is_ok_and(|c| c.status == Status::NotKept)
+    {
+        let letters = format!("{}.{}", objs.outbox.schema, objects::DEAD_LETTER_TABLE);
+        let exists: bool = client
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&letters])
+            .await
+            .map_err(query_error(Code::PG_QUERY_FAILED))?
+            .get(0);
+        if !exists {
+            return Ok(vec![Finding::error(
+                Rule::Privileges,
+                Code::DEAD_LETTER_MISSING,
+                format!("{letters} does not exist: `outbox-cdc migrate` makes it"),
+            )]);
+        }
+    }
     let mut missing = Vec::new();
     for need in needs(objs) {
         let held = if need.columns.is_empty() {
@@ -271,5 +321,25 @@ mod tests {
             !sql.contains("outbox_cdc_schema_history"),
             "migrations are an admin's job: {sql}"
         );
+    }
+
+    #[test]
+    fn a_table_that_keeps_no_status_needs_its_dead_letter_table_only() {
+        let cfg = Config::parse(
+            "[postgres]\ndbname = \"shop\"\nuser = \"relay\"\n[outbox]\ncontract = \"debezium\"\ntable = \"outboxevent\"\n[kafka]\nbootstrap_servers = \"k:9092\"\n",
+            std::path::Path::new("t.toml"),
+            &|_| None,
+        )
+        .unwrap();
+        let sql = grant_sql(&cfg.objects(), "relay");
+        for privilege in ["INSERT", "SELECT", "UPDATE", "DELETE"] {
+            let grant = format!("GRANT {privilege} ON public.outbox_cdc_dead_letter TO relay;");
+            assert!(sql.contains(&grant), "{grant}\n{sql}");
+        }
+        assert!(
+            !sql.contains("outboxevent"),
+            "the table is read through the slot: {sql}"
+        );
+        assert!(!sql.contains("messaging_outbox"), "{sql}");
     }
 }

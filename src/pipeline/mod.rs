@@ -487,8 +487,9 @@ where
 /// The rules `run` obeys at start (`rules::When::Start`). For the
 /// platform's table: the privileges first, since reading the others' facts
 /// needs them, then ownership and the hand-over. For a table that keeps no
-/// status: that it fits the contract (the platform's objects, modes, fence
-/// and hand-over, are not there to check).
+/// status: its dead-letter table's privileges and that it fits the
+/// contract (the platform's objects, modes, fence and hand-over, are not
+/// there to check).
 async fn start_rules(
     sql: &Client,
     outbox: &OutboxConfig,
@@ -505,6 +506,7 @@ async fn start_rules(
             finding::obey(When::Start, findings)
         }
         Status::NotKept => {
+            finding::obey(When::Start, grants::findings(sql, objects).await?)?;
             let columns = checks::table_columns(sql, &outbox.schema, &outbox.table).await?;
             let fit = checks::contract_findings(
                 contract,

@@ -72,6 +72,12 @@ async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_doe
         stdout.contains("a relay streams the debezium contract: rows routed"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains(
+            "DEAD_LETTER_MISSING: public.outbox_cdc_dead_letter does not exist: `outbox-cdc migrate` makes it"
+        ),
+        "{stdout}"
+    );
     let transactional_base = common::relay::config(
         &services,
         &db.name,

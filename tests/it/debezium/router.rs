@@ -516,6 +516,9 @@ async fn relay_phase(
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{}.toml", case.label));
     std::fs::write(&path, format!("{text}\n[relay]\ndrain_timeout_secs = 20\n")).unwrap();
+    // The dead-letter table, which the relay needs before it streams.
+    let out = common::cli::Cli::new(&["migrate"]).config(&path).output();
+    assert!(out.status.success(), "{}", common::cli::text(&out));
     let mut relay = common::relay::RelayProcess::spawn(&path);
     let both = kafka::consume(
         &services.kafka_bootstrap,
