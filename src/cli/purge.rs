@@ -39,6 +39,7 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
         dry_run: args.dry_run,
         wait: Duration::from_secs(args.wait_secs),
     };
+    opts.fit(&cfg.outbox)?;
     super::runtime()?.block_on(async {
         let client = connect::connect(&cfg.postgres, &super::env).await?;
         purge::purge(&client, &cfg.objects(), &opts, &mut std::io::stdout()).await?;

@@ -194,7 +194,7 @@ codes! {
     /// slot is healthy) or the outbox was never cut over.
     RECOVERY_REFUSED => Operator, "`cutover --to cdc --recover` with a healthy slot, or an outbox never cut over to CDC",
     ROW_MARKING_FAILED => Operator, "the server refused a FAILED or PUBLISHED mark, or a write to the published journal",
-    STATUS_NOT_KEPT => Operator, "`audit`, `replay` or `purge` on an outbox that keeps no status (the `debezium` contract): there are no rows to read once they are deleted; what the relay could not publish is in the dead-letter table, which `redrive` publishes",
+    STATUS_NOT_KEPT => Operator, "`audit` or `replay` on an outbox that keeps no status (the `debezium` contract): there are no rows to read once they are deleted; what the relay could not publish is in the dead-letter table, which `redrive` publishes and `purge` trims",
     DEAD_LETTER_MISSING => Operator, "an outbox that keeps no status has no dead-letter table yet: `outbox-cdc migrate` makes it; the relay does not stream without it",
     DEAD_LETTER_FAILED => Operator, "the server refused a write to the dead-letter table of an outbox that keeps no status (missing: run `outbox-cdc migrate`; or the relay's role may not insert): the relay stops before the row's position",
     /// `redrive` stopped before every matching row was published (the

@@ -13,7 +13,7 @@ pub(crate) mod purge;
 pub(crate) mod redrive;
 pub(crate) mod replay;
 
-/// `audit`, `replay` and `purge` read the rows' status; a table that keeps
+/// `audit` and `replay` read the rows' status; a table that keeps
 /// none holds no rows to read once they are deleted, so these say so with a
 /// code rather than report an empty window as clean.
 pub(crate) fn require_kept_status(
@@ -27,7 +27,7 @@ pub(crate) fn require_kept_status(
         Status::NotKept => Err(crate::error::Error::new(
             crate::error::Code::STATUS_NOT_KEPT,
             format!(
-                "`{command}` reads the outbox's rows and their status; {} keeps none (the {} contract: rows are deleted as they are inserted), so there is nothing to compare, publish again or trim; a row the relay could not publish is in {}.{} (`outbox-cdc redrive` publishes it)",
+                "`{command}` reads the outbox's rows and their status; {} keeps none (the {} contract: rows are deleted as they are inserted), so there is nothing to compare or publish again; a row the relay could not publish is in {}.{} (`outbox-cdc redrive` publishes it)",
                 outbox.qualified_table(),
                 contract.name.as_str(),
                 outbox.schema,

@@ -11,6 +11,9 @@
 //! which comes after the INSERT's commit) has its INSERT confirmed, and may
 //! go. Each batch is its own short transaction and skips rows another purge
 //! holds, so two purges and a running relay do not block each other.
+//!
+//! An outbox that keeps no status has no rows to trim: there `purge` trims
+//! its dead-letter table by age, which no slot position bears on.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -18,9 +21,11 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 use crate::config::Objects;
+use crate::contract::definition;
 use crate::contract::outbox::{self, Status};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
+use crate::pg::dead_letter::DeadLetters;
 use crate::pg::purge_log;
 use crate::pg::sqlstate::query_error;
 
@@ -40,11 +45,32 @@ pub(crate) struct PurgeOptions {
     pub(crate) wait: Duration,
 }
 
+impl PurgeOptions {
+    /// Refuses options the outbox's kind has no use for, before anything
+    /// connects.
+    pub(crate) fn fit(&self, outbox: &crate::config::OutboxConfig) -> Result<(), Error> {
+        if self.failed_older_than.is_some()
+            && outbox.contract()?.status == definition::Status::NotKept
+        {
+            return Err(Error::new(
+                Code::ARGUMENT_INVALID,
+                format!(
+                    "--failed-older-than: {} keeps no status, so it has no FAILED rows; --older-than alone trims its dead letters",
+                    outbox.qualified_table()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What a purge did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Purged {
     pub(crate) published: u64,
     pub(crate) failed: u64,
+    /// Letters of an outbox that keeps no status.
+    pub(crate) dead_letters: u64,
 }
 
 fn query(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
@@ -168,11 +194,9 @@ pub(crate) async fn purge(
     opts: &PurgeOptions,
     out: &mut (dyn Write + Send),
 ) -> Result<Purged, Error> {
-    super::require_kept_status(&objs.outbox, "purge")?;
-    let say = |out: &mut (dyn Write + Send), line: std::fmt::Arguments<'_>| {
-        writeln!(out, "{line}")
-            .map_err(|e| Error::new(Code::OUTPUT_UNWRITABLE, format!("standard output: {e}")))
-    };
+    if objs.outbox.contract()?.status == definition::Status::NotKept {
+        return dead_letters(c, objs, opts, out).await;
+    }
     // Retention is keyed on PUBLISHED: the journal's rows first.
     if !opts.dry_run {
         let folded = crate::pg::journal::Journal::new(&objs.outbox)
@@ -219,7 +243,11 @@ pub(crate) async fn purge(
                 }
             ),
         )?;
-        return Ok(Purged { published, failed });
+        return Ok(Purged {
+            published,
+            failed,
+            ..Purged::default()
+        });
     }
     let mut done = Purged::default();
     let mut last_report = Instant::now();
@@ -281,6 +309,62 @@ pub(crate) async fn purge(
         ),
     )?;
     Ok(done)
+}
+
+fn say(out: &mut (dyn Write + Send), line: std::fmt::Arguments<'_>) -> Result<(), Error> {
+    writeln!(out, "{line}")
+        .map_err(|e| Error::new(Code::OUTPUT_UNWRITABLE, format!("standard output: {e}")))
+}
+
+/// Trims the dead-letter table of an outbox that keeps no status: letters
+/// written longer ago than `--older-than`, oldest first, in short batches.
+async fn dead_letters(
+    c: &Client,
+    objs: &Objects,
+    opts: &PurgeOptions,
+    out: &mut (dyn Write + Send),
+) -> Result<Purged, Error> {
+    opts.fit(&objs.outbox)?;
+    let letters = DeadLetters::new(&objs.outbox);
+    let cut = cutoff(c, opts.older_than).await?;
+    if opts.dry_run {
+        let n = letters.count_before(c, &cut).await?;
+        say(
+            out,
+            format_args!("dry run: would delete {n} dead letters written before {cut}"),
+        )?;
+        return Ok(Purged {
+            dead_letters: n,
+            ..Purged::default()
+        });
+    }
+    let limit = opts.max_rows.unwrap_or(u64::MAX);
+    let mut deleted = 0u64;
+    while deleted < limit {
+        let batch = opts
+            .batch
+            .min(i64::try_from(limit - deleted).unwrap_or(i64::MAX));
+        let n = letters.delete_before(c, &cut, batch).await?;
+        deleted += n;
+        if (n as i64) < batch {
+            break;
+        }
+    }
+    say(
+        out,
+        format_args!(
+            "deleted {deleted} dead letters written before {cut}{}",
+            if deleted >= limit {
+                " (stopped at --max-rows)"
+            } else {
+                ""
+            }
+        ),
+    )?;
+    Ok(Purged {
+        dead_letters: deleted,
+        ..Purged::default()
+    })
 }
 
 /// `30d`, `12h`, `15m`, `90s`.

@@ -258,6 +258,40 @@ impl DeadLetters {
     }
 }
 
+impl DeadLetters {
+    /// How many letters were written before `cutoff` (a `timestamptz` text).
+    pub(crate) async fn count_before(&self, sql: &Client, cutoff: &str) -> Result<u64, Error> {
+        let statement = format!(
+            "SELECT count(*) FROM {} WHERE outbox_table = $1 AND failed_at < $2::text::timestamptz",
+            self.table
+        );
+        let row = sql
+            .query_one(&statement, &[&self.outbox, &cutoff])
+            .await
+            .map_err(query_error(Code::DEAD_LETTER_FAILED))?;
+        Ok(row.try_get::<_, i64>(0).map_err(decode)? as u64)
+    }
+
+    /// Deletes up to `limit` letters written before `cutoff`, oldest first,
+    /// in one short statement that skips letters a `redrive` holds.
+    pub(crate) async fn delete_before(
+        &self,
+        sql: &Client,
+        cutoff: &str,
+        limit: i64,
+    ) -> Result<u64, Error> {
+        let statement = format!(
+            "DELETE FROM {t} WHERE seq IN (
+                 SELECT seq FROM {t} WHERE outbox_table = $1 AND failed_at < $2::text::timestamptz
+                  ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED)",
+            t = self.table
+        );
+        sql.execute(&statement, &[&self.outbox, &cutoff, &limit])
+            .await
+            .map_err(query_error(Code::DEAD_LETTER_FAILED))
+    }
+}
+
 fn decode(e: tokio_postgres::Error) -> Error {
     Error::new(
         Code::DEAD_LETTER_FAILED,

@@ -137,7 +137,6 @@ async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_doe
     for args in [
         &["audit", "--since", "1h"][..],
         &["replay", "--since", "1h", "--until", "0s"],
-        &["purge", "--older-than", "1d", "--dry-run"],
     ] {
         let out = Cli::new(args).config(&debezium).output();
         let stderr = text(&out.stderr);
@@ -280,6 +279,47 @@ async fn an_oversized_row_waits_in_the_dead_letter_table_until_redrive_publishes
     assert_eq!(out.status.code(), Some(1), "{}", common::cli::text(&out));
     assert!(stdout.contains("1 dead letters for"), "{stdout}");
     assert_eq!(letters().await.len(), 1);
+
+    // `purge` trims the dead letters by age: a copy written two days ago
+    // goes, the one refused just now stays.
+    db.client
+        .batch_execute(
+            "INSERT INTO public.outbox_cdc_dead_letter (outbox_table, event_id, topic, kafka_key, header_names, header_values, value, code, message, failed_at)
+             SELECT outbox_table, 'aged', topic, kafka_key, header_names, header_values, value, code, message, now() - interval '2 days'
+               FROM public.outbox_cdc_dead_letter",
+        )
+        .await
+        .unwrap();
+    let out = Cli::new(&["purge", "--older-than", "1d", "--dry-run"])
+        .config(&config)
+        .output();
+    assert!(out.status.success(), "{}", common::cli::text(&out));
+    assert!(
+        text(&out.stdout).contains("dry run: would delete 1 dead letters written before"),
+        "{}",
+        common::cli::text(&out)
+    );
+    assert_eq!(letters().await.len(), 2);
+    let out = Cli::new(&["purge", "--older-than", "1d", "--failed-older-than", "1d"])
+        .config(&config)
+        .output();
+    assert_eq!(out.status.code(), Some(2), "{}", common::cli::text(&out));
+    assert!(text(&out.stderr).contains("ARGUMENT_INVALID"));
+    let out = Cli::new(&["purge", "--older-than", "1d", "--batch", "1"])
+        .config(&config)
+        .output();
+    assert!(out.status.success(), "{}", common::cli::text(&out));
+    assert!(
+        text(&out.stdout).contains("deleted 1 dead letters written before"),
+        "{}",
+        common::cli::text(&out)
+    );
+    let kept = letters().await;
+    assert_eq!(kept.len(), 1);
+    assert_eq!(
+        kept[0].get::<_, String>(0),
+        "00000000-0000-4000-8000-000000000002"
+    );
 
     let raised = std::process::Command::new("bash")
         .arg(std::env::var("OUTBOX_TEST_SERVICES").unwrap())
