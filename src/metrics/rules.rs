@@ -100,6 +100,14 @@ fn alerts(o: &RuleOptions) -> Vec<Alert> {
             description: "Rows were refused for their own reason and recorded FAILED with the code. Fix the cause, then `outbox-cdc redrive --code <code>`.",
         },
         Alert {
+            name: "OutboxCdcDeadLetters",
+            expr: format!("sum by (instance, {CODE}) (increase({}[10m])) > 0", DEAD_LETTERS.name),
+            for_: "0m",
+            severity: "warning",
+            summary: "outbox-cdc {{ $labels.instance }} wrote dead letters ({{ $labels.code }})".into(),
+            description: "Rows of an outbox that keeps no status were refused for their own reason and written to its dead-letter table with the code. Fix the cause, then `outbox-cdc redrive --code <code>`.",
+        },
+        Alert {
             name: "OutboxCdcRestarting",
             expr: format!(
                 "sum by (instance) (increase({}[15m])) > {}",

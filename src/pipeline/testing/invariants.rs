@@ -574,3 +574,75 @@ fn a_drain_settles_what_is_in_flight_and_stops_cleanly() {
         });
     }
 }
+
+/// Debezium's documented table, which keeps no status: a row too large for
+/// its topic goes to the dead-letter table, an UPDATE is dropped, and the
+/// slot passes both only once everything before them is confirmed; a
+/// process that dies and starts again from the slot loses nothing.
+#[test]
+fn a_table_that_keeps_no_status_dead_letters_what_it_cannot_publish_and_drops_updates() {
+    runtime().block_on(async {
+        let mut r = Runner::new(
+            World::routed(Answers::Held),
+            Mode::Idempotent,
+            Setup::default(),
+        );
+        r.play(&[
+            Step::Commit(vec![row(1)]),
+            Step::Commit(vec![row(2).too_large(), row(3).updated(), row(4)]),
+            Step::Commit(vec![row(5)]),
+            Step::Deliver(3),
+            Step::Wait(10),
+        ])
+        .await;
+        assert_eq!(r.settled(), Lsn::ZERO, "nothing confirmed yet");
+        assert_eq!(
+            r.world.table.state().letters.len(),
+            1,
+            "the relay knows the topic's limit: the letter is written at once"
+        );
+        r.world.broker.answer_all();
+        r.settle(Duration::from_millis(500)).await;
+        assert_eq!(r.settled(), end_of(&r, 2), "the slot passed them all");
+
+        let id = |tx: usize, i: usize| r.world.wal[tx].rows[i].id;
+        let letters = r.world.table.state().letters.clone();
+        assert_eq!(letters.len(), 1, "{letters:?}");
+        let letter = &letters[0];
+        assert_eq!(letter.code, Code::MESSAGE_TOO_LARGE);
+        assert_eq!(letter.content.event_id, Some(id(1, 0).to_string()));
+        let record = letter
+            .content
+            .record
+            .as_deref()
+            .expect("the refused record");
+        assert_eq!(record.topic, "outbox.event.orders");
+        assert_eq!(record.key_bytes(), Some(&b"\"k2\""[..]));
+        assert!(record.value_bytes().is_some_and(|v| v.len() > 1024));
+
+        let visible = r.world.broker.visible();
+        let published: Vec<(&str, &[u8])> = visible
+            .iter()
+            .map(|v| (v.topic.as_str(), v.key.as_slice()))
+            .collect();
+        for key in [&b"\"k1\""[..], b"\"k4\"", b"\"k5\""] {
+            assert!(
+                published.contains(&("outbox.event.orders", key)),
+                "{key:?} in {published:?}"
+            );
+        }
+        assert_eq!(visible.len(), 3, "neither the UPDATE nor the refused row");
+        assert!(!visible.iter().any(|v| v.id == id(1, 1)));
+
+        r.play(&[
+            Step::Commit(vec![row(6)]),
+            Step::Deliver(1),
+            Step::Crash,
+            Step::Deliver(0),
+        ])
+        .await;
+        r.finish().await;
+        r.check_done();
+        assert_eq!(r.world.table.state().letters.len(), 1, "no second letter");
+    });
+}

@@ -9,12 +9,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::broker::{Answers, Broker, LIMIT};
 use super::table::Table;
 use crate::config::{Config, RelayConfig, TransactionalConfig};
+use crate::contract::definition::{Contract, Converters, Status};
+use crate::contract::route::{Plan, TableColumn};
 use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
 use crate::error::Error;
@@ -25,7 +30,17 @@ use crate::pipeline::session::Session;
 use crate::pipeline::settlement::Settlement;
 use crate::pipeline::shared::{Bounds, Marks, Shared};
 use crate::pipeline::stats::RelayStats;
-use crate::replication::{Event, Events, Feedback, ReaderStats};
+use crate::replication::{Change, Event, Events, Feedback, ReaderStats};
+
+/// What a source transaction does to a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Insert,
+    /// Only a table that keeps no status streams these (to be dropped as
+    /// `table.op.invalid.behavior` says); the messaging outbox's are its
+    /// own marks, which the reader never hands on.
+    Update,
+}
 
 /// One outbox row, as the test writes it.
 #[derive(Debug, Clone)]
@@ -35,6 +50,7 @@ pub(crate) struct Row {
     pub(crate) destination: &'static str,
     /// Larger than the broker takes: a row's own fault.
     pub(crate) too_large: bool,
+    pub(crate) op: Op,
 }
 
 impl Row {
@@ -48,6 +64,46 @@ impl Row {
             key: key.to_string(),
             destination: "orders",
             too_large: false,
+            op: Op::Insert,
+        }
+    }
+
+    pub(crate) fn updated(mut self) -> Row {
+        self.op = Op::Update;
+        self
+    }
+
+    /// The row in Debezium's documented table: `id`, `aggregatetype` (the
+    /// destination), `aggregateid` (the key), `type`, `payload`.
+    fn documented(&self) -> Vec<Option<Bytes>> {
+        let payload = if self.too_large {
+            format!("{{\"s\": \"{}\"}}", "x".repeat(LIMIT))
+        } else {
+            "{\"n\": 1}".to_string()
+        };
+        [
+            self.id.to_string(),
+            self.destination.to_string(),
+            self.key.clone(),
+            "T".to_string(),
+            payload,
+        ]
+        .into_iter()
+        .map(|v| Some(Bytes::from(v)))
+        .collect()
+    }
+
+    fn change(&self, plan: &Arc<Plan>) -> Change {
+        match self.op {
+            Op::Insert => Change::Insert {
+                id: self.id,
+                plan: plan.clone(),
+                values: self.documented(),
+            },
+            Op::Update => Change::Update {
+                id: self.id,
+                plan: plan.clone(),
+            },
         }
     }
 
@@ -125,6 +181,9 @@ pub(crate) struct World {
     pub(crate) wal: Vec<SourceTx>,
     /// The slot's confirmed position: where a new process starts.
     pub(crate) slot: Lsn,
+    /// A table that keeps no status (Debezium's documented one, the
+    /// router's defaults): its rows come as routed changes.
+    pub(crate) routed: Option<Arc<Plan>>,
 }
 
 impl World {
@@ -134,14 +193,55 @@ impl World {
             table: Table::default(),
             wal: Vec::new(),
             slot: Lsn::ZERO,
+            routed: None,
         }
     }
 
-    /// An application commits `rows` in one transaction.
-    pub(crate) fn commit(&mut self, rows: Vec<Row>) -> Lsn {
+    /// A world whose outbox is Debezium's documented table, which keeps no
+    /// status; UPDATEs are logged and dropped (`warn`).
+    pub(crate) fn routed(answers: Answers) -> World {
+        let column = |name: &str, type_oid: u32, type_name: &str| TableColumn {
+            name: name.into(),
+            type_oid,
+            typmod: -1,
+            type_name: type_name.into(),
+        };
+        let table = [
+            column("id", 2950, "uuid"),
+            column("aggregatetype", 1043, "character varying(255)"),
+            column("aggregateid", 1043, "character varying(255)"),
+            column("type", 1043, "character varying(255)"),
+            column("payload", 3802, "jsonb"),
+        ];
+        let plan = Contract::debezium(&BTreeMap::new(), Converters::Json)
+            .map_err(|e| e.to_string())
+            .and_then(|c| Plan::new(&c, &table).map_err(|m| format!("{m:?}")));
+        match plan {
+            Ok(plan) => World {
+                routed: Some(Arc::new(plan)),
+                ..World::new(answers)
+            },
+            Err(e) => panic!("the documented table's plan: {e}"),
+        }
+    }
+
+    /// The topic a destination's records go to.
+    pub(crate) fn topic(&self, destination: &str) -> String {
+        match self.routed {
+            Some(_) => format!("outbox.event.{destination}"),
+            None => format!("t.{destination}"),
+        }
+    }
+
+    /// An application commits `rows` in one transaction. A routed row's id
+    /// is its place in the slot, as the reader makes it.
+    pub(crate) fn commit(&mut self, mut rows: Vec<Row>) -> Lsn {
         let n = self.wal.len() as u64 + 1;
-        for r in &rows {
-            self.table.insert(r.id);
+        for (ordinal, r) in rows.iter_mut().enumerate() {
+            match self.routed {
+                Some(_) => r.id = Uuid::from_position(n * 0x100, ordinal as u64 + 1),
+                None => self.table.insert(r.id),
+            }
         }
         let tx = SourceTx {
             final_lsn: Lsn(n * 0x100),
@@ -171,6 +271,10 @@ impl Process {
     /// A process that starts from the slot's position.
     pub(crate) fn start(world: &World, setup: Setup) -> Process {
         let mut relay = relay_config();
+        let status = match world.routed {
+            Some(_) => Status::NotKept,
+            None => Status::Kept,
+        };
         relay.mark_published = setup.marks.on();
         relay.operator_error_threshold = setup.operator_error_threshold;
         relay.max_in_flight_messages = setup.max_in_flight_messages;
@@ -199,7 +303,7 @@ impl Process {
         });
         Process {
             shared: Arc::new(Shared {
-                status: crate::contract::definition::Status::Kept,
+                status,
                 limits: crate::kafka::limits::Limits::default(),
                 relay,
                 topic_prefix: "t.".into(),
@@ -264,7 +368,10 @@ impl Reader {
                     final_lsn: t.final_lsn,
                     commit_time,
                 },
-                Event::Rows(t.rows.iter().map(Row::decoded).collect()),
+                match &world.routed {
+                    Some(plan) => Event::Changes(t.rows.iter().map(|r| r.change(plan)).collect()),
+                    None => Event::Rows(t.rows.iter().map(Row::decoded).collect()),
+                },
                 Event::Commit {
                     xid: self.next as u32,
                     commit_lsn: t.final_lsn,
