@@ -268,6 +268,24 @@ async fn an_oversized_row_waits_in_the_dead_letter_table_until_redrive_publishes
     assert_eq!(held[0].get::<_, String>(2), "MESSAGE_TOO_LARGE");
     assert_eq!(held[0].get::<_, Vec<u8>>(3), b"\"o-2\"");
     assert!(held[0].get::<_, i32>(4) > 50_000);
+
+    // Only one relay streams a slot: `check` names the process.
+    let pid: i32 = db
+        .client
+        .query_one(
+            "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let out = Cli::new(&["check"]).config(&config).output();
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(&format!("{slot} exists, active for process {pid}")),
+        "{}",
+        common::cli::text(&out)
+    );
     relay.signal("TERM");
     assert!(relay
         .wait(Duration::from_secs(30))
