@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::ConfigArg;
+use crate::connector::import::{self, Source};
 use crate::connector::{self, Target};
 use crate::error::{Code, Error};
 
@@ -29,7 +30,10 @@ enum Format {
 }
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(super) struct Args {
+    #[command(subcommand)]
+    action: Option<Action>,
     /// Which deployment to write for.
     #[arg(long, value_enum, default_value_t = TargetArg::Connect)]
     target: TargetArg,
@@ -41,19 +45,94 @@ pub(super) struct Args {
     out: Option<PathBuf>,
 }
 
-pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
-    let cfg = config.load()?;
-    let target = match (args.format, args.target) {
-        (Some(Format::Properties), _) => Target::Connect,
-        (Some(Format::Json), _) => Target::ConnectJson,
-        (None, TargetArg::Connect) => Target::Connect,
-        (None, TargetArg::ConnectJson) => Target::ConnectJson,
-        (None, TargetArg::DebeziumServer) => Target::DebeziumServer,
-        (None, TargetArg::Strimzi) => Target::Strimzi,
-        (None, TargetArg::StrimziConnect) => Target::StrimziConnect,
-    };
-    let text = connector::render(&cfg, target)?;
-    match args.out {
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Make the relay's configuration of a Debezium deployment's: what it
+    /// writes byte for byte is carried over, the rest refused with a code.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc connector-config import connector.properties --bootstrap-servers kafka:9092 > outbox-cdc.toml\n  outbox-cdc connector-config import application.properties --out outbox-cdc.toml\n  outbox-cdc connector-config import kafkaconnector.yaml --bootstrap-servers kafka:9092"
+    )]
+    Import(ImportArgs),
+}
+
+/// The kind of deployment a file describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FromArg {
+    Connect,
+    ConnectJson,
+    DebeziumServer,
+    Strimzi,
+}
+
+#[derive(clap::Args)]
+struct ImportArgs {
+    /// The deployment's configuration file.
+    file: PathBuf,
+    /// What the file is; by default, what it looks like.
+    #[arg(long, value_enum)]
+    from: Option<FromArg>,
+    /// The brokers the connector writes to, when the file does not name them.
+    #[arg(long)]
+    bootstrap_servers: Option<String>,
+    /// Write here instead of standard output.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn import(args: ImportArgs) -> Result<(), Error> {
+    let text = std::fs::read_to_string(&args.file).map_err(|e| {
+        Error::new(
+            Code::IMPORT_UNREADABLE,
+            format!("cannot read {}: {e}", args.file.display()),
+        )
+    })?;
+    let source = args.from.map(|f| match f {
+        FromArg::Connect => Source::Connect,
+        FromArg::ConnectJson => Source::ConnectJson,
+        FromArg::DebeziumServer => Source::DebeziumServer,
+        FromArg::Strimzi => Source::Strimzi,
+    });
+    let from = args.file.file_name().map_or_else(
+        || args.file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    match import::import(&text, &from, source, args.bootstrap_servers.as_deref())? {
+        Err(refused) => {
+            for r in &refused {
+                eprintln!("{r}");
+            }
+            let first = refused.first().map_or(Code::IMPORT_UNREADABLE, |r| r.code);
+            Err(Error::new(
+                first,
+                format!(
+                    "{} setting(s) of {from} cannot be honoured byte for byte (above); nothing was written",
+                    refused.len()
+                ),
+            ))
+        }
+        Ok(outcome) => {
+            let i = &outcome.imported;
+            eprintln!(
+                "imported {from} ({}): the {} contract on {}.{}, {} converters, {} router option(s), slot {}, publication {}",
+                i.source.as_str(),
+                i.contract.as_str(),
+                i.schema,
+                i.table,
+                i.converters.as_str(),
+                i.router.len(),
+                i.slot,
+                i.publication
+            );
+            for (k, why) in &i.left_behind {
+                eprintln!("left behind: {k}: {why}");
+            }
+            write(args.out, &outcome.text)
+        }
+    }
+}
+
+fn write(out: Option<PathBuf>, text: &str) -> Result<(), Error> {
+    match out {
         Some(path) => std::fs::write(&path, text).map_err(|e| {
             Error::new(
                 Code::OUTPUT_UNWRITABLE,
@@ -65,4 +144,22 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
             Ok(())
         }
     }
+}
+
+pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
+    if let Some(Action::Import(a)) = args.action {
+        return import(a);
+    }
+    let cfg = config.load()?;
+    let target = match (args.format, args.target) {
+        (Some(Format::Properties), _) => Target::Connect,
+        (Some(Format::Json), _) => Target::ConnectJson,
+        (None, TargetArg::Connect) => Target::Connect,
+        (None, TargetArg::ConnectJson) => Target::ConnectJson,
+        (None, TargetArg::DebeziumServer) => Target::DebeziumServer,
+        (None, TargetArg::Strimzi) => Target::Strimzi,
+        (None, TargetArg::StrimziConnect) => Target::StrimziConnect,
+    };
+    let text = connector::render(&cfg, target)?;
+    write(args.out, &text)
 }

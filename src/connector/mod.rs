@@ -10,6 +10,7 @@
 //! around the connector; none decides a connector setting of its own.
 
 mod connect;
+pub mod import;
 mod server;
 mod strimzi;
 

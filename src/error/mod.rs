@@ -151,15 +151,36 @@ codes! {
     CONTRACT_OPTION_INVALID => Operator, "an Outbox Event Router option (`[outbox.router]`) with a value the router refuses, or one the relay cannot read as Debezium does (the option is named)",
     /// The table lacks a column the contract names.
     CONTRACT_COLUMN_MISSING => Operator, "the outbox table lacks a column the contract names (the column and what it is for are named)",
-    /// A contract column's type is one Debezium would refuse for its role,
-    /// or one whose Debezium form the relay does not reproduce.
-    /// A relay streams the messaging contract only so far; `check` and
-    /// `connector-config` serve the others.
+    /// The contract cannot stream in this delivery mode.
     CONTRACT_NOT_STREAMED => Operator, "the relay does not stream this contract in this delivery mode yet: a table that keeps no status streams with `relay.delivery = \"idempotent\"` only",
     /// The contract's `table.op.invalid.behavior` is `fatal` and an UPDATE
     /// of the outbox came: the relay stops before the slot passes it.
     OUTBOX_UPDATE_REFUSED => Operator, "an UPDATE of an outbox whose contract says `table.op.invalid.behavior = \"fatal\"`: the relay stops before it, as Debezium's task fails; set `warn` or `error` to drop it and go on",
+    /// A contract column's type is one Debezium would refuse for its role,
+    /// or one whose Debezium form the relay does not reproduce.
     CONTRACT_COLUMN_TYPE => Operator, "a contract column's type is one Debezium refuses for its role (a timestamp that is not `timestamp`, a partition that is not `integer`), or whose Debezium form the relay does not reproduce",
+
+    // `connector-config import`: each names the setting it refuses.
+    /// The file is none of the deployment kinds import reads.
+    IMPORT_UNREADABLE => Operator, "`connector-config import`: the file is not a Kafka Connect `.properties` or REST JSON, a Debezium Server `application.properties` or a Strimzi `KafkaConnector` that can be read",
+    /// The connector is not Debezium's PostgreSQL connector.
+    IMPORT_NOT_POSTGRES => Operator, "`connector-config import`: `connector.class` is not Debezium's PostgreSQL connector",
+    /// The connector decodes with another plugin than pgoutput.
+    IMPORT_PLUGIN_UNSUPPORTED => Operator, "`connector-config import`: `plugin.name` is not `pgoutput` (Debezium's default is `decoderbufs`)",
+    /// The transform chain is not the Outbox Event Router alone.
+    IMPORT_TRANSFORM_CHAIN => Operator, "`connector-config import`: the transform chain is not the Outbox Event Router alone (another transform, or none)",
+    /// A predicate conditions the router.
+    IMPORT_PREDICATE => Operator, "`connector-config import`: a predicate (or `negate`) decides which records the router sees",
+    /// A converter the relay does not write, or none named.
+    IMPORT_CONVERTER_UNSUPPORTED => Operator, "`connector-config import`: a key, value or header converter whose bytes the relay does not write, or none named (the worker's then decides)",
+    /// A converter that writes through a schema registry.
+    CONVERTER_NEEDS_REGISTRY => Operator, "a converter that writes through a schema registry (Avro, Protobuf, JSON Schema): the relay uses none; the converter is named",
+    /// Field names adjusted by the connector.
+    IMPORT_NAMES_ADJUSTED => Operator, "`connector-config import`: `field.name.adjustment.mode` or `sanitize.field.names` changes field names",
+    /// A connector setting whose value changes the records' bytes.
+    IMPORT_OPTION_UNSUPPORTED => Operator, "`connector-config import`: a connector setting whose value changes the records in a way the relay does not reproduce (extended headers, column filters and masks, the table list, binary or time handling), named with why",
+    /// The password is written in the file.
+    IMPORT_SECRET_LITERAL => Operator, "`connector-config import`: `database.password` is a value, not a config provider reference; the relay takes passwords by reference and never repeats the value",
 
     // The replication slot.
     SLOT_MISSING => Operator, "the relay's slot does not exist; `cutover --to cdc` creates it. A slot that disappears while the relay runs (a failover to a standby without a synchronised copy) is never created again by `relay.create_slot`: the relay stops, and `cutover --to cdc` hands over every row not yet `PUBLISHED` or `FAILED`",
