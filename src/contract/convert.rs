@@ -122,6 +122,107 @@ impl ColumnType {
     }
 }
 
+/// Whether a column may hold NULL (`pg_attribute.attnotnull`): Debezium's
+/// schema is optional when it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Optionality {
+    Optional,
+    Required,
+}
+
+/// `PostgresDefaultValueConverter`'s `FUNCTION_DEFAULT_PATTERN`: a default
+/// that calls a function (`now()`, `gen_random_uuid()`, `nextval(...)`).
+fn is_function_call(expr: &str) -> bool {
+    let body = expr.strip_prefix('(').unwrap_or(expr);
+    let name_len = body
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(body.len());
+    // `(?:.+(?:, ?.+)*)?` before the `)` matches anything, so a `(` after a
+    // name and a `)` somewhere after it is a call.
+    name_len > 0 && body[name_len..].starts_with('(') && body[name_len + 1..].contains(')')
+}
+
+/// Debezium's `extractDefault(value, placeholder)`: a function call or
+/// `CURRENT_TIMESTAMP` and its kin give the placeholder; a value without a
+/// quote is itself (or null after `NULL::`); otherwise the text between the
+/// first two quotes (non-greedy: `'it''s'` gives `it`).
+fn extract_default(expr: &str, placeholder: &'static str) -> Option<String> {
+    const CURRENT: [&str; 5] = [
+        "current_timestamp",
+        "current_time",
+        "current_date",
+        "localtime",
+        "localtimestamp",
+    ];
+    if is_function_call(expr) || CURRENT.contains(&expr.to_ascii_lowercase().as_str()) {
+        return Some(placeholder.to_string());
+    }
+    let Some(open) = expr.find('\'') else {
+        return (!expr.starts_with("NULL::")).then(|| expr.to_string());
+    };
+    let rest = &expr[open + 1..];
+    rest.find('\'').map(|close| rest[..close].to_string())
+}
+
+impl ColumnType {
+    /// The default Debezium puts in the column's schema, from the column's
+    /// `pg_get_expr(adbin)` (what the JDBC driver's `COLUMN_DEF` holds), as
+    /// `PostgresDefaultValueConverter` parses it; `None` where it has none
+    /// (no mapper for bytea, an expression it cannot parse). A NULL in the
+    /// column reads as this default wherever the router calls `Struct.get`.
+    pub fn debezium_default(self, expr: &str) -> Option<Datum> {
+        let trimmed = match self {
+            ColumnType::Text | ColumnType::Json | ColumnType::Bytea => expr,
+            _ => expr.trim(),
+        };
+        // `parseNullDefault`'s wrap, for the types that have it.
+        let null_cast = trimmed.starts_with("NULL::");
+        let integer = |text: Option<String>| -> Option<Datum> {
+            let n: i64 = text?.parse().ok()?;
+            let fits = match self {
+                ColumnType::Int16 => i16::try_from(n).is_ok(),
+                ColumnType::Int32 => i32::try_from(n).is_ok(),
+                _ => true,
+            };
+            fits.then_some(Datum::Integer(n))
+        };
+        match self {
+            ColumnType::Text => extract_default(trimmed, "").map(|t| Datum::String(Text::from(t))),
+            ColumnType::Json => {
+                extract_default(trimmed, "{}").map(|t| Datum::String(Text::from(t)))
+            }
+            ColumnType::Bytea => None,
+            ColumnType::Int16 | ColumnType::Int32 | ColumnType::Int64 if null_cast => None,
+            ColumnType::Int16 | ColumnType::Int32 | ColumnType::Int64 => {
+                integer(extract_default(trimmed, "0"))
+            }
+            ColumnType::Bool if null_cast => None,
+            ColumnType::Bool => extract_default(trimmed, "false")
+                .map(|t| Datum::Boolean(t.eq_ignore_ascii_case("true"))),
+            ColumnType::Uuid => {
+                let text = extract_default(trimmed, "00000000-0000-0000-0000-000000000000")?;
+                let uuid = value::parse_uuid(&text).ok()?;
+                Some(Datum::String(Text::from(uuid.to_string())))
+            }
+            ColumnType::Timestamptz | ColumnType::TimestampMillis | ColumnType::TimestampMicros => {
+                let text = extract_default(trimmed, "1970-01-01")?;
+                // The JDBC driver reads a text without an offset at UTC.
+                let with_zone = match text.contains('+') || text.rfind('-').is_some_and(|i| i > 9) {
+                    true => text.clone(),
+                    false if text.len() <= 10 => format!("{text} 00:00:00+00"),
+                    false => format!("{text}+00"),
+                };
+                let t = value::parse_timestamptz(&with_zone).ok()?;
+                Some(match self {
+                    ColumnType::Timestamptz => Datum::String(Text::from(t.to_utc_string())),
+                    ColumnType::TimestampMillis => Datum::Integer(t.unix_micros().div_euclid(1000)),
+                    _ => Datum::Integer(t.unix_micros()),
+                })
+            }
+        }
+    }
+}
+
 /// A column's value in its Kafka Connect form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Datum {
@@ -288,6 +389,62 @@ mod tests {
         assert_eq!(ColumnType::of(1114, 3), Some(ColumnType::TimestampMillis));
         assert_eq!(ColumnType::of(1114, -1), Some(ColumnType::TimestampMicros));
         assert_eq!(ColumnType::of(1700, -1), None);
+    }
+
+    #[test]
+    fn defaults_are_read_as_debeziums_default_value_converter_reads_them() {
+        let d = |t: ColumnType, e: &str| t.debezium_default(e);
+        let text = |s: &str| Some(Datum::String(Text::from(s)));
+        // `pg_get_expr` spellings, and what Debezium 3.6.1 put in the records.
+        assert_eq!(
+            d(ColumnType::Text, "'k-default'::character varying"),
+            text("k-default")
+        );
+        assert_eq!(d(ColumnType::Text, "'it''s'::text"), text("it"));
+        assert_eq!(d(ColumnType::Text, "NULL::text"), None);
+        assert_eq!(
+            d(ColumnType::Json, "'{\"d\": 1}'::jsonb"),
+            text("{\"d\": 1}")
+        );
+        assert_eq!(d(ColumnType::Int32, "7"), Some(Datum::Integer(7)));
+        assert_eq!(
+            d(ColumnType::Int64, "'-5'::integer"),
+            Some(Datum::Integer(-5))
+        );
+        assert_eq!(
+            d(ColumnType::Int16, "'3'::smallint"),
+            Some(Datum::Integer(3))
+        );
+        assert_eq!(d(ColumnType::Int16, "70000"), None);
+        assert_eq!(
+            d(ColumnType::Int64, "nextval('s'::regclass)"),
+            Some(Datum::Integer(0))
+        );
+        assert_eq!(d(ColumnType::Bool, "true"), Some(Datum::Boolean(true)));
+        assert_eq!(
+            d(ColumnType::Uuid, "gen_random_uuid()"),
+            text("00000000-0000-0000-0000-000000000000")
+        );
+        assert_eq!(
+            d(ColumnType::Timestamptz, "now()"),
+            text("1970-01-01T00:00:00.000000Z")
+        );
+        assert_eq!(
+            d(ColumnType::Timestamptz, "CURRENT_TIMESTAMP"),
+            text("1970-01-01T00:00:00.000000Z")
+        );
+        assert_eq!(
+            d(
+                ColumnType::TimestampMillis,
+                "'2021-03-04 05:06:07.891'::timestamp without time zone"
+            ),
+            Some(Datum::Integer(1_614_834_367_891))
+        );
+        assert_eq!(
+            d(ColumnType::TimestampMicros, "now()"),
+            Some(Datum::Integer(0))
+        );
+        assert_eq!(d(ColumnType::Bytea, "'\\x00'::bytea"), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::convert::{self, ColumnType, Datum, Shape};
+use super::convert::{self, ColumnType, Datum, Optionality, Shape};
 use super::definition::{Contract, Converters, Role};
 use super::expand::{self, Unexpanded};
 use super::outbox;
@@ -28,6 +28,10 @@ pub struct TableColumn {
     pub typmod: i32,
     /// `format_type()`'s spelling, for messages.
     pub type_name: String,
+    /// From the catalog: a Relation message does not say.
+    pub optionality: Optionality,
+    /// The default's expression (`pg_get_expr(adbin)`), from the catalog.
+    pub default: Option<String>,
 }
 
 /// Why a contract does not fit a table.
@@ -51,10 +55,12 @@ impl std::fmt::Display for Misfit {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Slot {
     index: usize,
     ty: ColumnType,
+    /// Debezium's default for the column: what `Struct.get` gives for NULL.
+    default: Option<Datum>,
 }
 
 /// A contract resolved against a table's columns.
@@ -115,7 +121,14 @@ impl Plan {
                 return None;
             };
             match ColumnType::of(column.type_oid, column.typmod) {
-                Some(ty) if accepts(ty) => Some(Slot { index, ty }),
+                Some(ty) if accepts(ty) => Some(Slot {
+                    index,
+                    ty,
+                    default: column
+                        .default
+                        .as_deref()
+                        .and_then(|e| ty.debezium_default(e)),
+                }),
                 Some(_) => {
                     misfits.push(Misfit {
                         column: name.to_string(),
@@ -277,7 +290,9 @@ impl Plan {
     /// The record for an inserted row: `values` are its columns' text
     /// forms in the table's order, `None` for NULL.
     pub fn route(&self, values: &[Option<Bytes>], fallback_ms: i64) -> Result<Routed, Error> {
-        let datum = |slot: Slot| -> Result<Datum, Error> {
+        // What the router's `Struct.getString`/`getInt32`/`getInt64` read:
+        // the column's value, NULL as it is.
+        let raw = |slot: &Slot| -> Result<Datum, Error> {
             match values.get(slot.index) {
                 Some(Some(text)) => slot.ty.decode(text).map_err(|e| {
                     let name = self.names.get(slot.index).map_or("?", String::as_str);
@@ -290,8 +305,15 @@ impl Plan {
                 )),
             }
         };
-        let id = datum(self.event_id)?;
-        let topic = match datum(self.route_by)? {
+        // What its `Struct.get` reads: NULL is the column's default.
+        let datum = |slot: &Slot| -> Result<Datum, Error> {
+            match (raw(slot)?, &slot.default) {
+                (Datum::Null, Some(default)) => Ok(default.clone()),
+                (value, _) => Ok(value),
+            }
+        };
+        let id = datum(&self.event_id)?;
+        let topic = match raw(&self.route_by)? {
             Datum::String(t) => self.topic.topic(t.as_str()),
             _ => {
                 return Err(Error::new(
@@ -306,9 +328,9 @@ impl Plan {
                 format!("{topic:?} is not a legal Kafka topic name"),
             ));
         }
-        let timestamp_ms = match self.timestamp {
+        let timestamp_ms = match &self.timestamp {
             None => fallback_ms,
-            Some(slot) => match datum(slot)? {
+            Some(slot) => match raw(slot)? {
                 Datum::Integer(v) if slot.ty == ColumnType::TimestampMillis => v,
                 // Java's `long / 1_000` truncates toward zero, as Rust's does.
                 Datum::Integer(v) => v / 1000,
@@ -318,13 +340,13 @@ impl Plan {
         let mut headers = Vec::with_capacity(1 + self.headers.len());
         headers.push((Arc::from(ID_HEADER), convert::header_bytes(&id)));
         for (alias, slot) in &self.headers {
-            headers.push((alias.clone(), convert::header_bytes(&datum(*slot)?)));
+            headers.push((alias.clone(), convert::header_bytes(&datum(slot)?)));
         }
-        let partition = match self.partition.map(datum).transpose()? {
+        let partition = match self.partition.as_ref().map(raw).transpose()? {
             Some(Datum::Integer(p)) => i32::try_from(p).ok(),
             _ => None,
         };
-        let payload = datum(self.payload)?;
+        let payload = datum(&self.payload)?;
         // An expanded payload is a struct: never blank, written as JSON by
         // either converter (BinaryDataConverter delegates non-bytes).
         let expanded = match (&payload, self.payload_form) {
@@ -366,7 +388,7 @@ impl Plan {
                 out.push(b',');
                 convert::write_json_string(&mut out, alias);
                 out.push(b':');
-                convert::write_json(&mut out, &datum(*slot)?);
+                convert::write_json(&mut out, &datum(slot)?);
             }
             out.push(b'}');
             Some(Bytes::from(out))
@@ -383,7 +405,7 @@ impl Plan {
                 }
             }
         };
-        let key = match self.key {
+        let key = match &self.key {
             None => None,
             Some(slot) => {
                 let k = datum(slot)?;

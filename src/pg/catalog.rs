@@ -5,7 +5,9 @@
 use tokio_postgres::Client;
 
 use super::sqlstate::query_error;
+use crate::contract::convert::Optionality;
 use crate::contract::outbox::{self, Column};
+use crate::contract::route::TableColumn;
 use crate::error::{Code, Error};
 
 /// One difference between the definition and the table.
@@ -144,4 +146,52 @@ fn check_column(col: &Column, a: &Attribute, drift: &mut Vec<Drift>) {
     if !a.generated.is_empty() {
         drift.push(Drift::Generated { column: col.name });
     }
+}
+
+/// The table's columns in table order, as the catalog describes them: what
+/// a Relation message says (name, type) and what only the catalog says
+/// (whether NULL is allowed, the default's expression), which Debezium reads
+/// too (`DatabaseMetaData.getColumns`).
+pub async fn table_columns(
+    c: &Client,
+    schema: &str,
+    table: &str,
+) -> Result<Vec<TableColumn>, Error> {
+    let rows = c
+        .query(
+            "SELECT a.attname::text, a.atttypid::oid, a.atttypmod, format_type(a.atttypid, a.atttypmod),
+                    NOT a.attnotnull, CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END
+               FROM pg_attribute a
+               JOIN pg_class t ON t.oid = a.attrelid
+               JOIN pg_namespace n ON n.oid = t.relnamespace
+               LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+              WHERE n.nspname = $1 AND t.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+              ORDER BY a.attnum",
+            &[&schema, &table],
+        )
+        .await
+        .map_err(|e| query_error(Code::PG_QUERY_FAILED)(e).context("reading the outbox's columns"))?;
+    rows.iter()
+        .map(|r| {
+            let nullable: bool = r.try_get(4).map_err(undecodable)?;
+            Ok(TableColumn {
+                name: r.try_get(0).map_err(undecodable)?,
+                type_oid: r.try_get(1).map_err(undecodable)?,
+                typmod: r.try_get(2).map_err(undecodable)?,
+                type_name: r.try_get(3).map_err(undecodable)?,
+                optionality: match nullable {
+                    true => Optionality::Optional,
+                    false => Optionality::Required,
+                },
+                default: r.try_get(5).map_err(undecodable)?,
+            })
+        })
+        .collect()
+}
+
+fn undecodable(e: tokio_postgres::Error) -> Error {
+    Error::new(
+        Code::PG_QUERY_FAILED,
+        format!("the catalog's columns do not decode: {e}"),
+    )
 }

@@ -231,6 +231,15 @@ impl Stream {
         let binary = opts.binary
             && opts.routed.is_none()
             && server.version_num >= checks::BINARY_PGOUTPUT_VERSION_NUM;
+        // What Debezium reads of the columns from the catalog and a
+        // Relation message does not carry: NULL allowed, defaults.
+        let routed = match &opts.routed {
+            Some(contract) => Some(relations::RoutedTable {
+                contract: contract.clone(),
+                catalog: crate::pg::catalog::table_columns(sql, &opts.schema, &opts.table).await?,
+            }),
+            None => None,
+        };
         conn.start_replication(&StartReplication {
             slot: &opts.slot,
             from: start,
@@ -255,7 +264,7 @@ impl Stream {
             slot: opts.slot.clone(),
             schema: opts.schema.clone(),
             table: opts.table.clone(),
-            routed: opts.routed.clone(),
+            routed,
             tuning: opts.tuning,
             start,
             events: tx,

@@ -24,7 +24,6 @@ pub use super::events::{Change, Event, Events};
 use super::liveness::{listen, silent, Listen, Silence};
 use super::pgoutput::{self, PgOutput};
 use super::relations::{Decoded, Relations};
-use crate::contract::definition::Contract;
 use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid, PG_EPOCH_OFFSET_MICROS};
 use crate::error::{Code, Error};
@@ -124,7 +123,7 @@ pub(crate) struct Reader {
     pub(crate) schema: String,
     pub(crate) table: String,
     /// `None`: the messaging contract.
-    pub(crate) routed: Option<Arc<Contract>>,
+    pub(crate) routed: Option<super::relations::RoutedTable>,
     pub(crate) tuning: Tuning,
     pub(crate) start: Lsn,
     pub(crate) events: mpsc::Sender<Vec<Event>>,

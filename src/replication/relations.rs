@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::pgoutput::{Relation, TupleValue};
+use crate::contract::convert::Optionality;
 use crate::contract::definition::Contract;
 use crate::contract::outbox;
 use crate::contract::route::{Plan, TableColumn};
@@ -29,6 +30,14 @@ enum Known {
     Routed(Arc<Plan>),
 }
 
+/// A routed outbox: its contract, and what the catalog says of its
+/// columns that a Relation message does not (NULL allowed, the default).
+#[derive(Debug, Clone)]
+pub(crate) struct RoutedTable {
+    pub(crate) contract: Arc<Contract>,
+    pub(crate) catalog: Vec<TableColumn>,
+}
+
 /// Relations seen in the stream, by oid; replaced when re-sent after DDL.
 #[derive(Debug, Default)]
 pub(crate) struct Relations {
@@ -36,7 +45,7 @@ pub(crate) struct Relations {
     schema: String,
     table: String,
     /// `None`: the messaging contract, decoded into [`OutboxRow`]s.
-    routed: Option<Arc<Contract>>,
+    routed: Option<RoutedTable>,
 }
 
 /// An outbox tuple as the relation's contract decodes it.
@@ -49,8 +58,8 @@ pub(crate) enum Decoded {
 }
 
 impl Relations {
-    /// `routed`: the contract of a table other than the messaging one.
-    pub(crate) fn new(schema: &str, table: &str, routed: Option<Arc<Contract>>) -> Relations {
+    /// `routed`: a table of another contract than the messaging one.
+    pub(crate) fn new(schema: &str, table: &str, routed: Option<RoutedTable>) -> Relations {
         Relations {
             by_oid: HashMap::new(),
             schema: schema.to_string(),
@@ -69,15 +78,23 @@ impl Relations {
 
     /// A routed outbox's Relation message: the contract resolved against
     /// its columns, or every misfit as drift.
-    fn learn_routed(&mut self, rel: &Relation, contract: &Contract) -> Result<(), Error> {
+    fn learn_routed(&mut self, rel: &Relation, routed: &RoutedTable) -> Result<(), Error> {
+        let contract = &routed.contract;
         let columns: Vec<TableColumn> = rel
             .columns
             .iter()
-            .map(|c| TableColumn {
-                name: c.name.clone(),
-                type_oid: c.type_oid,
-                typmod: c.type_modifier,
-                type_name: format!("type oid {}", c.type_oid),
+            .map(|c| {
+                // A column the catalog did not show (added since) may
+                // hold NULL and has no default Debezium read.
+                let known = routed.catalog.iter().find(|k| k.name == c.name);
+                TableColumn {
+                    name: c.name.clone(),
+                    type_oid: c.type_oid,
+                    typmod: c.type_modifier,
+                    type_name: format!("type oid {}", c.type_oid),
+                    optionality: known.map_or(Optionality::Optional, |k| k.optionality),
+                    default: known.and_then(|k| k.default.clone()),
+                }
             })
             .collect();
         let plan = Plan::new(contract, &columns).map_err(|misfits| {
@@ -105,8 +122,8 @@ impl Relations {
             self.by_oid.insert(rel.oid, Known::Other);
             return Ok(());
         }
-        if let Some(contract) = self.routed.clone() {
-            return self.learn_routed(rel, &contract);
+        if let Some(routed) = self.routed.clone() {
+            return self.learn_routed(rel, &routed);
         }
         for column in outbox::COLUMNS {
             let drift = |what: String| {

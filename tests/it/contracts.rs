@@ -166,23 +166,9 @@ async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_doe
 
 /// A table's columns as the router's plan takes them, from the catalog.
 pub(crate) async fn columns(client: &tokio_postgres::Client, table: &str) -> Vec<TableColumn> {
-    client
-        .query(
-            "SELECT attname::text, atttypid::oid, atttypmod, format_type(atttypid, atttypmod)
-               FROM pg_attribute WHERE attrelid = ('public.' || $1)::regclass AND attnum > 0 AND NOT attisdropped
-              ORDER BY attnum",
-            &[&table],
-        )
+    outbox_cdc::pg::catalog::table_columns(client, "public", table)
         .await
         .unwrap()
-        .iter()
-        .map(|r| TableColumn {
-            name: r.get(0),
-            type_oid: r.get(1),
-            typmod: r.get(2),
-            type_name: r.get(3),
-        })
-        .collect()
 }
 
 /// As a new user would try it with Debezium's outbox documentation: the

@@ -14,6 +14,7 @@ mod book;
 mod bookkeeping;
 mod commands;
 mod connector_config;
+mod connector_import;
 mod contracts;
 mod debezium;
 mod docs;

@@ -9,6 +9,8 @@ fn column(name: &str, oid: u32, type_name: &str) -> TableColumn {
         type_oid: oid,
         typmod: -1,
         type_name: type_name.into(),
+        optionality: crate::contract::convert::Optionality::Optional,
+        default: None,
     }
 }
 

@@ -3,43 +3,15 @@
 //! ones, named when they fit too, so a team that points the relay at its
 //! own table learns what it has.
 
-use tokio_postgres::Client;
-
-use super::{query, Purpose};
+use super::Purpose;
 use crate::contract::definition::{Contract, ContractName, Converters, Role, Status};
 use crate::contract::outbox;
 use crate::contract::route::{Misfit, Plan, TableColumn};
+
 use crate::error::policy::Mode;
 use crate::error::Code;
 use crate::finding::Finding;
 use crate::rules::Rule;
-
-/// The table's columns in table order, as the catalog describes them.
-pub(crate) async fn table_columns(
-    c: &Client,
-    schema: &str,
-    table: &str,
-) -> Result<Vec<TableColumn>, crate::error::Error> {
-    Ok(c.query(
-        "SELECT a.attname::text, a.atttypid::oid, a.atttypmod, format_type(a.atttypid, a.atttypmod)
-               FROM pg_attribute a
-               JOIN pg_class t ON t.oid = a.attrelid
-               JOIN pg_namespace n ON n.oid = t.relnamespace
-              WHERE n.nspname = $1 AND t.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
-              ORDER BY a.attnum",
-        &[&schema, &table],
-    )
-    .await
-    .map_err(query("reading the outbox's columns"))?
-    .iter()
-    .map(|r| TableColumn {
-        name: r.get(0),
-        type_oid: r.get(1),
-        typmod: r.get(2),
-        type_name: r.get(3),
-    })
-    .collect())
-}
 
 /// Whether `contract` fits the table. The messaging contract needs the
 /// platform's whole table, each column in a type its definition accepts;
@@ -179,6 +151,8 @@ mod tests {
             type_oid: oid,
             typmod: -1,
             type_name: type_name.into(),
+            optionality: crate::contract::convert::Optionality::Optional,
+            default: None,
         }
     }
 

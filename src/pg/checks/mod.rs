@@ -21,7 +21,8 @@ mod slot;
 use crate::error::{Code, Error};
 use crate::pg::sqlstate::query_error;
 
-pub(crate) use contract::{contract_findings, streaming_finding, table_columns};
+pub(crate) use super::catalog::table_columns;
+pub(crate) use contract::{contract_findings, streaming_finding};
 pub(crate) use ownership::{ownership, ownership_findings, pending_destinations};
 pub(crate) use publication::{publication, publication_finding};
 pub(crate) use schema::schema_findings;

@@ -205,6 +205,8 @@ impl World {
             type_oid,
             typmod: -1,
             type_name: type_name.into(),
+            optionality: crate::contract::convert::Optionality::Optional,
+            default: None,
         };
         let table = [
             column("id", 2950, "uuid"),
