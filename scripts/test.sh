@@ -139,7 +139,8 @@ NEWEST=18
 pg() { OUTBOX_TEST_PG_MAJOR=$1 env -u OUTBOX_TEST_PG_PORT scripts/services.sh "$2"; }
 on_major() {
   local major=$1 tests=("${CORE_TESTS[@]}")
-  if [ "$major" = "$NEWEST" ]; then tests+=(debezium::); fi
+  # The converter cases decide bytes after the database: 15 runs them.
+  if [ "$major" = "$NEWEST" ]; then tests+=(debezium:: --skip debezium::router::converters::); fi
   (
     eval "$(OUTBOX_TEST_PG_MAJOR=$major env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
     echo "PostgreSQL $major: ${tests[*]}"

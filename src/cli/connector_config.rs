@@ -113,12 +113,12 @@ fn import(args: ImportArgs) -> Result<(), Error> {
         Ok(outcome) => {
             let i = &outcome.imported;
             eprintln!(
-                "imported {from} ({}): the {} contract on {}.{}, {} converters, {} router option(s), slot {}, publication {}",
+                "imported {from} ({}): the {} contract on {}.{}, converters {}, {} router option(s), slot {}, publication {}",
                 i.source.as_str(),
                 i.contract.as_str(),
                 i.schema,
                 i.table,
-                i.converters.as_str(),
+                i.converters.preset_name().map_or_else(|| i.converters.describe(), str::to_string),
                 i.router.len(),
                 i.slot,
                 i.publication

@@ -150,7 +150,10 @@ impl Config {
         }
         require_keys(&table)?;
 
-        let (config, unknown) = decode(table, &applied, &syntax)?;
+        let (mut config, unknown) = decode(table, &applied, &syntax)?;
+        // Debezium names the envelope's schema after its logical name: the
+        // contract's bytes need it.
+        config.outbox.logical_name = config.debezium.topic_prefix.clone();
         if let Some(key) = unknown.into_iter().next() {
             return Err(Error::new(
                 Code::CONFIG_UNKNOWN_KEY,

@@ -20,11 +20,25 @@ pub struct OutboxConfig {
     pub topic_prefix: String,
     /// `messaging` or `debezium` ([`ContractName`]).
     pub contract: String,
-    /// `platform` or `json` ([`Converters`]); the contract's own when absent.
-    pub converters: Option<String>,
+    /// `platform` or `json` ([`Converters::PRESETS`]), or Kafka Connect's
+    /// converter settings as a table; the contract's own when absent.
+    pub converters: Option<ConvertersSetting>,
     /// The Outbox Event Router's options, by the router's own names, over
     /// the `debezium` contract's defaults.
     pub router: BTreeMap<String, String>,
+    /// `[debezium] topic_prefix`, copied when the configuration is read:
+    /// Debezium names a value schema after it (`<it>.<schema>.<table>.Value`).
+    #[serde(skip)]
+    pub logical_name: String,
+}
+
+/// `[outbox] converters`: a preset's name, or Kafka Connect's settings
+/// (`"key.converter" = "..."`, `"value.converter.schemas.enable" = "true"`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum ConvertersSetting {
+    Preset(String),
+    Settings(BTreeMap<String, String>),
 }
 
 impl Default for OutboxConfig {
@@ -36,6 +50,7 @@ impl Default for OutboxConfig {
             contract: ContractName::Messaging.as_str().into(),
             converters: None,
             router: BTreeMap::new(),
+            logical_name: crate::config::debezium::DEFAULT_TOPIC_PREFIX.into(),
         }
     }
 }
@@ -58,13 +73,24 @@ impl OutboxConfig {
         })?;
         let converters = match &self.converters {
             None => None,
-            Some(c) => Some(Converters::parse(c).ok_or_else(|| {
-                let names: Vec<&str> = Converters::ALL.iter().map(|c| c.as_str()).collect();
+            Some(ConvertersSetting::Preset(c)) => Some(Converters::preset(c).ok_or_else(|| {
                 invalid(
                     "outbox.converters",
-                    format!("{c:?} is not one of {}", names.join(", ")),
+                    format!(
+                        "{c:?} is not one of {}, nor a table of Kafka Connect's converter settings",
+                        Converters::PRESETS.join(", ")
+                    ),
                 )
             })?),
+            Some(ConvertersSetting::Settings(settings)) => {
+                Some(Converters::from_settings(settings).map_err(|problems| {
+                    let what: Vec<String> = problems
+                        .iter()
+                        .map(|p| format!("{}: {}", p.setting, p.why))
+                        .collect();
+                    invalid("outbox.converters", what.join("; "))
+                })?)
+            }
         };
         match name {
             ContractName::Messaging => {
@@ -74,7 +100,10 @@ impl OutboxConfig {
                         "the messaging contract's options are the platform's; name `contract = \"debezium\"` to set the router's",
                     ));
                 }
-                if converters.is_some_and(|c| c != Converters::Platform) {
+                if converters
+                    .as_ref()
+                    .is_some_and(|c| *c != Converters::platform())
+                {
                     return Err(invalid(
                         "outbox.converters",
                         "the messaging contract is written by the platform's converters",
@@ -83,7 +112,14 @@ impl OutboxConfig {
                 Ok(Contract::messaging(&self.topic_prefix))
             }
             ContractName::Debezium => {
-                Contract::debezium(&self.router, converters.unwrap_or(Converters::Json))
+                Contract::debezium(&self.router, converters.unwrap_or_else(Converters::json)).map(
+                    |c| {
+                        c.with_record_name(format!(
+                            "{}.{}.{}.Value",
+                            self.logical_name, self.schema, self.table
+                        ))
+                    },
+                )
             }
         }
     }
@@ -125,7 +161,7 @@ pub(crate) const MEANINGS: &[(&str, &str)] = &[
     ),
     (
         "outbox.converters",
-        "the Kafka Connect converters whose bytes the relay writes: `platform` (StringConverter keys, BinaryDataConverter values with a JsonConverter delegate, SimpleHeaderConverter headers; the messaging contract's) or `json` (JsonConverter with `schemas.enable=false` for keys and values, SimpleHeaderConverter headers; Debezium's documented default and the debezium contract's)",
+        "the Kafka Connect converters whose bytes the relay writes: `platform` (StringConverter keys, BinaryDataConverter values with a JsonConverter delegate, SimpleHeaderConverter headers; the messaging contract's) or `json` (JsonConverter with `schemas.enable=false` for keys and values, SimpleHeaderConverter headers; Debezium's documented default and the debezium contract's); or, for the debezium contract, a table of Kafka Connect's own settings (`\"key.converter\"`, `\"value.converter\"`, `\"header.converter\"` and theirs, e.g. `\"value.converter.schemas.enable\" = \"true\"`): StringConverter, JsonConverter (with or without schemas), ByteArrayConverter and BinaryDataConverter with its delegate for keys and values, SimpleHeaderConverter or JsonConverter for headers; a converter that needs a schema registry is refused",
     ),
     (
         "outbox.router",

@@ -532,7 +532,11 @@ fn the_contract_is_messaging_unless_named_and_the_router_options_are_the_debeziu
     let c = parse_with(MINIMAL, &[]).unwrap().outbox.contract().unwrap();
     assert_eq!(
         (c.name, c.status, c.converters),
-        (ContractName::Messaging, Status::Kept, Converters::Platform)
+        (
+            ContractName::Messaging,
+            Status::Kept,
+            Converters::platform()
+        )
     );
 
     let text = MINIMAL.replace(
@@ -542,7 +546,7 @@ fn the_contract_is_messaging_unless_named_and_the_router_options_are_the_debeziu
     let c = parse_with(&text, &[]).unwrap().outbox.contract().unwrap();
     assert_eq!(c.name, ContractName::Debezium);
     assert_eq!(c.status, Status::NotKept);
-    assert_eq!(c.converters, Converters::Json);
+    assert_eq!(c.converters, Converters::json());
     assert_eq!(c.router.event_key.as_deref(), Some("order_id"));
     assert_eq!(c.router.route_by, "aggregatetype");
 
@@ -563,7 +567,15 @@ fn the_contract_is_messaging_unless_named_and_the_router_options_are_the_debeziu
         (
             MINIMAL.replace("[outbox]", "[outbox]\nconverters = \"avro\""),
             "CONFIG_INVALID_VALUE",
-            "`outbox.converters`: \"avro\" is not one of platform, json",
+            "`outbox.converters`: \"avro\" is not one of platform, json, nor a table of Kafka Connect's converter settings",
+        ),
+        (
+            MINIMAL.replace(
+                "[outbox]",
+                "[outbox]\ncontract = \"debezium\"\n[outbox.converters]\n\"key.converter\" = \"io.confluent.connect.avro.AvroConverter\"\n\"value.converter\" = \"org.apache.kafka.connect.storage.StringConverter\"",
+            ),
+            "CONFIG_INVALID_VALUE",
+            "`outbox.converters`: key.converter: io.confluent.connect.avro.AvroConverter writes through a schema registry, which the relay does not use",
         ),
         (
             MINIMAL.replace("[outbox]", "[outbox.router]\n\"route.by.field\" = \"kind\""),

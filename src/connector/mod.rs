@@ -100,83 +100,30 @@ fn source_properties(cfg: &Config, contract: &Contract) -> Vec<(String, String)>
     // An idle outbox beside busy tables would otherwise pin WAL: the
     // heartbeat inserts into a published table that Debezium does not
     // capture, so its slot has something to confirm.
-    set(
-        "heartbeat.interval.ms",
-        dbz.heartbeat_interval_ms.to_string(),
-    );
-    set(
-        "heartbeat.action.query",
-        heartbeat_query(&cfg.outbox, &cfg.debezium),
-    );
-    p
-}
-
-/// The converters a contract's bytes are written by. Every deployment
-/// names the same converter classes, so the bytes cannot differ between
-/// them.
-fn converters(set: Converters) -> [Converter; 3] {
-    let header = Converter {
-        role: "header",
-        class: "org.apache.kafka.connect.storage.SimpleHeaderConverter",
-        settings: &[],
-    };
-    match set {
-        // Key as UTF-8 text, value bytes verbatim (heartbeat records are
-        // structs and go through the JSON delegate).
-        Converters::Platform => [
-            Converter {
-                role: "key",
-                class: "org.apache.kafka.connect.storage.StringConverter",
-                settings: &[],
-            },
-            Converter {
-                role: "value",
-                class: "io.debezium.converters.BinaryDataConverter",
-                settings: &[
-                    (
-                        "delegate.converter.type",
-                        "org.apache.kafka.connect.json.JsonConverter",
-                    ),
-                    ("delegate.converter.type.schemas.enable", "false"),
-                ],
-            },
-            header,
-        ],
-        Converters::Json => [
-            Converter {
-                role: "key",
-                class: "org.apache.kafka.connect.json.JsonConverter",
-                settings: &[("schemas.enable", "false")],
-            },
-            Converter {
-                role: "value",
-                class: "org.apache.kafka.connect.json.JsonConverter",
-                settings: &[("schemas.enable", "false")],
-            },
-            header,
-        ],
-    }
-}
-
-/// One of Kafka Connect's converters with its settings.
-struct Converter {
-    /// `key`, `value` or `header`.
-    role: &'static str,
-    class: &'static str,
-    settings: &'static [(&'static str, &'static str)],
-}
-
-/// The converters as Kafka Connect names them: `key.converter=<class>`,
-/// `key.converter.<setting>=...`.
-fn converter_properties(set: Converters) -> Vec<(String, String)> {
-    let mut p = Vec::new();
-    for c in &converters(set) {
-        p.push((format!("{}.converter", c.role), c.class.to_string()));
-        for (k, v) in c.settings {
-            p.push((format!("{}.converter.{k}", c.role), v.to_string()));
+    // Heartbeat records are structs, which ByteArrayConverter fails on:
+    // with it, Debezium runs without them.
+    match contract.converters.writes_heartbeats() {
+        true => {
+            set(
+                "heartbeat.interval.ms",
+                dbz.heartbeat_interval_ms.to_string(),
+            );
+            set(
+                "heartbeat.action.query",
+                heartbeat_query(&cfg.outbox, &cfg.debezium),
+            );
         }
+        false => set("heartbeat.interval.ms", "0".into()),
     }
     p
+}
+
+/// The converters a contract's bytes are written by, as Kafka Connect
+/// names them (`key.converter=<class>`, `key.converter.<setting>=...`).
+/// Every deployment names the same converter classes, so the bytes cannot
+/// differ between them.
+fn converter_properties(set: &Converters) -> Vec<(String, String)> {
+    set.settings()
 }
 
 /// The connector's configuration as Kafka Connect takes it, in a stable order.
@@ -187,7 +134,7 @@ pub fn connector_properties(cfg: &Config) -> Result<Vec<(String, String)>, Error
 /// [`connector_properties`] for the contract already read.
 fn properties(cfg: &Config, contract: &Contract) -> Vec<(String, String)> {
     let mut p = source_properties(cfg, contract);
-    p.extend(converter_properties(contract.converters));
+    p.extend(converter_properties(&contract.converters));
     p.extend(router_properties(contract));
     p
 }

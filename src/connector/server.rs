@@ -9,7 +9,7 @@
 //! Kafka offset store's required keys).
 
 use super::{
-    converters, password_provider, router_properties, source_properties, DEBEZIUM_VERSION,
+    converter_properties, password_provider, router_properties, source_properties, DEBEZIUM_VERSION,
 };
 use crate::config::{Config, OffsetStorage};
 use crate::contract::definition::Contract;
@@ -96,14 +96,16 @@ pub(super) fn render(cfg: &Config, contract: &Contract) -> String {
     );
 
     // The converters Kafka Connect uses, as client-provided formats.
-    for c in &converters(contract.converters) {
-        set(
-            format!("debezium.format.{}", c.role),
-            "clientprovided".into(),
-        );
-        set(format!("debezium.format.{}.class", c.role), c.class.into());
-        for (k, v) in c.settings {
-            set(format!("debezium.format.{}.{k}", c.role), v.to_string());
+    for (k, v) in converter_properties(&contract.converters) {
+        let Some((role, rest)) = k.split_once(".converter") else {
+            continue;
+        };
+        match rest.strip_prefix('.') {
+            None => {
+                set(format!("debezium.format.{role}"), "clientprovided".into());
+                set(format!("debezium.format.{role}.class"), v);
+            }
+            Some(setting) => set(format!("debezium.format.{role}.{setting}"), v),
         }
     }
 

@@ -45,33 +45,11 @@ pub enum Status {
     NotKept,
 }
 
-/// The converters that write key, value and headers, as a Kafka Connect
-/// deployment names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Converters {
-    /// `StringConverter` keys, `BinaryDataConverter` values (bytes as they
-    /// are, anything else through `JsonConverter` without schemas),
-    /// `SimpleHeaderConverter` headers.
-    Platform,
-    /// `JsonConverter` with `schemas.enable=false` for keys and values,
-    /// `SimpleHeaderConverter` headers: Debezium's documented default.
-    Json,
-}
+pub use super::converters::Converters;
 
-impl Converters {
-    pub const ALL: [Converters; 2] = [Converters::Platform, Converters::Json];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Converters::Platform => "platform",
-            Converters::Json => "json",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Converters> {
-        Converters::ALL.into_iter().find(|c| c.as_str() == name)
-    }
-}
+/// The row schema's name for the documented table under the generator's
+/// default logical name.
+pub const DEFAULT_RECORD_NAME: &str = "outbox-cdc.public.outboxevent.Value";
 
 /// What a contract column is for; the catalog check names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +98,10 @@ pub struct Contract {
     pub router: RouterOptions,
     pub status: Status,
     pub converters: Converters,
+    /// The name of Debezium's schema of the table's rows
+    /// (`<topic.prefix>.<schema>.<table>.Value`), after which the router
+    /// names an envelope's schema.
+    pub record_name: String,
 }
 
 impl Contract {
@@ -146,7 +128,8 @@ impl Contract {
                 ..RouterOptions::default()
             },
             status: Status::Kept,
-            converters: Converters::Platform,
+            converters: Converters::platform(),
+            record_name: String::new(),
         }
     }
 
@@ -162,7 +145,14 @@ impl Contract {
             router,
             status: Status::NotKept,
             converters,
+            record_name: DEFAULT_RECORD_NAME.into(),
         })
+    }
+
+    /// With Debezium's name of the table's row schema.
+    pub fn with_record_name(mut self, name: String) -> Contract {
+        self.record_name = name;
+        self
     }
 
     /// The columns the contract reads, each with its first role.
@@ -223,13 +213,13 @@ mod tests {
             .unwrap()
             .starts_with("message_type:header:msg.type,message_version:header:msg.version,"));
         assert_eq!(c.status, Status::Kept);
-        assert_eq!(c.converters, Converters::Platform);
+        assert_eq!(c.converters, Converters::platform());
         assert_eq!(c.requirements().len(), 4 + 15 - 1); // destination is both
     }
 
     #[test]
     fn the_debezium_contract_reads_the_documented_table() {
-        let c = Contract::debezium(&BTreeMap::new(), Converters::Json).unwrap();
+        let c = Contract::debezium(&BTreeMap::new(), Converters::json()).unwrap();
         let columns: Vec<(String, Role)> = c
             .requirements()
             .into_iter()

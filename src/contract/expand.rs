@@ -63,9 +63,130 @@ pub enum Unexpanded {
     NotReproduced,
 }
 
-/// The expanded payload as the converter writes it (JSON without schemas),
-/// or why it stays text.
-pub fn expand(text: &str, nulls: JsonNull) -> Result<Vec<u8>, Unexpanded> {
+/// A payload Debezium expanded: its JSON as JsonConverter writes it, and
+/// the document and inferred schema for the other converters' forms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expansion {
+    node: Node,
+    schema: Schema,
+    json: Vec<u8>,
+}
+
+impl Expansion {
+    /// As JsonConverter writes the struct (its payload, without schemas).
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+
+    /// The inferred schema as JsonConverter writes it: structs named by
+    /// their path from the payload column (`payload`, `payload.lines`),
+    /// every schema optional.
+    pub fn write_schema(&self, out: &mut Vec<u8>, name: &str, field: Option<&str>) {
+        schema_json(out, &self.schema, Some(name), field);
+    }
+
+    /// `Struct.toString()`, as StringConverter writes the struct: the
+    /// fields that are not null, `name=value`, lists as Java's.
+    pub fn java(&self) -> String {
+        let mut out = String::with_capacity(self.json.len() + 16);
+        java_value(&mut out, &self.node, &self.schema);
+        out
+    }
+}
+
+/// `JsonSchemaData.toConnectSchema(key, ...)`: a struct is named `key`; a
+/// field's key is `key.field`; an array's objects are named after the
+/// array, the elements of an array in an array after nothing.
+fn schema_json(out: &mut Vec<u8>, schema: &Schema, key: Option<&str>, field: Option<&str>) {
+    use super::convert::Optionality;
+    use super::schema;
+    match schema {
+        Schema::String => schema::optional_primitive(out, "string", field),
+        Schema::Boolean => schema::optional_primitive(out, "boolean", field),
+        Schema::Int32 => schema::optional_primitive(out, "int32", field),
+        Schema::Int64 => schema::optional_primitive(out, "int64", field),
+        Schema::Float64 => schema::optional_primitive(out, "double", field),
+        Schema::Bytes => schema::optional_primitive(out, "bytes", field),
+        Schema::Array(element) => {
+            out.extend_from_slice(b"{\"type\":\"array\",\"items\":");
+            let element_key = match **element {
+                Schema::Struct(_) => key,
+                _ => None,
+            };
+            schema_json(out, element, element_key, None);
+            schema::optional(out, Optionality::Optional);
+            schema::field(out, field);
+            out.push(b'}');
+        }
+        Schema::Struct(fields) => schema::structure(
+            out,
+            |out| {
+                for (i, (name, s)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    let field_key = match key.filter(|k| !k.trim().is_empty()) {
+                        Some(k) => format!("{k}.{name}"),
+                        None => name.clone(),
+                    };
+                    schema_json(out, s, Some(&field_key), Some(name));
+                }
+            },
+            &schema::Struct {
+                optionality: Optionality::Optional,
+                name: key,
+                version: None,
+                field,
+            },
+        ),
+    }
+}
+
+fn java_value(out: &mut String, node: &Node, schema: &Schema) {
+    match (node, schema) {
+        (Node::Object(fields), Schema::Struct(schema_fields)) => {
+            out.push_str("Struct{");
+            let mut first = true;
+            for (name, field_schema) in schema_fields {
+                let Some((_, value)) = fields.iter().find(|(n, _)| n == name) else {
+                    continue;
+                };
+                if *value == Node::Null {
+                    continue;
+                }
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                out.push_str(name);
+                out.push('=');
+                java_value(out, value, field_schema);
+            }
+            out.push('}');
+        }
+        (Node::Array(items), Schema::Array(element)) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                java_value(out, item, element);
+            }
+            out.push(']');
+        }
+        (Node::Null, _) => out.push_str("null"),
+        (Node::Text(s), _) => out.push_str(s),
+        (Node::Bool(b), _) => out.push_str(if *b { "true" } else { "false" }),
+        (Node::Int(i), _) => out.push_str(&i.to_string()),
+        (Node::Long(l), _) => out.push_str(&l.to_string()),
+        (Node::Double(d), _) => out.push_str(&java_double(*d)),
+        // Refused before a value is written (`write_value`).
+        (Node::BigInteger | Node::Array(_) | Node::Object(_), _) => {}
+    }
+}
+
+/// The expanded payload as the converters write it, or why it stays text.
+pub fn expand(text: &str, nulls: JsonNull) -> Result<Expansion, Unexpanded> {
     if !(text.starts_with('{') || text.starts_with('[')) {
         return Err(Unexpanded::KeptAsText);
     }
@@ -82,7 +203,11 @@ pub fn expand(text: &str, nulls: JsonNull) -> Result<Vec<u8>, Unexpanded> {
     // does not convert leaves the schema with the string.
     let mut out = Vec::with_capacity(text.len());
     match write_struct(&mut out, &node, &schema) {
-        Ok(()) => Ok(out),
+        Ok(()) => Ok(Expansion {
+            node,
+            schema,
+            json: out,
+        }),
         Err(_) => Err(Unexpanded::FailsDebezium),
     }
 }
@@ -507,85 +632,4 @@ pub fn java_double(d: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn expanded(text: &str) -> Result<String, Unexpanded> {
-        expand(text, JsonNull::Ignore).map(|b| String::from_utf8(b).unwrap())
-    }
-
-    #[test]
-    fn doubles_are_written_as_java_writes_them() {
-        for (d, java) in [
-            (1.1, "1.1"),
-            (100.0, "100.0"),
-            (1e7, "1.0E7"),
-            (9_999_999.5, "9999999.5"),
-            (0.001, "0.001"),
-            (0.000_1, "1.0E-4"),
-            (1e-7, "1.0E-7"),
-            (-2.5e300, "-2.5E300"),
-            (123_456.789, "123456.789"),
-            (-0.0, "-0.0"),
-            (0.1 + 0.2, "0.30000000000000004"),
-        ] {
-            assert_eq!(java_double(d), java, "{d}");
-        }
-    }
-
-    #[test]
-    fn objects_expand_with_their_schema_and_what_java_leaves_out() {
-        assert_eq!(
-            expanded(
-                r#"{"a": 1, "b": "x", "n": null, "e": [], "big": 3000000000, "d": 1.50, "o": {"z": true, "y": {}}}"#
-            ),
-            Ok(r#"{"a":1,"b":"x","big":3000000000,"d":1.5,"o":{"z":true,"y":{}}}"#.into())
-        );
-        assert_eq!(
-            expand(r#"{"n": null, "a": [null, 1]}"#, JsonNull::OptionalBytes)
-                .map(|b| String::from_utf8(b).unwrap()),
-            Ok(r#"{"n":null,"a":[null,1]}"#.into())
-        );
-        // Objects in an array with one shape; missing members are null.
-        assert_eq!(
-            expanded(r#"{"l": [{"k": 1}, {"k": 2}]}"#),
-            Ok(r#"{"l":[{"k":1},{"k":2}]}"#.into())
-        );
-        // Text after the first value is ignored, as Jackson's readTree does.
-        assert_eq!(expanded(r#"{"a": 1} trailing"#), Ok(r#"{"a":1}"#.into()));
-        assert_eq!(
-            expanded(r#"{"s": "\ud83d\ude00 \u00e9 \n"}"#),
-            Ok(r#"{"s":"\uD83D\uDE00 é \n"}"#.into())
-        );
-    }
-
-    #[test]
-    fn what_java_cannot_expand_stays_text() {
-        for text in [r#"[1, 2]"#, r#"{"a": 123456789012345678901234567890}"#] {
-            assert_eq!(expanded(text), Err(Unexpanded::FailsDebezium), "{text}");
-        }
-        assert_eq!(expanded("[]"), Err(Unexpanded::NoSchema));
-        for text in [
-            r#" {"lead": 1}"#,
-            r#""text""#,
-            r#"{"a": [1, 2.5]}"#,
-            r#"{"a": [1, "x"]}"#,
-            r#"{"a": [1, 3000000000]}"#,
-            r#"{"a": [null, null]}"#,
-            r#"{"a": [[]]}"#,
-            r#"{"a": 01}"#,
-            r#"{"a": "#,
-            "{\"a\": \"raw\ttab\"}",
-        ] {
-            assert_eq!(expanded(text), Err(Unexpanded::KeptAsText), "{text}");
-        }
-        assert_eq!(
-            expanded(r#"{"l": [{"k": 1}, {"j": 2}]}"#),
-            Err(Unexpanded::NotReproduced)
-        );
-        assert_eq!(
-            expanded(r#"{"s": "\ud83d"}"#),
-            Err(Unexpanded::NotReproduced)
-        );
-    }
-}
+mod tests;

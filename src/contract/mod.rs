@@ -3,6 +3,7 @@
 //! `connector` writes the Debezium configuration that emits the same record.
 
 pub mod convert;
+pub mod converters;
 pub mod definition;
 pub mod expand;
 pub mod mapper;
@@ -10,5 +11,6 @@ pub mod outbox;
 pub mod route;
 pub mod router;
 pub mod row;
+pub mod schema;
 pub mod topic;
 pub mod value;

@@ -3,17 +3,20 @@
 //! fit), then routes each inserted row to the record Debezium 3.6.1 emits
 //! for it (`EventRouterDelegate.apply`), through the contract's converters.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
 use super::convert::{self, ColumnType, Datum, Optionality, Shape};
+use super::converters::{BytesSchema, Schemas};
 use super::definition::{Contract, Converters, Role};
 use super::expand::{self, Unexpanded};
 use super::outbox;
 use super::router::{EmptyPayload, InvalidOp, JsonNull, Missing, PayloadForm, Placement};
+use super::schema::ColumnSchema;
 use super::topic::TopicRule;
 use crate::error::{Code, Error};
+use forms::{payload_schema, EnvelopeForms, EnvelopeNames, ExpandedForms};
 
 /// The name of the header that carries the event id: the router's own.
 pub const ID_HEADER: &str = "id";
@@ -61,6 +64,17 @@ struct Slot {
     ty: ColumnType,
     /// Debezium's default for the column: what `Struct.get` gives for NULL.
     default: Option<Datum>,
+    optionality: Optionality,
+}
+
+impl Slot {
+    fn schema(&self) -> ColumnSchema<'_> {
+        ColumnSchema {
+            ty: self.ty,
+            optionality: self.optionality,
+            default: self.default.as_ref(),
+        }
+    }
 }
 
 /// A contract resolved against a table's columns.
@@ -82,6 +96,14 @@ pub struct Plan {
     payload_form: PayloadForm,
     json_null: JsonNull,
     invalid_op: InvalidOp,
+    /// `table.field.event.schema.version`'s column, with an envelope.
+    schema_version: Option<Slot>,
+    /// Debezium's row schema name, after which an envelope's is named.
+    record_name: String,
+    /// The payload column's name: an expanded payload's schema is named
+    /// after it.
+    payload_name: String,
+    envelope_names: Arc<Mutex<EnvelopeNames>>,
 }
 
 /// One record as Debezium emits it for a row.
@@ -128,6 +150,7 @@ impl Plan {
                         .default
                         .as_deref()
                         .and_then(|e| ty.debezium_default(e)),
+                    optionality: column.optionality,
                 }),
                 Some(_) => {
                     misfits.push(Misfit {
@@ -153,23 +176,15 @@ impl Plan {
             }
         };
         let any = |_: ColumnType| true;
-        let not_bytes = |t: ColumnType| t.shape() != Shape::Bytes;
         let string = |t: ColumnType| t.shape() == Shape::String;
         let int32 = |t: ColumnType| t == ColumnType::Int32;
         let timestamp =
             |t: ColumnType| matches!(t, ColumnType::TimestampMillis | ColumnType::TimestampMicros);
 
         let event_id = find(&r.event_id, Role::EventId, &any, "");
-        let key = match (&r.event_key, contract.converters) {
-            (Some(k), Converters::Platform) => find(
-                k,
-                Role::Key,
-                &not_bytes,
-                "StringConverter writes no stable text for bytes",
-            )
-            .map(Some),
-            (Some(k), Converters::Json) => find(k, Role::Key, &any, "").map(Some),
-            (None, _) => Some(None),
+        let key = match &r.event_key {
+            Some(k) => find(k, Role::Key, &any, "").map(Some),
+            None => Some(None),
         };
         let payload = find(&r.payload, Role::Payload, &any, "");
         let route_by = find(
@@ -188,8 +203,9 @@ impl Plan {
             .map(Some),
             None => Some(None),
         };
+        let mut schema_version = None;
         if let Some(v) = r.schema_version.as_ref().filter(|_| r.has_envelope()) {
-            find(
+            schema_version = find(
                 v,
                 Role::SchemaVersion,
                 &int32,
@@ -226,6 +242,13 @@ impl Plan {
             }
         }
         let topic = r.topic_rule();
+        converter_misfits(
+            contract,
+            columns,
+            (key.as_ref(), payload.as_ref()),
+            &envelope,
+            &mut misfits,
+        );
         match (event_id, key, payload, route_by, ts, topic) {
             (
                 Some(event_id),
@@ -236,7 +259,7 @@ impl Plan {
                 Ok(topic),
             ) if misfits.is_empty() => Ok(Plan {
                 names: columns.iter().map(|c| c.name.clone()).collect(),
-                converters: contract.converters,
+                converters: contract.converters.clone(),
                 event_id,
                 key,
                 payload,
@@ -250,6 +273,10 @@ impl Plan {
                 payload_form: r.payload_form,
                 json_null: r.json_null,
                 invalid_op: r.invalid_op,
+                schema_version,
+                record_name: contract.record_name.clone(),
+                payload_name: r.payload.clone(),
+                envelope_names: Arc::default(),
             }),
             _ => Err(misfits),
         }
@@ -338,9 +365,13 @@ impl Plan {
             },
         };
         let mut headers = Vec::with_capacity(1 + self.headers.len());
-        headers.push((Arc::from(ID_HEADER), convert::header_bytes(&id)));
+        let header = &self.converters.header;
+        headers.push((
+            Arc::from(ID_HEADER),
+            header.column(&id, &self.event_id.schema()),
+        ));
         for (alias, slot) in &self.headers {
-            headers.push((alias.clone(), convert::header_bytes(&datum(slot)?)));
+            headers.push((alias.clone(), header.column(&datum(slot)?, &slot.schema())));
         }
         let partition = match self.partition.as_ref().map(raw).transpose()? {
             Some(Datum::Integer(p)) => i32::try_from(p).ok(),
@@ -352,9 +383,16 @@ impl Plan {
         let expanded = match (&payload, self.payload_form) {
             (Datum::String(text), PayloadForm::ExpandJson) => {
                 match expand::expand(text.as_str(), self.json_null) {
-                    Ok(json) => Some(Bytes::from(json)),
+                    Ok(expansion) => Some(expansion),
                     Err(Unexpanded::KeptAsText) => None,
                     Err(Unexpanded::NoSchema) if self.envelope.is_empty() => None,
+                    // The schema is the struct's, the value the string:
+                    // `toString()` writes the string where JSON fails.
+                    Err(Unexpanded::FailsDebezium)
+                        if self.envelope.is_empty() && self.converters.value.writes_text() =>
+                    {
+                        None
+                    }
                     Err(why) => {
                         return Err(Error::new(
                             Code::PAYLOAD_NOT_REPRODUCED,
@@ -368,56 +406,61 @@ impl Plan {
             }
             _ => None,
         };
-        let value = if let Some(json) = expanded.clone().filter(|_| self.envelope.is_empty()) {
-            Some(json)
+        let conv = &self.converters.value;
+        let value = if let Some(exp) = expanded.as_ref().filter(|_| self.envelope.is_empty()) {
+            conv.structure(&ExpandedForms {
+                expansion: exp,
+                name: &self.payload_name,
+            })
         } else if expanded.is_none()
             && self.empty_payload == EmptyPayload::Tombstone
             && payload.is_blank()
         {
             None
         } else if !self.envelope.is_empty() {
-            let mut out = Vec::with_capacity(64);
-            out.push(b'{');
-            convert::write_json_string(&mut out, ENVELOPE_PAYLOAD);
-            out.push(b':');
-            match &expanded {
-                Some(json) => out.extend_from_slice(json),
-                None => convert::write_json(&mut out, &payload),
-            }
+            let mut fields = Vec::with_capacity(self.envelope.len());
             for (alias, slot) in &self.envelope {
-                out.push(b',');
-                convert::write_json_string(&mut out, alias);
-                out.push(b':');
-                convert::write_json(&mut out, &datum(slot)?);
+                fields.push((&**alias, datum(slot)?, slot));
             }
-            out.push(b'}');
-            Some(Bytes::from(out))
+            let forms = EnvelopeForms {
+                payload: &payload,
+                payload_slot: &self.payload,
+                expanded: expanded.as_ref().map(|e| (e, self.payload_name.as_str())),
+                fields,
+                name: match conv.schemas() {
+                    Schemas::Enabled => {
+                        let version = match &self.schema_version {
+                            Some(slot) => match raw(slot)? {
+                                Datum::Integer(v) => Some(v),
+                                _ => None,
+                            },
+                            None => None,
+                        };
+                        let routed = match raw(&self.route_by)? {
+                            Datum::String(t) => t.as_str().to_string(),
+                            _ => String::new(),
+                        };
+                        let schema = payload_schema(
+                            &self.payload,
+                            expanded.as_ref().map(|e| (e, self.payload_name.as_str())),
+                        );
+                        Some((self.envelope_name(version, &routed, &schema)?, version))
+                    }
+                    Schemas::Disabled => None,
+                },
+            };
+            conv.structure(&forms)
         } else {
-            match (self.converters, &payload) {
-                // BinaryDataConverter: bytes as they are, a null of a bytes
-                // column a null value; anything else through its delegate.
-                (Converters::Platform, Datum::Bytes(b)) => Some(b.clone()),
-                (Converters::Platform, Datum::Null) if self.payload.ty == ColumnType::Bytea => None,
-                (Converters::Platform | Converters::Json, other) => {
-                    let mut out = Vec::new();
-                    convert::write_json(&mut out, other);
-                    Some(Bytes::from(out))
-                }
-            }
-        };
+            conv.column(&payload, &self.payload.schema())
+        }
+        .map(Bytes::from);
         let key = match &self.key {
             None => None,
-            Some(slot) => {
-                let k = datum(slot)?;
-                match self.converters {
-                    Converters::Platform => convert::string_bytes(&k).map(Bytes::from),
-                    Converters::Json => {
-                        let mut out = Vec::new();
-                        convert::write_json(&mut out, &k);
-                        Some(Bytes::from(out))
-                    }
-                }
-            }
+            Some(slot) => self
+                .converters
+                .key
+                .column(&datum(slot)?, &slot.schema())
+                .map(Bytes::from),
         };
         Ok(Routed {
             id: match &id {
@@ -435,6 +478,96 @@ impl Plan {
         })
     }
 }
+
+/// Whether a column's Kafka Connect schema is BYTES.
+fn bytes_schema(ty: ColumnType) -> BytesSchema {
+    match ty.shape() {
+        Shape::Bytes => BytesSchema::Bytes,
+        _ => BytesSchema::Other,
+    }
+}
+
+/// What the contract's converters cannot write for these columns: what
+/// fails Debezium's task (ByteArrayConverter on text, JsonConverter on a
+/// null key under a required schema) or has no stable bytes (Java's
+/// `byte[].toString()`).
+fn converter_misfits(
+    contract: &Contract,
+    columns: &[TableColumn],
+    (key, payload): (Option<&Option<Slot>>, Option<&Slot>),
+    envelope: &[(Arc<str>, Slot)],
+    misfits: &mut Vec<Misfit>,
+) {
+    let c = &contract.converters;
+    let r = &contract.router;
+    let name = |slot: &Slot| {
+        columns
+            .get(slot.index)
+            .map_or("?", |c| c.name.as_str())
+            .to_string()
+    };
+    let mut misfit = |column: String, role: Role, problem: &str, code: Code| {
+        misfits.push(Misfit {
+            column,
+            role,
+            problem: problem.to_string(),
+            code,
+        })
+    };
+    match key {
+        Some(Some(slot)) => {
+            if let Err(why) = c.key.writes_column(bytes_schema(slot.ty)) {
+                misfit(name(slot), Role::Key, why, Code::CONTRACT_COLUMN_TYPE);
+            }
+        }
+        Some(None) if c.key.fails_on_required_null() => misfit(
+            "(table.field.event.key is empty)".into(),
+            Role::Key,
+            "a null key under Debezium's required string schema, which JsonConverter refuses: Debezium's task fails on every record",
+            Code::CONTRACT_OPTION_INVALID,
+        ),
+        _ => {}
+    }
+    let Some(payload) = payload else { return };
+    let structure = !envelope.is_empty()
+        || (r.payload_form == PayloadForm::ExpandJson && payload.ty.shape() == Shape::String);
+    if structure {
+        if let Err(why) = c.value.writes_struct() {
+            misfit(
+                name(payload),
+                Role::Payload,
+                why,
+                Code::CONTRACT_COLUMN_TYPE,
+            );
+        }
+    }
+    if envelope.is_empty() {
+        if let Err(why) = c.value.writes_column(bytes_schema(payload.ty)) {
+            misfit(
+                name(payload),
+                Role::Payload,
+                why,
+                Code::CONTRACT_COLUMN_TYPE,
+            );
+        }
+    } else if c.value.writes_text() {
+        // `Struct.toString()` of the envelope writes each field's.
+        for (slot, role) in std::iter::once((payload, Role::Payload))
+            .chain(envelope.iter().map(|(_, s)| (s, Role::Envelope)))
+        {
+            if slot.ty.shape() == Shape::Bytes {
+                misfit(
+                    name(slot),
+                    role,
+                    "StringConverter writes no stable text for bytes (Java's byte[].toString())",
+                    Code::CONTRACT_COLUMN_TYPE,
+                );
+            }
+        }
+    }
+}
+
+mod forms;
 
 #[cfg(test)]
 mod tests;

@@ -36,7 +36,7 @@ fn import_reads_each_committed_deployment_back_and_refuses_what_it_cannot_honour
         assert!(out.status.success(), "{file}: {stderr}");
         assert!(
             stderr
-                .contains("the messaging contract on public.messaging_outbox, platform converters"),
+                .contains("the messaging contract on public.messaging_outbox, converters platform"),
             "{file}: {stderr}"
         );
         let back = Config::load(&made, &|_| None).unwrap();

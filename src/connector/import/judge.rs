@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::read::{Deployment, Source};
+use crate::contract::converters::Registry;
 use crate::contract::definition::{Contract, ContractName, Converters};
 use crate::contract::router::RouterOptions;
 use crate::error::Code;
@@ -109,152 +110,20 @@ const DECIDING: &[(&str, &[&str], Code, &str)] = &[
 /// Prefixes of connector settings that change values (masks, truncation).
 const DECIDING_PREFIXES: &[&str] = &["column.mask.", "column.truncate."];
 
-/// The converter classes, by role, as the relay tells them apart.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Seen {
-    String,
-    Json {
-        schemas: bool,
-    },
-    ByteArray,
-    BinaryData {
-        delegate: Box<Seen>,
-    },
-    SimpleHeader,
-    /// Names the schema registry it needs.
-    Registry(String),
-    Other(String),
-}
-
-impl Seen {
-    fn describe(&self) -> String {
-        match self {
-            Seen::String => "StringConverter".into(),
-            Seen::Json { schemas } => format!("JsonConverter with schemas.enable={schemas}"),
-            Seen::ByteArray => "ByteArrayConverter".into(),
-            Seen::BinaryData { delegate } => {
-                format!("BinaryDataConverter delegating to {}", delegate.describe())
-            }
-            Seen::SimpleHeader => "SimpleHeaderConverter".into(),
-            Seen::Registry(class) | Seen::Other(class) => class.clone(),
-        }
-    }
-}
-
-/// JsonConverter's `schemas.enable`: on unless set otherwise (Kafka's
-/// `ConfigDef` boolean, trimmed, any case).
-fn schemas_enabled(value: Option<&String>) -> bool {
-    value.is_none_or(|v| v.trim().eq_ignore_ascii_case("true"))
-}
-
-fn seen(class: &str, settings: &BTreeMap<String, String>, prefix: &str) -> Seen {
-    let class = class.trim();
-    let simple = class.rsplit('.').next().unwrap_or(class);
-    let registry = ["Avro", "Protobuf", "JsonSchema"]
-        .iter()
-        .any(|r| simple.contains(r))
-        || class.contains("apicurio")
-        || class.contains("confluent");
-    match simple {
-        _ if registry => Seen::Registry(class.to_string()),
-        "JsonConverter" if class.starts_with("org.apache.kafka.") || class == simple => {
-            Seen::Json {
-                schemas: schemas_enabled(settings.get(&format!("{prefix}.schemas.enable"))),
-            }
-        }
-        "StringConverter" => Seen::String,
-        "ByteArrayConverter" => Seen::ByteArray,
-        "SimpleHeaderConverter" => Seen::SimpleHeader,
-        "BinaryDataConverter" => {
-            let delegate_prefix = format!("{prefix}.delegate.converter.type");
-            let delegate = match settings.get(&delegate_prefix) {
-                Some(d) => seen(d, settings, &delegate_prefix),
-                // BinaryDataConverter's own default delegate.
-                None => Seen::Json {
-                    schemas: schemas_enabled(
-                        settings.get(&format!("{delegate_prefix}.schemas.enable")),
-                    ),
-                },
-            };
-            Seen::BinaryData {
-                delegate: Box::new(delegate),
-            }
-        }
-        _ => Seen::Other(class.to_string()),
-    }
-}
-
 /// The converter set the deployment names, when the relay writes it.
 fn converters(d: &Deployment, refused: &mut Vec<Refusal>) -> Option<Converters> {
-    let s = &d.settings;
-    let role = |name: &str| -> Option<Seen> {
-        let key = format!("{name}.converter");
-        s.get(&key).map(|class| seen(class, s, &key))
-    };
-    let mut fine = true;
-    let mut refuse = |setting: &str, code: Code, why: String| {
-        fine = false;
-        refused.push(Refusal {
-            code,
-            setting: setting.to_string(),
-            why,
-        });
-    };
-    let mut named = |name: &str| match role(name) {
-        Some(Seen::Registry(class)) => {
-            refuse(
-                &format!("{name}.converter"),
-                Code::CONVERTER_NEEDS_REGISTRY,
-                format!("{class} writes through a schema registry, which the relay does not use"),
-            );
-            None
-        }
-        Some(seen) => Some(seen),
-        // Kafka Connect's worker default for headers.
-        None if name == "header" => Some(Seen::SimpleHeader),
-        None => {
-            refuse(
-                &format!("{name}.converter"),
-                Code::IMPORT_CONVERTER_UNSUPPORTED,
-                "not set: the worker's converter decides, which this file does not show; name it in the connector's configuration".into(),
-            );
-            None
-        }
-    };
-    let (key, value, header) = (named("key"), named("value"), named("header"));
-    let (Some(key), Some(value), Some(header)) = (key, value, header) else {
-        return None;
-    };
-    let plain_json = Seen::Json { schemas: false };
-    let set = match (&key, &value) {
-        (Seen::String, Seen::BinaryData { delegate }) if **delegate == plain_json => {
-            Some(Converters::Platform)
-        }
-        (k, v) if *k == plain_json && *v == plain_json => Some(Converters::Json),
-        _ => None,
-    };
-    if header != Seen::SimpleHeader {
-        refuse(
-            "header.converter",
-            Code::IMPORT_CONVERTER_UNSUPPORTED,
-            format!(
-                "{}: the relay writes headers as SimpleHeaderConverter does",
-                header.describe()
-            ),
-        );
-    }
-    if set.is_none() {
-        refuse(
-            "value.converter",
-            Code::IMPORT_CONVERTER_UNSUPPORTED,
-            format!(
-                "key {} with value {}: the relay writes JsonConverter (schemas.enable=false) for both, or StringConverter keys with BinaryDataConverter values delegating to it",
-                key.describe(),
-                value.describe()
-            ),
-        );
-    }
-    set.filter(|_| fine)
+    Converters::from_settings(&d.settings)
+        .map_err(|problems| {
+            refused.extend(problems.into_iter().map(|p| Refusal {
+                code: match p.registry {
+                    Registry::Needed => Code::CONVERTER_NEEDS_REGISTRY,
+                    Registry::NotNeeded => Code::IMPORT_CONVERTER_UNSUPPORTED,
+                },
+                setting: p.setting,
+                why: p.why,
+            }))
+        })
+        .ok()
 }
 
 /// `schema.table` from an include list of exactly one table, as the
@@ -509,7 +378,9 @@ pub fn judge(d: &Deployment, bootstrap: &str) -> Result<Imported, Vec<Refusal>> 
     let messaging_prefix = options
         .topic_replacement
         .strip_suffix("${routedByValue}")
-        .filter(|p| Contract::messaging(p).router == options && converters == Converters::Platform)
+        .filter(|p| {
+            Contract::messaging(p).router == options && converters == Converters::platform()
+        })
         .map(str::to_string);
     Ok(Imported {
         source: d.source,

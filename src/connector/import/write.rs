@@ -2,7 +2,7 @@
 //! the deployment decided, every other key at the relay's default.
 
 use super::judge::{Imported, SecretReference};
-use crate::contract::definition::{ContractName, Converters};
+use crate::contract::definition::ContractName;
 
 fn quoted(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
@@ -64,15 +64,32 @@ pub fn render(i: &Imported, from: &str) -> String {
     if let Some(prefix) = &i.topic_prefix {
         l.push(format!("topic_prefix = {}", quoted(prefix)));
     }
-    if i.contract == ContractName::Debezium || i.converters != Converters::Platform {
-        l.push(format!("converters = {}", quoted(i.converters.as_str())));
-    }
+    let preset = i.converters.preset_name();
+    let settings_table = match (i.contract, preset) {
+        (ContractName::Messaging, Some("platform")) => false,
+        (_, Some(name)) => {
+            l.push(format!("converters = {}", quoted(name)));
+            false
+        }
+        (_, None) => true,
+    };
     if !i.router.is_empty() {
         l.push(String::new());
         l.push("# The Outbox Event Router's options, as the deployment set them.".into());
         l.push("[outbox.router]".into());
         l.extend(
             i.router
+                .iter()
+                .map(|(k, v)| format!("{} = {}", quoted(k), quoted(v))),
+        );
+    }
+    if settings_table {
+        l.push(String::new());
+        l.push("# The converters, by Kafka Connect's names.".into());
+        l.push("[outbox.converters]".into());
+        l.extend(
+            i.converters
+                .settings()
                 .iter()
                 .map(|(k, v)| format!("{} = {}", quoted(k), quoted(v))),
         );
@@ -99,7 +116,12 @@ pub fn render(i: &Imported, from: &str) -> String {
     {
         l.push(format!("password = {}", reference(r)));
     }
-    if let Some(ms) = &i.heartbeat_interval_ms {
+    // Debezium without heartbeats (0, its default) leaves the relay's own.
+    if let Some(ms) = i
+        .heartbeat_interval_ms
+        .as_ref()
+        .filter(|ms| ms.trim() != "0")
+    {
         l.push(match ms.parse::<u64>() {
             Ok(n) => format!("heartbeat_interval_ms = {n}"),
             Err(_) => format!("heartbeat_interval_ms = {}", quoted(ms)),

@@ -48,7 +48,7 @@ fn text(b: &Option<Bytes>) -> Option<&str> {
 
 #[test]
 fn the_documented_table_routes_as_the_documented_connector_does() {
-    let plan = Plan::new(&contract(&[], Converters::Json), &documented_table()).unwrap();
+    let plan = Plan::new(&contract(&[], Converters::json()), &documented_table()).unwrap();
     let r = plan
         .route(
             &row(&[
@@ -80,18 +80,18 @@ fn nulls_are_written_as_the_converters_write_them() {
     let table = documented_table();
     let values = row(&[Some(ID), Some("Order"), None, Some("t"), None]);
     // JsonConverter: a null of an optional column is the text `null`.
-    let json = Plan::new(&contract(&[], Converters::Json), &table).unwrap();
+    let json = Plan::new(&contract(&[], Converters::json()), &table).unwrap();
     let r = json.route(&values, 0).unwrap();
     assert_eq!((text(&r.key), text(&r.value)), (Some("null"), Some("null")));
     // StringConverter keys: null; a jsonb payload goes through the delegate.
-    let platform = Plan::new(&contract(&[], Converters::Platform), &table).unwrap();
+    let platform = Plan::new(&contract(&[], Converters::platform()), &table).unwrap();
     let r = platform.route(&values, 0).unwrap();
     assert_eq!((text(&r.key), text(&r.value)), (None, Some("null")));
     // A tombstone when asked for, also for blank text.
     let tomb = Plan::new(
         &contract(
             &[("route.tombstone.on.empty.payload", "true")],
-            Converters::Json,
+            Converters::json(),
         ),
         &table,
     )
@@ -128,7 +128,7 @@ fn options_place_columns_route_by_regex_and_take_the_event_time() {
                 ("route.topic.replacement", "events.${kind}.${v}"),
                 ("table.field.event.timestamp", "occurred"),
             ],
-            Converters::Json,
+            Converters::json(),
         ),
         &table,
     )
@@ -175,7 +175,7 @@ fn a_table_that_does_not_fit_is_told_what_and_why() {
                 ),
                 ("table.field.event.timestamp", "at"),
             ],
-            Converters::Json,
+            Converters::json(),
         ),
         &table,
     )
@@ -198,7 +198,7 @@ fn a_table_that_does_not_fit_is_told_what_and_why() {
                 ("table.fields.additional.placement", "gone:header"),
                 ("table.field.additional.missing", "ignore"),
             ],
-            Converters::Json,
+            Converters::json(),
         ),
         &documented_table(),
     );
@@ -207,7 +207,7 @@ fn a_table_that_does_not_fit_is_told_what_and_why() {
 
 #[test]
 fn a_row_without_a_legal_topic_is_refused_with_a_row_code() {
-    let plan = Plan::new(&contract(&[], Converters::Json), &documented_table()).unwrap();
+    let plan = Plan::new(&contract(&[], Converters::json()), &documented_table()).unwrap();
     for (route, detail) in [
         (None, "the routing column is NULL: the record has no topic"),
         (
@@ -231,7 +231,7 @@ fn a_row_without_a_legal_topic_is_refused_with_a_row_code() {
     let plan = Plan::new(
         &contract(
             &[("table.fields.additional.placement", "shard:partition")],
-            Converters::Json,
+            Converters::json(),
         ),
         &table,
     )

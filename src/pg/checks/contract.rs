@@ -122,7 +122,7 @@ pub(crate) fn contract_findings(
         .filter_map(|n| match n {
             ContractName::Messaging => Some(Contract::messaging(topic_prefix)),
             ContractName::Debezium => {
-                Contract::debezium(&Default::default(), Converters::Json).ok()
+                Contract::debezium(&Default::default(), Converters::json()).ok()
             }
         })
         .filter(|c| fit(c, columns).is_ok())
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn the_configured_contract_is_judged_and_other_built_ins_that_fit_are_named() {
-        let debezium = Contract::debezium(&Default::default(), Converters::Json).unwrap();
+        let debezium = Contract::debezium(&Default::default(), Converters::json()).unwrap();
         assert_eq!(
             lines(&contract_findings(
                 &debezium,
@@ -239,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_relay_refuses_a_contract_it_does_not_stream_yet_and_check_warns() {
-        let debezium = Contract::debezium(&Default::default(), Converters::Json).unwrap();
+        let debezium = Contract::debezium(&Default::default(), Converters::json()).unwrap();
         let stream = Purpose::Stream { create_slot: false };
         let transactional = Mode::Transactional;
         let (report, start) = (

@@ -215,7 +215,7 @@ impl World {
             column("type", 1043, "character varying(255)"),
             column("payload", 3802, "jsonb"),
         ];
-        let plan = Contract::debezium(&BTreeMap::new(), Converters::Json)
+        let plan = Contract::debezium(&BTreeMap::new(), Converters::json())
             .map_err(|e| e.to_string())
             .and_then(|c| Plan::new(&c, &table).map_err(|m| format!("{m:?}")));
         match plan {

@@ -59,6 +59,7 @@ impl Placed {
 }
 
 mod cases;
+mod converters;
 use cases::{ALONE, CUSTOM, DEFAULTS, DOCUMENTED, EXPANDED, EXPANDED_ENVELOPE};
 
 #[tokio::test]

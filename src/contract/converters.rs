@@ -1,0 +1,428 @@
+//! Kafka Connect's converters, by role (key, value, headers), as a
+//! deployment names them and as the relay writes their bytes. A contract
+//! holds one [`Converters`]; the generator writes it back as the
+//! deployment's `key.converter`, `value.converter` and `header.converter`
+//! settings, and `connector-config import` reads it from them, so the three
+//! cannot disagree.
+
+use std::collections::BTreeMap;
+
+use super::convert::{self, Datum, Shape};
+use super::schema::ColumnSchema;
+
+/// The converter classes, each once.
+pub mod classes {
+    pub const JSON: &str = "org.apache.kafka.connect.json.JsonConverter";
+    pub const STRING: &str = "org.apache.kafka.connect.storage.StringConverter";
+    pub const BYTE_ARRAY: &str = "org.apache.kafka.connect.converters.ByteArrayConverter";
+    pub const BINARY_DATA: &str = "io.debezium.converters.BinaryDataConverter";
+    pub const SIMPLE_HEADER: &str = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
+}
+
+/// `JsonConverter`'s `schemas.enable`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schemas {
+    /// `{"schema": ..., "payload": ...}` (JsonConverter's default).
+    Enabled,
+    Disabled,
+}
+
+/// A key or value converter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Converter {
+    /// `StringConverter`: `toString()` of the value.
+    String,
+    Json(Schemas),
+    /// `ByteArrayConverter`: bytes only; anything else fails the task.
+    ByteArray,
+    /// `BinaryDataConverter`: bytes as they are, anything else through its
+    /// delegate (`delegate.converter.type`).
+    BinaryData(Box<Converter>),
+}
+
+/// A header converter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderConverter {
+    /// `SimpleHeaderConverter`: text, numbers as text, bytes in base64.
+    Simple,
+    Json(Schemas),
+}
+
+/// The three converters of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Converters {
+    pub key: Converter,
+    pub value: Converter,
+    pub header: HeaderConverter,
+}
+
+/// Why a deployment's converter settings are not ones the relay writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unwritable {
+    /// The setting, e.g. `value.converter`.
+    pub setting: String,
+    pub why: String,
+    /// The converter writes through a schema registry.
+    pub registry: Registry,
+}
+
+/// Whether a converter needs a schema registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registry {
+    Needed,
+    NotNeeded,
+}
+
+impl Converters {
+    /// The names `[outbox] converters` takes for the usual sets.
+    pub const PRESETS: [&'static str; 2] = ["platform", "json"];
+
+    /// `StringConverter` keys, `BinaryDataConverter` values delegating to
+    /// `JsonConverter` without schemas, `SimpleHeaderConverter` headers:
+    /// the platform's set.
+    pub fn platform() -> Converters {
+        Converters {
+            key: Converter::String,
+            value: Converter::BinaryData(Box::new(Converter::Json(Schemas::Disabled))),
+            header: HeaderConverter::Simple,
+        }
+    }
+
+    /// `JsonConverter` without schemas for keys and values,
+    /// `SimpleHeaderConverter` headers: Debezium's documented default.
+    pub fn json() -> Converters {
+        Converters {
+            key: Converter::Json(Schemas::Disabled),
+            value: Converter::Json(Schemas::Disabled),
+            header: HeaderConverter::Simple,
+        }
+    }
+
+    pub fn preset(name: &str) -> Option<Converters> {
+        match name {
+            "platform" => Some(Converters::platform()),
+            "json" => Some(Converters::json()),
+            _ => None,
+        }
+    }
+
+    /// The preset's name, when the set is one.
+    pub fn preset_name(&self) -> Option<&'static str> {
+        Converters::PRESETS
+            .into_iter()
+            .find(|p| Converters::preset(p).as_ref() == Some(self))
+    }
+
+    /// Whether Debezium's heartbeat records (structs, key and value) pass
+    /// these converters: ByteArrayConverter fails the task on them.
+    pub fn writes_heartbeats(&self) -> bool {
+        self.key.writes_struct().is_ok() && self.value.writes_struct().is_ok()
+    }
+
+    /// `key JsonConverter (schemas.enable=false), value ..., headers ...`.
+    pub fn describe(&self) -> String {
+        format!(
+            "key {}, value {}, headers {}",
+            self.key.describe(),
+            self.value.describe(),
+            self.header.describe()
+        )
+    }
+
+    /// The settings as Kafka Connect names them, every one written out
+    /// (`schemas.enable` too, whatever its default).
+    pub fn settings(&self) -> Vec<(String, String)> {
+        let mut p = Vec::new();
+        self.key.settings("key.converter", &mut p);
+        self.value.settings("value.converter", &mut p);
+        match self.header {
+            HeaderConverter::Simple => {
+                p.push(("header.converter".into(), classes::SIMPLE_HEADER.into()))
+            }
+            HeaderConverter::Json(schemas) => {
+                Converter::Json(schemas).settings("header.converter", &mut p)
+            }
+        }
+        p
+    }
+
+    /// Reads Kafka Connect's settings (`key.converter`, `value.converter`,
+    /// `header.converter` and theirs); other keys are not looked at. A
+    /// missing header converter is the worker's default,
+    /// `SimpleHeaderConverter`; a missing key or value converter is the
+    /// worker's, which the settings do not show.
+    pub fn from_settings(s: &BTreeMap<String, String>) -> Result<Converters, Vec<Unwritable>> {
+        let mut problems = Vec::new();
+        let key = Converter::read("key.converter", s, &mut problems);
+        let value = Converter::read("value.converter", s, &mut problems);
+        let header = match s.get("header.converter").map(|c| c.trim()) {
+            None => Some(HeaderConverter::Simple),
+            Some(c) if simple_name(c) == "SimpleHeaderConverter" => Some(HeaderConverter::Simple),
+            Some(_) => match Converter::read("header.converter", s, &mut problems) {
+                Some(Converter::Json(schemas)) => Some(HeaderConverter::Json(schemas)),
+                Some(other) => {
+                    problems.push(Unwritable {
+                        setting: "header.converter".into(),
+                        why: format!(
+                            "{}: the relay writes headers as SimpleHeaderConverter or JsonConverter does",
+                            other.describe()
+                        ),
+                        registry: Registry::NotNeeded,
+                    });
+                    None
+                }
+                None => None,
+            },
+        };
+        match (key, value, header) {
+            (Some(key), Some(value), Some(header)) if problems.is_empty() => {
+                Ok(Converters { key, value, header })
+            }
+            _ => Err(problems),
+        }
+    }
+}
+
+fn simple_name(class: &str) -> &str {
+    class.rsplit('.').next().unwrap_or(class)
+}
+
+/// JsonConverter's `schemas.enable`: on unless set otherwise (Kafka's
+/// `ConfigDef` boolean, trimmed, any case).
+fn schemas(value: Option<&String>) -> Schemas {
+    match value.is_none_or(|v| v.trim().eq_ignore_ascii_case("true")) {
+        true => Schemas::Enabled,
+        false => Schemas::Disabled,
+    }
+}
+
+impl Converter {
+    fn describe(&self) -> String {
+        match self {
+            Converter::String => "StringConverter".into(),
+            Converter::Json(Schemas::Enabled) => "JsonConverter (schemas.enable=true)".into(),
+            Converter::Json(Schemas::Disabled) => "JsonConverter (schemas.enable=false)".into(),
+            Converter::ByteArray => "ByteArrayConverter".into(),
+            Converter::BinaryData(d) => {
+                format!("BinaryDataConverter delegating to {}", d.describe())
+            }
+        }
+    }
+
+    fn settings(&self, prefix: &str, p: &mut Vec<(String, String)>) {
+        let class = match self {
+            Converter::String => classes::STRING,
+            Converter::Json(_) => classes::JSON,
+            Converter::ByteArray => classes::BYTE_ARRAY,
+            Converter::BinaryData(_) => classes::BINARY_DATA,
+        };
+        p.push((prefix.to_string(), class.into()));
+        match self {
+            Converter::Json(s) => p.push((
+                format!("{prefix}.schemas.enable"),
+                (*s == Schemas::Enabled).to_string(),
+            )),
+            Converter::BinaryData(d) => d.settings(&format!("{prefix}.delegate.converter.type"), p),
+            Converter::String | Converter::ByteArray => {}
+        }
+    }
+
+    fn read(
+        setting: &str,
+        s: &BTreeMap<String, String>,
+        problems: &mut Vec<Unwritable>,
+    ) -> Option<Converter> {
+        let Some(class) = s.get(setting).map(|c| c.trim()) else {
+            problems.push(Unwritable {
+                setting: setting.into(),
+                why: "not set: the worker's converter decides, which these settings do not show; name it".into(),
+                registry: Registry::NotNeeded,
+            });
+            return None;
+        };
+        let simple = simple_name(class);
+        let registry = ["Avro", "Protobuf", "JsonSchema"]
+            .iter()
+            .any(|r| simple.contains(r))
+            || class.contains("apicurio")
+            || class.contains("confluent");
+        let unwritable = |why: String, registry: Registry| Unwritable {
+            setting: setting.into(),
+            why,
+            registry,
+        };
+        match simple {
+            _ if registry => {
+                problems.push(unwritable(
+                    format!(
+                        "{class} writes through a schema registry, which the relay does not use"
+                    ),
+                    Registry::Needed,
+                ));
+                None
+            }
+            "JsonConverter" => Some(Converter::Json(schemas(
+                s.get(&format!("{setting}.schemas.enable")),
+            ))),
+            "StringConverter" => Some(Converter::String),
+            "ByteArrayConverter" => Some(Converter::ByteArray),
+            "BinaryDataConverter" => {
+                let delegate = format!("{setting}.delegate.converter.type");
+                if !s.contains_key(&delegate) {
+                    problems.push(unwritable(
+                        format!("BinaryDataConverter without {delegate}: Debezium's task fails on any value that is not bytes"),
+                        Registry::NotNeeded,
+                    ));
+                    return None;
+                }
+                Converter::read(&delegate, s, problems).map(|d| Converter::BinaryData(Box::new(d)))
+            }
+            _ => {
+                problems.push(unwritable(
+                    format!("{class}: the relay writes StringConverter, JsonConverter, ByteArrayConverter and BinaryDataConverter"),
+                    Registry::NotNeeded,
+                ));
+                None
+            }
+        }
+    }
+
+    /// The bytes this converter writes for a column's value (`None`: a
+    /// null) under the column's schema. The plan refused what fails
+    /// Debezium's task (ByteArray on another type) or has no stable bytes
+    /// (`toString()` of bytes).
+    pub fn column(&self, datum: &Datum, schema: &ColumnSchema<'_>) -> Option<Vec<u8>> {
+        match self {
+            Converter::String => convert::string_bytes(datum),
+            Converter::Json(schemas) => {
+                let mut out = Vec::new();
+                convert::write_json(&mut out, datum);
+                Some(match schemas {
+                    Schemas::Disabled => out,
+                    Schemas::Enabled => {
+                        let mut s = Vec::with_capacity(96);
+                        schema.write(&mut s, None);
+                        super::schema::envelope(&s, &out)
+                    }
+                })
+            }
+            Converter::ByteArray => match datum {
+                Datum::Bytes(b) => Some(b.to_vec()),
+                _ => None,
+            },
+            Converter::BinaryData(delegate) => match (datum, schema.ty.shape()) {
+                (Datum::Bytes(b), _) => Some(b.to_vec()),
+                (Datum::Null, Shape::Bytes) => None,
+                (other, _) => delegate.column(other, schema),
+            },
+        }
+    }
+
+    /// Whether it writes `value` of a column whose schema is or is not
+    /// BYTES without failing Debezium's task or writing unstable bytes.
+    pub fn writes_column(&self, bytes_schema: BytesSchema) -> Result<(), &'static str> {
+        match (self, bytes_schema) {
+            (Converter::String, BytesSchema::Bytes) => {
+                Err("StringConverter writes no stable text for bytes (Java's byte[].toString())")
+            }
+            (Converter::ByteArray, BytesSchema::Other) => {
+                Err("ByteArrayConverter takes bytes only: Debezium's task fails on this column")
+            }
+            (Converter::BinaryData(_), BytesSchema::Bytes) => Ok(()),
+            (Converter::BinaryData(d), BytesSchema::Other) => d.writes_column(bytes_schema),
+            _ => Ok(()),
+        }
+    }
+
+    /// JsonConverter's `schemas.enable`, for it or its delegate.
+    pub fn schemas(&self) -> Schemas {
+        match self {
+            Converter::Json(s) => *s,
+            Converter::BinaryData(d) => d.schemas(),
+            Converter::String | Converter::ByteArray => Schemas::Disabled,
+        }
+    }
+
+    /// Whether a value that is not bytes reaches `toString()`.
+    pub fn writes_text(&self) -> bool {
+        match self {
+            Converter::String => true,
+            Converter::BinaryData(d) => d.writes_text(),
+            _ => false,
+        }
+    }
+
+    /// Whether a null under a required (non-BYTES) schema fails it, as
+    /// JsonConverter fails.
+    pub fn fails_on_required_null(&self) -> bool {
+        match self {
+            Converter::Json(_) => true,
+            Converter::BinaryData(d) => d.fails_on_required_null(),
+            Converter::String | Converter::ByteArray => false,
+        }
+    }
+
+    /// A struct's bytes (an envelope, an expanded payload): its JSON, or
+    /// `Struct.toString()` for StringConverter. The plan refused
+    /// ByteArrayConverter here.
+    pub fn structure(&self, forms: &dyn StructForms) -> Option<Vec<u8>> {
+        match self {
+            Converter::String => Some(forms.java().into_bytes()),
+            Converter::Json(Schemas::Disabled) => Some(forms.json()),
+            Converter::Json(Schemas::Enabled) => {
+                Some(super::schema::envelope(&forms.schema(), &forms.json()))
+            }
+            Converter::ByteArray => None,
+            Converter::BinaryData(d) => d.structure(forms),
+        }
+    }
+
+    /// Whether it writes a struct (an envelope, an expanded payload).
+    pub fn writes_struct(&self) -> Result<(), &'static str> {
+        match self {
+            Converter::ByteArray => {
+                Err("ByteArrayConverter takes bytes only: Debezium's task fails on a struct value")
+            }
+            Converter::BinaryData(d) => d.writes_struct(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A struct value's forms, each written only when a converter asks.
+pub trait StructForms {
+    /// As JsonConverter writes the value.
+    fn json(&self) -> Vec<u8>;
+    /// `Struct.toString()`, as StringConverter writes it.
+    fn java(&self) -> String;
+    /// The struct's schema, as JsonConverter writes it.
+    fn schema(&self) -> Vec<u8>;
+}
+
+/// Whether a column's Kafka Connect schema is BYTES.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BytesSchema {
+    Bytes,
+    Other,
+}
+
+impl HeaderConverter {
+    fn describe(&self) -> String {
+        match self {
+            HeaderConverter::Simple => "SimpleHeaderConverter".into(),
+            HeaderConverter::Json(s) => Converter::Json(*s).describe(),
+        }
+    }
+
+    /// A header's bytes; `None` is a null header.
+    pub fn column(&self, datum: &Datum, schema: &ColumnSchema<'_>) -> Option<Vec<u8>> {
+        match self {
+            HeaderConverter::Simple => convert::header_bytes(datum),
+            // Never null: a null value under the column's schema is `null`.
+            HeaderConverter::Json(s) => Converter::Json(*s).column(datum, schema),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
