@@ -242,7 +242,8 @@ fn exit_status(e: &Error) -> u8 {
             | Code::CONFIG_INVALID_VALUE
             | Code::CONFIG_SECRET_IN_FILE
             | Code::CONFIG_SECRET_UNAVAILABLE
-            | Code::ARGUMENT_INVALID,
+            | Code::ARGUMENT_INVALID
+            | Code::CONVERTER_NEEDS_REGISTRY,
             _,
         ) => EXIT_CONFIG,
         (Code::AUDIT_LOST, _) => EXIT_LOST,

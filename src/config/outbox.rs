@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{identifier, invalid};
+use crate::contract::converters::Registry;
 use crate::contract::definition::{Contract, ContractName, Converters};
 use crate::contract::outbox;
-use crate::error::Error;
+use crate::error::{Code, Error};
 
 pub const DEFAULT_TOPIC_PREFIX: &str = "outbox.";
 
@@ -88,7 +89,12 @@ impl OutboxConfig {
                         .iter()
                         .map(|p| format!("{}: {}", p.setting, p.why))
                         .collect();
-                    invalid("outbox.converters", what.join("; "))
+                    let e = invalid("outbox.converters", what.join("; "));
+                    // A registry converter is named by its own code.
+                    match problems.iter().any(|p| p.registry == Registry::Needed) {
+                        true => Error::new(Code::CONVERTER_NEEDS_REGISTRY, e.detail().to_string()),
+                        false => e,
+                    }
                 })?)
             }
         };

@@ -574,7 +574,7 @@ fn the_contract_is_messaging_unless_named_and_the_router_options_are_the_debeziu
                 "[outbox]",
                 "[outbox]\ncontract = \"debezium\"\n[outbox.converters]\n\"key.converter\" = \"io.confluent.connect.avro.AvroConverter\"\n\"value.converter\" = \"org.apache.kafka.connect.storage.StringConverter\"",
             ),
-            "CONFIG_INVALID_VALUE",
+            "CONVERTER_NEEDS_REGISTRY",
             "`outbox.converters`: key.converter: io.confluent.connect.avro.AvroConverter writes through a schema registry, which the relay does not use",
         ),
         (

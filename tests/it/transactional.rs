@@ -242,7 +242,21 @@ async fn a_second_relay_with_the_same_transactional_id_fences_the_first_for_good
     rep::wait_inactive(&db.client, &slot).await;
     let successor = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The successor's producer fences the first once its transactions are
+    // initialised, which may come after it streams (slowly, under load).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !successor
+        .log_text()
+        .contains("transactional producer ready")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the successor's producer is not ready: {}",
+            successor.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     // It wakes up inside its transaction: Kafka has fenced it.
     zombie.signal("CONT");
     // An abort may block up to its 60 s call timeout before it reports.
