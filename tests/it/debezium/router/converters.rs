@@ -5,7 +5,7 @@
 //! table (ByteArrayConverter), and BinaryDataConverter with a delegate.
 //! PostgreSQL 15 only: the converters decide bytes after the database.
 
-use super::{run, Case, Placed};
+use super::{Case, Placed};
 
 /// The documented table's columns.
 const DOCUMENTED_COLUMNS: &str =
@@ -177,21 +177,5 @@ INSERT INTO corpus VALUES
 
 #[tokio::test]
 async fn every_converter_writes_debeziums_bytes() {
-    let runs = futures_util::future::join_all(CASES.iter().map(run)).await;
-    let mut differences = Vec::new();
-    let mut counts = Vec::new();
-    for (case, (records, found)) in CASES.iter().zip(runs) {
-        counts.push(format!("{} {records}", case.label));
-        differences.extend(found);
-    }
-    assert!(
-        differences.is_empty(),
-        "{} differences:\n{}",
-        differences.len(),
-        differences.join("\n")
-    );
-    eprintln!(
-        "converter parity, records per case (Debezium, the router and the relay each): {}; 0 differences",
-        counts.join(", ")
-    );
+    super::parity("converter", CASES).await;
 }
