@@ -3,8 +3,11 @@
 use std::time::Duration;
 
 use super::ConfigArg;
-use crate::error::Error;
+use crate::config::Config;
+use crate::contract::definition::Status;
+use crate::error::{Code, Error};
 use crate::ops::cutover::{self, CutoverOptions, Target};
+use crate::ops::takeover::{self, Run, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum To {
@@ -22,6 +25,8 @@ enum To {
 pub(super) struct Args {
     /// `cdc`: fence polling claims, create the slot, hand the backlog to `run`;
     /// `polling`: give the outbox back (the CDC relay must be stopped).
+    /// For a table that keeps no status, `cdc` takes the stopped Debezium
+    /// connector's slot over and `debezium` hands it back with its offset.
     #[arg(long, value_enum)]
     to: To,
     /// Show what would happen and change nothing.
@@ -37,10 +42,29 @@ pub(super) struct Args {
     /// create a new one and hand over every row not yet PUBLISHED or FAILED.
     #[arg(long)]
     recover: bool,
+    /// For a table that keeps no status: a Kafka Connect worker's REST
+    /// address (`http://connect:8083`), where the connector's offset is
+    /// read (to skip what it published) and set (to hand back).
+    #[arg(long, value_name = "URL", conflicts_with = "offset_file")]
+    connect: Option<String>,
+    /// For a table that keeps no status: Debezium Server's offsets file
+    /// (`debezium.source.offset.storage.file.filename`).
+    #[arg(long, value_name = "PATH")]
+    offset_file: Option<std::path::PathBuf>,
 }
 
 pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let cfg = config.load()?;
+    if cfg.outbox.contract()?.status == Status::NotKept {
+        return by_position(&args, &cfg);
+    }
+    if args.connect.is_some() || args.offset_file.is_some() {
+        return Err(Error::new(
+            Code::ARGUMENT_INVALID,
+            "--connect and --offset-file move a Debezium connector's position, for a table that keeps no status; \
+             this outbox keeps its rows' status, which the cutover goes by",
+        ));
+    }
     let opts = CutoverOptions {
         target: match args.to {
             To::Cdc => Target::Cdc,
@@ -60,5 +84,37 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     super::runtime()?.block_on(async {
         let mut out = std::io::stdout();
         cutover::cutover(site, &super::env, &opts, &mut out).await
+    })
+}
+
+/// A table that keeps no status moves by positions (`ops::takeover`).
+fn by_position(args: &Args, cfg: &Config) -> Result<(), Error> {
+    let refuse = |why: &str| Err(Error::new(Code::ARGUMENT_INVALID, why.to_string()));
+    if args.recover {
+        return refuse("--recover hands over rows by their status; a table that keeps no status has none (a lost slot's rows are gone from the table)");
+    }
+    let store = match (&args.connect, &args.offset_file) {
+        (Some(url), _) => Store::Connect(url),
+        (None, Some(path)) => Store::File(path),
+        (None, None) => Store::Unknown,
+    };
+    let run = if args.dry_run {
+        Run::DryRun
+    } else {
+        Run::Apply
+    };
+    let objects = cfg.objects();
+    let site = takeover::Site {
+        postgres: &cfg.postgres,
+        objects: &objects,
+        debezium: &cfg.debezium,
+    };
+    super::runtime()?.block_on(async {
+        let mut out = std::io::stdout();
+        match args.to {
+            To::Cdc => takeover::take_over(site, &super::env, store, run, &mut out).await,
+            To::Debezium => takeover::hand_back(site, &super::env, store, run, &mut out).await,
+            To::Polling => refuse("a table that keeps no status has no polling relay to return to; `--to debezium` hands it back to the connector"),
+        }
     })
 }

@@ -11,6 +11,7 @@
 
 mod connect;
 pub mod import;
+pub mod offsets;
 mod server;
 mod strimzi;
 

@@ -209,6 +209,17 @@ codes! {
     LEASE_WAIT_TIMEOUT => Operator, "polling leases still live after the cutover's wait",
     CDC_RELAY_RUNNING => Operator, "`cutover --to polling` while the relay streams",
     SLOT_EXISTS_BEFORE_CUTOVER => Operator, "a slot no cutover created; drop it and cut over again",
+    /// A takeover from Debezium (a table that keeps no status) finds no
+    /// slot named `debezium.slot` in this database.
+    TAKEOVER_SLOT_MISSING => Operator, "`cutover --to cdc` on a table that keeps no status: Debezium's slot (`debezium.slot`) is not in this database, so there is no position to take over",
+    /// Debezium must be stopped before its position moves.
+    CONNECTOR_NOT_STOPPED => Operator, "`cutover` on a table that keeps no status: the Debezium connector is not stopped (its slot is active, or Kafka Connect reports it other than STOPPED); the message says how to stop it",
+    /// Kafka Connect's REST API refused or did not answer; its message is given.
+    CONNECT_REST_FAILED => Operator, "`cutover --connect`: Kafka Connect's REST API refused the request or did not answer; the status and Connect's own message are given",
+    /// Debezium's stored position is not one the slot can resume from.
+    OFFSET_INVALID => Operator, "`cutover` on a table that keeps no status: Debezium's stored offset has no LSN, or one the slot cannot resume from (the message gives both positions)",
+    /// Debezium Server's offsets file could not be read or written.
+    OFFSET_FILE_INVALID => Operator, "`cutover --offset-file`: Debezium Server's offsets file is unreadable, not a FileOffsetBackingStore file, or could not be written",
     HANDOVER_INCOMPLETE => Operator, "a cutover stopped before it listed the backlog; run it again",
     HANDOVER_FAILED => Operator, "reading or writing the hand-over tables failed",
     /// `cutover --to cdc --recover` when there is nothing to recover (the

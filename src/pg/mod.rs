@@ -14,6 +14,7 @@ pub mod journal;
 pub(crate) mod purge_log;
 pub mod row_status;
 pub(crate) mod rows;
+pub(crate) mod slot_moves;
 pub(crate) mod sqlstate;
 pub(crate) mod tls;
 pub(crate) mod window;

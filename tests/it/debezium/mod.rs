@@ -9,12 +9,15 @@
 //!   takes over from polling by the documented cutover;
 //! - [`server`]: Debezium Server's own offsets and start-up checks;
 //! - [`router`]: the Outbox Event Router on other tables (the debezium
-//!   contract, custom options) equals the relay's router.
+//!   contract, custom options) equals the relay's router;
+//! - [`takeover`]: the relay takes a live connector's stream over, on
+//!   Connect and on Server, and hands it back, under load.
 
 mod connect;
 mod parity;
 mod router;
 mod server;
+mod takeover;
 
 use crate::common;
 
