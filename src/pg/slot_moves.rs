@@ -73,7 +73,7 @@ pub(crate) async fn window(
             "SELECT count(*) FILTER (WHERE get_byte(data, 0) = 67),
                     count(*) FILTER (WHERE get_byte(data, 0) = 73
                       AND (get_byte(data, 1)::bigint << 24 | get_byte(data, 2) << 16
-                           | get_byte(data, 3) << 8 | get_byte(data, 4)) = $4::regclass::oid::bigint)
+                           | get_byte(data, 3) << 8 | get_byte(data, 4)) = $4::text::regclass::oid::bigint)
                FROM pg_logical_slot_peek_binary_changes($1, $2::text::pg_lsn, NULL,
                       'proto_version', '1', 'publication_names', $3)",
             &[
