@@ -161,22 +161,34 @@ async fn start_debezium(cfg: &Config, client: &tokio_postgres::Client) {
         .into_iter()
         .map(|(k, v)| (k, serde_json::Value::String(v)))
         .collect();
-    let body = serde_json::json!({"name": cfg.debezium.connector_name, "config": config});
+    start_connector(
+        &cfg.debezium.connector_name,
+        config,
+        &cfg.debezium.slot,
+        client,
+    )
+    .await;
+}
+
+/// Starts connector `name` on `config` and waits until `slot` streams.
+async fn start_connector(
+    name: &str,
+    config: serde_json::Map<String, serde_json::Value>,
+    slot: &str,
+    client: &tokio_postgres::Client,
+) {
+    let body = serde_json::json!({"name": name, "config": config});
     let (status, text) = http("POST", "/connectors", Some(&body.to_string()));
     assert!(status == 201 || status == 200, "{status}: {text}");
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let (_, text) = http(
-            "GET",
-            &format!("/connectors/{}/status", cfg.debezium.connector_name),
-            None,
-        );
+        let (_, text) = http("GET", &format!("/connectors/{name}/status"), None);
         let status: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         let running = status["connector"]["state"] == "RUNNING"
             && status["tasks"]
                 .as_array()
                 .is_some_and(|t| !t.is_empty() && t.iter().all(|t| t["state"] == "RUNNING"));
-        let active = slot_streams(client, &cfg.debezium.slot).await;
+        let active = slot_streams(client, slot).await;
         if running && active {
             return;
         }

@@ -176,6 +176,71 @@ async fn unconfirmed_rows(client: &tokio_postgres::Client, slot: &str, upto: &st
         .get(0)
 }
 
+/// The connector as Debezium's outbox documentation writes it for
+/// PostgreSQL (the Event Router alone, pgoutput), with what an importable
+/// deployment names: its converters, and no extended headers.
+fn documented_connector(
+    services: &common::Services,
+    db: &str,
+    name: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    let config = serde_json::json!({
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "tasks.max": "1",
+        "database.hostname": services.pg_host,
+        "database.port": services.pg_port.to_string(),
+        "database.user": services.pg_user,
+        "database.password": "${env:OUTBOX_TEST_PG_PASSWORD}",
+        "database.dbname": db,
+        "topic.prefix": name,
+        "plugin.name": "pgoutput",
+        "slot.name": format!("{db}_dbz"),
+        "publication.name": "outbox_cdc_publication",
+        "table.include.list": "public.outboxevent",
+        "tombstones.on.delete": "false",
+        "extended.headers.enabled": "false",
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+        "transforms": "outbox",
+        "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+    });
+    config.as_object().unwrap().clone()
+}
+
+/// `connector-config import` of the running connector's configuration, as
+/// Connect's REST API gives it; the relay's own slot named (slots are the
+/// server's, shared by the suite's tests) and a shorter drain.
+fn imported(
+    services: &common::Services,
+    dir: &std::path::Path,
+    path: &std::path::Path,
+    name: &str,
+    slot: &str,
+) -> Config {
+    let (status, text) = http("GET", &format!("/connectors/{name}/config"), None);
+    assert_eq!(status, 200, "{text}");
+    let from = dir.join("connector.json");
+    std::fs::write(&from, text).unwrap();
+    let out = common::cli::Cli::new(&[
+        "connector-config",
+        "import",
+        from.to_str().unwrap(),
+        "--bootstrap-servers",
+        &services.kafka_bootstrap,
+    ])
+    .output();
+    assert!(out.status.success(), "{}", common::cli::text(&out));
+    let text = String::from_utf8(out.stdout).unwrap().replacen(
+        "[postgres]\n",
+        &format!("[postgres]\nslot = \"{slot}\"\n"),
+        1,
+    );
+    assert!(text.contains("contract = \"debezium\""), "{text}");
+    std::fs::write(path, format!("{text}\n[relay]\ndrain_timeout_secs = 20\n")).unwrap();
+    Config::load(path, &common::env).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
 async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
     let label = match (runtime, relay_fate) {
         (Runtime::Connect, Relay::Runs) => "tkc",
@@ -195,13 +260,6 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
         )
         .await
         .unwrap();
-    let mut text = config_text(&services, &db.name, &p, label);
-    text = text.replace(
-        "[outbox]\n",
-        "[outbox]\ntable = \"outboxevent\"\ncontract = \"debezium\"\n",
-    );
-    let mut cfg = Config::parse(&text, std::path::Path::new("test.toml"), &common::env).unwrap();
-    cfg.debezium.server.offset_flush_interval_ms = 1000;
     let aggregate = format!("{p}Order");
     let topic = format!("outbox.event.{aggregate}");
     kafka::create_topic(&services.kafka_bootstrap, &topic, 3).await;
@@ -211,10 +269,39 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
         .join(format!("{}-{label}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("relay.toml");
-    std::fs::write(&path, format!("{text}\n[relay]\ndrain_timeout_secs = 20\n")).unwrap();
+    let connect_url = std::env::var("OUTBOX_TEST_CONNECT_URL").unwrap();
+
+    // Debezium streams: on Connect, as Debezium's outbox documentation
+    // configures it, and the relay's file is what `connector-config import`
+    // makes of it; on Server, the configuration the relay generates.
+    let mut server = None;
+    let cfg = match runtime {
+        Runtime::Connect => {
+            let name = format!("{}-{label}", db.name);
+            start_connector(
+                &name,
+                documented_connector(&services, &db.name, &name),
+                &format!("{}_dbz", db.name),
+                &db.client,
+            )
+            .await;
+            imported(&services, &dir, &path, &name, &format!("{}_relay", db.name))
+        }
+        Runtime::Server => {
+            let text = config_text(&services, &db.name, &p, label).replace(
+                "[outbox]\n",
+                "[outbox]\ntable = \"outboxevent\"\ncontract = \"debezium\"\n",
+            );
+            std::fs::write(&path, format!("{text}\n[relay]\ndrain_timeout_secs = 20\n")).unwrap();
+            let mut cfg =
+                Config::parse(&text, std::path::Path::new("test.toml"), &common::env).unwrap();
+            cfg.debezium.server.offset_flush_interval_ms = 1000;
+            server = Some(start_debezium_server(&cfg, &db.client).await);
+            cfg
+        }
+    };
     let out = common::cli::Cli::new(&["migrate"]).config(&path).output();
     assert!(out.status.success(), "{}", common::cli::text(&out));
-    let connect_url = std::env::var("OUTBOX_TEST_CONNECT_URL").unwrap();
     let offsets_file = server_dir(&cfg).join("data/offsets.dat");
     let offsets_file = offsets_file.to_string_lossy().to_string();
     let store: Vec<&str> = match runtime {
@@ -222,14 +309,7 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
         Runtime::Server => vec!["--offset-file", &offsets_file],
     };
 
-    // Debezium streams under load, then is stopped.
-    let mut server = match runtime {
-        Runtime::Connect => {
-            start_debezium(&cfg, &db.client).await;
-            None
-        }
-        Runtime::Server => Some(start_debezium_server(&cfg, &db.client).await),
-    };
+    // Under load, then stopped.
     let load = Load::start(&services, &db.name, &aggregate).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     match runtime {
@@ -252,6 +332,7 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
         Runtime::Server => drop(server.take()),
     }
     slot_inactive(&db.client, &cfg.debezium.slot).await;
+    let stopped_at = Instant::now();
 
     // The relay takes over.
     let mut args = vec!["--to", "cdc"];
@@ -259,8 +340,22 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
     let took = cutover(&path, &args);
     let skipped = figure(&took, "outbox rows) it published");
     let partial = i64::from(took.contains("sent again whole"));
+    let before = kafka::written(&services.kafka_bootstrap, &topic);
     let taken_at = Instant::now();
     let mut relay = common::relay::RelayProcess::spawn(&path);
+    // The first record the relay writes: how long the stream stood still.
+    let first_record = loop {
+        if kafka::written(&services.kafka_bootstrap, &topic) > before {
+            break taken_at.elapsed();
+        }
+        assert!(
+            taken_at.elapsed() < Duration::from_secs(60),
+            "the relay wrote nothing:\n{}",
+            relay.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let stood_still = stopped_at.elapsed() - taken_at.elapsed() + first_record;
     let mut resent_by_kill = 0;
     if relay_fate == Relay::Killed {
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -350,25 +445,20 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
             }
         }
     }
-    // The first record the relay wrote, by its timestamp after the takeover.
     let taken_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
         - taken_at.elapsed().as_millis() as i64;
-    let first_after = got
-        .iter()
-        .filter_map(|r| r.timestamp)
-        .filter(|&t| t >= taken_ms)
-        .min()
-        .map(|t| t - taken_ms);
     eprintln!(
         "takeover on {runtime:?} ({relay_fate:?}): {} rows committed, {} lost, {duplicates} duplicates \
          (allowed: {partial} partial transaction + {resent_by_kill} unconfirmed at the kill); \
          skipped at takeover: {skipped} rows Debezium published but had not confirmed; \
-         first record {first_after:?} ms after the takeover",
+         first record from the relay {} ms after it started, {} ms after Debezium stopped",
         committed.len(),
-        lost.len()
+        lost.len(),
+        first_record.as_millis(),
+        stood_still.as_millis()
     );
     assert!(
         lost.is_empty(),

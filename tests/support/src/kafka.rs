@@ -118,6 +118,22 @@ pub fn serve_topics(bootstrap: &str, topics: &[&str]) {
     }
 }
 
+/// The sum of `topic`'s partitions' high watermarks: what has been written.
+pub fn written(bootstrap: &str, topic: &str) -> i64 {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    (0..partitions(bootstrap, topic))
+        .map(|p| {
+            consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .unwrap()
+                .1
+        })
+        .sum()
+}
+
 /// Partition counts of topics (waiting for them to exist).
 pub fn partitions(bootstrap: &str, topic: &str) -> i32 {
     let consumer: BaseConsumer = ClientConfig::new()
