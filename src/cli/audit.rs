@@ -21,7 +21,8 @@ enum Format {
 #[command(after_help = "Examples:
   outbox-cdc audit --since 2h
   outbox-cdc audit --since 2026-12-01T00:00:00Z --until 2026-12-02T00:00:00Z --format json
-  outbox-cdc audit --since 30m --destination orders")]
+  outbox-cdc audit --since 30m --destination orders
+  outbox-cdc audit --since 1h --beside shadow.")]
 pub(super) struct Args {
     /// Rows created since: a timestamp (`2026-11-30T08:00:00Z`) or an age
     /// (`2h`, `7d`).
@@ -46,6 +47,12 @@ pub(super) struct Args {
     /// kind of finding capped at 1 000 entries.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     format: Format,
+    /// Compare a relay run beside Debezium instead of the table: each of
+    /// the relay's topics `PREFIX<topic>` with Debezium's `<topic>`, record
+    /// by record by event id (for a table that keeps no status, which has
+    /// no rows left to compare with).
+    #[arg(long, value_name = "PREFIX")]
+    beside: Option<String>,
 }
 
 fn request(args: &Args, now_us: i64) -> Result<Request, Error> {
@@ -65,14 +72,18 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let cfg = config.load()?;
     let format = args.format;
     let cluster = cfg.kafka_cluster(&super::env)?;
-    let report = super::run_on_workers(async move {
-        let sources = audit::Sources {
-            postgres: &cfg.postgres,
-            outbox: &cfg.outbox,
-            cluster,
-        };
-        audit::audit(sources, Arc::new(super::env), request).await
-    })?;
+    let report = if let Some(prefix) = &args.beside {
+        audit::beside(&cluster, &request, prefix)?
+    } else {
+        super::run_on_workers(async move {
+            let sources = audit::Sources {
+                postgres: &cfg.postgres,
+                outbox: &cfg.outbox,
+                cluster,
+            };
+            audit::audit(sources, Arc::new(super::env), request).await
+        })?
+    };
     let mut out = std::io::stdout().lock();
     let written = match format {
         Format::Json => serde_json::to_writer_pretty(&mut out, &report)
@@ -87,12 +98,13 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
 /// The exit status's error: loss first.
 fn verdict(report: &Report) -> Result<(), Error> {
     if report.lost > 0 {
+        let what = match &report.beside {
+            None => "rows of the window are missing from Kafka",
+            Some(_) => "of Debezium's records in the window are missing from the relay's topics",
+        };
         return Err(Error::new(
             Code::AUDIT_LOST,
-            format!(
-                "{} rows of the window are missing from Kafka (the report lists them)",
-                report.lost
-            ),
+            format!("{} {what} (the report lists them)", report.lost),
         ));
     }
     if !report.clean() {
@@ -108,7 +120,14 @@ fn verdict(report: &Report) -> Result<(), Error> {
 }
 
 fn human(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
-    writeln!(out, "audit of rows created from {} to {}", r.since, r.until)?;
+    match &r.beside {
+        None => writeln!(out, "audit of rows created from {} to {}", r.since, r.until)?,
+        Some(prefix) => writeln!(
+            out,
+            "the relay's topics under {prefix} beside Debezium's, records from {} to {} (rows: Debezium's records)",
+            r.since, r.until
+        )?,
+    }
     for t in &r.topics {
         writeln!(
             out,

@@ -69,6 +69,17 @@ impl Window {
         Ok(Window { consumer })
     }
 
+    /// The cluster's topics.
+    pub(crate) fn topics(&self) -> Result<Vec<String>, Error> {
+        let md = self.consumer.fetch_metadata(None, TIMEOUT).map_err(kafka)?;
+        Ok(md
+            .topics()
+            .iter()
+            .filter(|t| t.error().is_none())
+            .map(|t| t.name().to_string())
+            .collect())
+    }
+
     /// How many partitions `topic` has; `None` when it does not exist.
     pub(crate) fn partitions(&self, topic: &str) -> Result<Option<i32>, Error> {
         let md = self

@@ -28,11 +28,16 @@ pub(crate) fn require_kept_status(
         Status::NotKept => Err(crate::error::Error::new(
             crate::error::Code::STATUS_NOT_KEPT,
             format!(
-                "`{command}` reads the outbox's rows and their status; {} keeps none (the {} contract: rows are deleted as they are inserted), so there is nothing to compare or publish again; a row the relay could not publish is in {}.{} (`outbox-cdc redrive` publishes it)",
+                "`{command}` reads the outbox's rows and their status; {} keeps none (the {} contract: rows are deleted as they are inserted), so there is nothing to compare or publish again; a row the relay could not publish is in {}.{} (`outbox-cdc redrive` publishes it){}",
                 outbox.qualified_table(),
                 contract.name.as_str(),
                 outbox.schema,
-                crate::contract::outbox::objects::DEAD_LETTER_TABLE
+                crate::contract::outbox::objects::DEAD_LETTER_TABLE,
+                if command == "audit" {
+                    "; `audit --beside PREFIX` compares a relay run beside Debezium with Debezium's records"
+                } else {
+                    ""
+                }
             ),
         )),
     }

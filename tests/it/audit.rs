@@ -8,8 +8,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::Value;
 
@@ -86,37 +84,6 @@ async fn delete_before(bootstrap: &str, topic: &str, offset: i64) {
         Offset::Offset(offset),
         "the new low watermark"
     );
-}
-
-/// Produces `record` again as it is (key, value, headers with their nulls,
-/// timestamp), or with `id` and `value` in place of its own.
-async fn produce(bootstrap: &str, record: &Consumed, id: Option<&str>, value: Option<&[u8]>) {
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let mut headers = OwnedHeaders::new();
-    for (name, v) in &record.headers {
-        let v = match (name.as_str(), id) {
-            ("id", Some(id)) => Some(id.as_bytes()),
-            _ => v.as_deref(),
-        };
-        headers = headers.insert(Header {
-            key: name,
-            value: v,
-        });
-    }
-    let key = record.key.clone().unwrap();
-    let payload = value.map_or_else(|| record.value.clone().unwrap(), <[u8]>::to_vec);
-    let mut copy = FutureRecord::to(&record.topic)
-        .partition(record.partition)
-        .key(&key)
-        .payload(&payload)
-        .headers(headers);
-    if let Some(ts) = record.timestamp {
-        copy = copy.timestamp(ts);
-    }
-    producer.send(copy, Duration::from_secs(10)).await.unwrap();
 }
 
 #[tokio::test]
@@ -254,11 +221,11 @@ async fn a_duplicate_a_reordered_a_differing_and_an_orphan_record_made_by_hand_a
     assert_eq!((r1.offset, r2.offset, rb.offset), (0, 1, 2));
     // a1's first delivery goes after a2's: out of its key's order.
     delete_before(&services.kafka_bootstrap, &topic, 1).await;
-    produce(&services.kafka_bootstrap, &r1, None, None).await; // 3
-    produce(&services.kafka_bootstrap, &rb, None, None).await; // 4: b again
+    kafka::produce_copy(&services.kafka_bootstrap, &r1, None, None).await; // 3
+    kafka::produce_copy(&services.kafka_bootstrap, &rb, None, None).await; // 4: b again
     let stranger = "7d444840-9dc0-11d1-b245-5ffdce74fad2";
-    produce(&services.kafka_bootstrap, &rb, Some(stranger), None).await; // 5: no row
-    produce(&services.kafka_bootstrap, &rb, Some(&c), Some(b"tampered")).await; // 6
+    kafka::produce_copy(&services.kafka_bootstrap, &rb, Some(stranger), None).await; // 5: no row
+    kafka::produce_copy(&services.kafka_bootstrap, &rb, Some(&c), Some(b"tampered")).await; // 6
 
     let (status, report) = audit(&config, &since);
     assert_eq!(status, Some(4), "AUDIT_MISMATCH: {report:#}");

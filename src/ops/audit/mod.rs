@@ -21,6 +21,7 @@
 //! wrong partition, and no row at all is an orphan, which is what a second
 //! writer leaves.
 
+mod beside;
 mod expected;
 mod pass;
 mod report;
@@ -40,6 +41,7 @@ use crate::kafka::settings::Cluster;
 use crate::kafka::window::{Found, Window};
 use crate::pg::connect;
 use crate::pg::window::{self as rows, show_time, Bounds, WindowRow};
+pub use beside::beside;
 use expected::Expected;
 use pass::{Pass, Rows};
 pub use report::{Finding, Report, TopicReport};

@@ -8,6 +8,10 @@ use super::LISTED;
 /// The comparison's result.
 #[derive(Debug, Default, Serialize)]
 pub struct Report {
+    /// `audit --beside`: the prefix of the relay's topics, compared with
+    /// Debezium's (rows are then Debezium's records in the window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beside: Option<String>,
     pub since: String,
     pub until: String,
     pub margin_secs: u64,

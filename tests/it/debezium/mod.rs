@@ -11,8 +11,10 @@
 //! - [`router`]: the Outbox Event Router on other tables (the debezium
 //!   contract, custom options) equals the relay's router;
 //! - [`takeover`]: the relay takes a live connector's stream over, on
-//!   Connect and on Server, and hands it back, under load.
+//!   Connect and on Server, and hands it back, under load;
+//! - [`beside`]: the relay beside Debezium, compared by `audit --beside`.
 
+mod beside;
 mod connect;
 mod parity;
 mod router;

@@ -44,13 +44,13 @@ fn key_and_seq(id: &str) -> (usize, u64) {
 }
 
 /// Writers committing one insert and its delete per transaction.
-struct Load {
+pub(super) struct Load {
     stop: Arc<AtomicBool>,
     writers: Vec<tokio::task::JoinHandle<Vec<String>>>,
 }
 
 impl Load {
-    async fn start(services: &common::Services, db: &str, aggregate: &str) -> Load {
+    pub(super) async fn start(services: &common::Services, db: &str, aggregate: &str) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let mut writers = Vec::new();
         for w in 0..WRITERS {
@@ -85,7 +85,7 @@ impl Load {
         Load { stop, writers }
     }
 
-    async fn stop(self) -> Vec<String> {
+    pub(super) async fn stop(self) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
         let mut all = Vec::new();
         for w in self.writers {
@@ -179,7 +179,7 @@ async fn unconfirmed_rows(client: &tokio_postgres::Client, slot: &str, upto: &st
 /// The connector as Debezium's outbox documentation writes it for
 /// PostgreSQL (the Event Router alone, pgoutput), with what an importable
 /// deployment names: its converters, and no extended headers.
-fn documented_connector(
+pub(super) fn documented_connector(
     services: &common::Services,
     db: &str,
     name: &str,
@@ -211,7 +211,7 @@ fn documented_connector(
 /// `connector-config import` of the running connector's configuration, as
 /// Connect's REST API gives it; the relay's own slot named (slots are the
 /// server's, shared by the suite's tests) and a shorter drain.
-fn imported(
+pub(super) fn imported(
     services: &common::Services,
     dir: &std::path::Path,
     path: &std::path::Path,

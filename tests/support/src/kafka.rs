@@ -5,6 +5,8 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Headers;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
 /// Per key, the sequence numbers of first deliveries in offset order.
@@ -323,4 +325,40 @@ pub fn by_id(records: &[Consumed]) -> BTreeMap<String, Vec<&Consumed>> {
         map.entry(r.id()).or_default().push(r);
     }
     map
+}
+
+/// Produces `record` again as it is (key, value, headers with their nulls,
+/// timestamp), or with `id` and `value` in place of its own.
+pub async fn produce_copy(
+    bootstrap: &str,
+    record: &Consumed,
+    id: Option<&str>,
+    value: Option<&[u8]>,
+) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let mut headers = OwnedHeaders::new();
+    for (name, v) in &record.headers {
+        let v = match (name.as_str(), id) {
+            ("id", Some(id)) => Some(id.as_bytes()),
+            _ => v.as_deref(),
+        };
+        headers = headers.insert(Header {
+            key: name,
+            value: v,
+        });
+    }
+    let key = record.key.clone().unwrap();
+    let payload = value.map_or_else(|| record.value.clone().unwrap(), <[u8]>::to_vec);
+    let mut copy = FutureRecord::to(&record.topic)
+        .partition(record.partition)
+        .key(&key)
+        .payload(&payload)
+        .headers(headers);
+    if let Some(ts) = record.timestamp {
+        copy = copy.timestamp(ts);
+    }
+    producer.send(copy, Duration::from_secs(10)).await.unwrap();
 }
