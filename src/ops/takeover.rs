@@ -154,6 +154,26 @@ pub(crate) async fn take_over(
                 ),
             ))
         }
+        (Some(d), _) if d.database.as_deref() != Some(objs.dbname.as_str()) => {
+            return Err(Error::new(
+                Code::TAKEOVER_SLOT_MISSING,
+                format!(
+                    "Debezium's slot {theirs} belongs to database {}, not {}: it streams another outbox",
+                    d.database.as_deref().unwrap_or("(none: a physical slot)"),
+                    objs.dbname
+                ),
+            ))
+        }
+        (Some(d), _) if d.plugin.as_deref() != Some("pgoutput") => {
+            return Err(Error::new(
+                Code::SLOT_WRONG_PLUGIN,
+                format!(
+                    "Debezium's slot {theirs} decodes with {}; the relay reads pgoutput, so its position cannot be taken over \
+                     (the connector's `plugin.name` must be pgoutput)",
+                    d.plugin.as_deref().unwrap_or("no plugin")
+                ),
+            ))
+        }
         (Some(d), _) if d.active => {
             return Err(Error::new(
                 Code::CONNECTOR_NOT_STOPPED,
