@@ -17,6 +17,7 @@ mod redrive;
 mod replay;
 mod run;
 mod shell;
+mod status;
 mod tail;
 mod window;
 
@@ -106,6 +107,11 @@ enum Command {
     /// Preflight and health report; exit 1 when anything is wrong.
     #[command(after_help = "Examples:\n  outbox-cdc check\n  outbox-cdc check --format json")]
     Check(check::Args),
+    /// One screen from PostgreSQL alone: the slot, the relay mode, what waits and what failed; non-zero when unhealthy.
+    #[command(
+        after_help = "Examples:\n  outbox-cdc status\n  outbox-cdc status --format json --inactive-after 5m"
+    )]
+    Status(status::Args),
     /// Print the records of a topic with their key and headers (for people).
     #[command(
         after_help = "Examples:\n  outbox-cdc tail orders --from-beginning --max 10\n  outbox-cdc tail outbox.orders"
@@ -191,6 +197,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args, &cli.config),
         Command::Cutover(args) => cutover::run(args, &cli.config),
         Command::Check(args) => check::run(args, &cli.config),
+        Command::Status(args) => status::run(args, &cli.config),
         Command::Tail(args) => tail::run(args, &cli.config),
         Command::Migrate(args) => migrate::run(args, &cli.config),
         Command::AlertRules(args) => alert_rules::run(args),

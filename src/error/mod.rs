@@ -190,6 +190,12 @@ codes! {
     /// `postgres.failover_slot` is on but a promoted standby would not have
     /// the slot: what is missing is named.
     FAILOVER_NOT_READY => Operator, "`check` with `postgres.failover_slot`: what a promoted standby would lack (`synchronized_standby_slots`, the standby's physical slot, `hot_standby_feedback`, `sync_replication_slots`, the synchronised copy), each named",
+    /// `status`: the slot exists but nothing has streamed it for longer
+    /// than `--inactive-after` (PostgreSQL 17+ says how long; before, any
+    /// inactive slot).
+    SLOT_INACTIVE => Operator, "`status`: no relay streams the slot, for longer than `--inactive-after` where the server says how long (PostgreSQL 17+), else at all",
+    /// `status`: rows FAILED, or dead-lettered for a table that keeps no status.
+    ROWS_FAILED => Operator, "`status`: rows are `FAILED` (or in the dead-letter table, for a table that keeps no status), counted by code; `redrive` publishes them once the cause is fixed",
     SLOT_WRONG_PLUGIN => Operator, "the slot does not use pgoutput",
     SLOT_WRONG_DATABASE => Operator, "the slot belongs to another database",
     SLOT_NOT_LOGICAL => Operator, "the slot is physical",

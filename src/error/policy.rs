@@ -261,6 +261,8 @@ mod tests {
             ("SLOT_MISSING", Stop, end(Stop), end(Stop)),
             ("PG_FEATURE_UNAVAILABLE", Stop, end(Stop), end(Stop)),
             ("FAILOVER_NOT_READY", Stop, end(Stop), end(Stop)),
+            ("SLOT_INACTIVE", Stop, end(Stop), end(Stop)),
+            ("ROWS_FAILED", Stop, end(Stop), end(Stop)),
             ("SLOT_WRONG_PLUGIN", Stop, end(Stop), end(Stop)),
             ("SLOT_WRONG_DATABASE", Stop, end(Stop), end(Stop)),
             ("SLOT_NOT_LOGICAL", Stop, end(Stop), end(Stop)),

@@ -12,6 +12,7 @@ pub mod preflight;
 pub(crate) mod purge;
 pub(crate) mod redrive;
 pub(crate) mod replay;
+pub mod status;
 pub(crate) mod takeover;
 
 /// `audit` and `replay` read the rows' status; a table that keeps

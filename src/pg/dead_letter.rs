@@ -232,6 +232,32 @@ impl DeadLetters {
             .collect()
     }
 
+    /// Every letter of this outbox by code (`None`: a row it could not
+    /// route), with the oldest's age in seconds, for `status`.
+    pub(crate) async fn by_code(
+        &self,
+        sql: &Client,
+    ) -> Result<Vec<(Option<String>, i64, f64)>, Error> {
+        let statement = format!(
+            "SELECT code, count(*), extract(epoch FROM now() - min(failed_at))::float8
+               FROM {} WHERE outbox_table = $1 GROUP BY code ORDER BY code",
+            self.table
+        );
+        let rows = sql
+            .query(&statement, &[&self.outbox])
+            .await
+            .map_err(query_error(Code::DEAD_LETTER_FAILED))?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get(0).map_err(decode)?,
+                    r.try_get(1).map_err(decode)?,
+                    r.try_get(2).map_err(decode)?,
+                ))
+            })
+            .collect()
+    }
+
     /// Removes letters Kafka confirmed.
     pub(crate) async fn remove(&self, sql: &Client, seqs: &[i64]) -> Result<u64, Error> {
         let statement = format!("DELETE FROM {} WHERE seq = ANY($1)", self.table);

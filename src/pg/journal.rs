@@ -26,9 +26,9 @@ use crate::error::{Code, Error};
 use crate::lsn::Lsn;
 
 /// The journal's columns (`migrations/V004__published_journal.sql`).
-const OUTBOX_TABLE: &str = "outbox_table";
-const RECORDED_AT: &str = "recorded_at";
-const MESSAGE_IDS: &str = "message_ids";
+pub(crate) const OUTBOX_TABLE: &str = "outbox_table";
+pub(crate) const RECORDED_AT: &str = "recorded_at";
+pub(crate) const MESSAGE_IDS: &str = "message_ids";
 
 /// Ids travel in PostgreSQL's binary form: 16 bytes each, no text.
 impl ToSql for Uuid {

@@ -10,6 +10,7 @@ pub(crate) mod dead_letter;
 pub(crate) mod failover;
 pub(crate) mod grants;
 pub(crate) mod handover;
+pub(crate) mod health;
 pub mod journal;
 pub(crate) mod purge_log;
 pub mod row_status;

@@ -33,5 +33,6 @@ mod relay;
 mod replay;
 mod replication;
 mod secured;
+mod status;
 mod strimzi;
 mod transactional;

@@ -1,0 +1,309 @@
+//! `outbox-cdc status`: one screen for someone on the database host, read
+//! from PostgreSQL alone with the relay's own role: the slot, who is
+//! declared to publish, what waits and what failed, and when each
+//! destination last had a row published. Unhealthy is a code: the slot
+//! missing, lost, or inactive past a threshold, or rows FAILED (or
+//! dead-lettered, for a table that keeps no status).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::config::{Env, OutboxConfig, PostgresConfig};
+use crate::contract::definition::Status as Kept;
+use crate::error::{Code, Error};
+use crate::pg::{checks, connect, control, dead_letter::DeadLetters, health};
+
+/// The relay's slot as the server shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SlotStatus {
+    pub name: String,
+    pub exists: bool,
+    pub active: bool,
+    pub active_pid: Option<i32>,
+    pub confirmed_flush_lsn: Option<String>,
+    /// Bytes between the server's WAL end and the confirmed position.
+    pub confirmed_lag_bytes: Option<i64>,
+    /// WAL the slot keeps from being recycled.
+    pub retained_bytes: Option<i64>,
+    pub wal_status: Option<String>,
+    /// PostgreSQL 17+ says since when; `None` before, or while active.
+    pub inactive_secs: Option<f64>,
+}
+
+/// A count under a code.
+#[derive(Debug, Clone, Serialize)]
+pub struct ByCode {
+    pub code: Option<String>,
+    pub count: i64,
+}
+
+/// What waits and what failed.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Rows {
+    /// The platform's table: rows and their status.
+    Kept {
+        relay_mode: Option<String>,
+        fence: bool,
+        pending: i64,
+        oldest_pending_secs: Option<f64>,
+        failed: Vec<ByCode>,
+        last_published: Vec<(String, String)>,
+    },
+    /// A table that keeps no status: its dead-letter table.
+    NotKept {
+        dead_letters: Vec<ByCode>,
+        oldest_dead_letter_secs: Option<f64>,
+    },
+}
+
+/// One problem, with the code `status` exits with.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    #[serde(serialize_with = "code_name")]
+    pub code: Code,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub table: String,
+    pub slot: SlotStatus,
+    pub rows: Rows,
+    pub problems: Vec<Problem>,
+}
+
+fn code_name<S: serde::Serializer>(code: &Code, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(code.as_str())
+}
+
+/// What `status` judges by.
+#[derive(Debug, Clone, Copy)]
+pub struct Thresholds {
+    /// A slot inactive longer than this is unhealthy (where the server
+    /// says for how long; before PostgreSQL 17 an inactive slot is).
+    pub inactive: Duration,
+}
+
+pub async fn status(
+    postgres: &PostgresConfig,
+    outbox: &OutboxConfig,
+    env: &Env,
+    thresholds: Thresholds,
+) -> Result<Report, Error> {
+    let c = connect::connect(postgres, env).await?;
+    let name = postgres.slot.clone();
+    let slot = checks::slot(&c, &name).await?;
+    let figures = checks::slot_figures(&c, &name).await?;
+    let inactive_secs = health::slot_inactive_secs(&c, &name).await?;
+    let slot = SlotStatus {
+        exists: slot.is_some(),
+        active: slot.as_ref().is_some_and(|s| s.active),
+        active_pid: slot.as_ref().and_then(|s| s.active_pid),
+        confirmed_flush_lsn: slot
+            .as_ref()
+            .and_then(|s| s.confirmed_flush)
+            .map(|l| l.to_string()),
+        confirmed_lag_bytes: figures.as_ref().and_then(|f| f.confirmed_lag_bytes),
+        retained_bytes: figures.as_ref().and_then(|f| f.retained_bytes),
+        wal_status: slot.as_ref().and_then(|s| s.wal_status.clone()),
+        inactive_secs,
+        name,
+    };
+    let rows = match outbox.contract()?.status {
+        Kept::Kept => {
+            let declared = control::declared_mode(&c, outbox).await?;
+            let (pending, oldest_pending_secs) = health::pending(&c, outbox).await?;
+            Rows::Kept {
+                relay_mode: declared.mode.map(|m| m.as_str().to_string()),
+                fence: control::fence_enabled(&c, outbox).await?,
+                pending,
+                oldest_pending_secs,
+                failed: by_code(health::failed(&c, outbox).await?),
+                last_published: health::last_published(&c, outbox).await?,
+            }
+        }
+        Kept::NotKept => {
+            let letters = DeadLetters::new(outbox).by_code(&c).await?;
+            let oldest = letters.iter().map(|l| l.2).reduce(f64::max);
+            Rows::NotKept {
+                dead_letters: letters
+                    .into_iter()
+                    .map(|(code, count, _)| ByCode { code, count })
+                    .collect(),
+                oldest_dead_letter_secs: oldest,
+            }
+        }
+    };
+    let problems = judge(&slot, &rows, thresholds);
+    Ok(Report {
+        table: outbox.qualified_table(),
+        slot,
+        rows,
+        problems,
+    })
+}
+
+fn by_code(v: Vec<(Option<String>, i64)>) -> Vec<ByCode> {
+    v.into_iter()
+        .map(|(code, count)| ByCode { code, count })
+        .collect()
+}
+
+/// The problems, worst first: the slot, then what failed.
+pub fn judge(slot: &SlotStatus, rows: &Rows, thresholds: Thresholds) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let name = &slot.name;
+    if !slot.exists {
+        out.push(Problem {
+            code: Code::SLOT_MISSING,
+            message: format!("slot {name} does not exist: nothing streams the outbox"),
+        });
+    } else if slot.wal_status.as_deref() == Some("lost") {
+        out.push(Problem {
+            code: Code::SLOT_INVALIDATED,
+            message: format!(
+                "slot {name} is invalidated (wal_status lost): `outbox-cdc cutover --to cdc --recover`"
+            ),
+        });
+    } else if !slot.active {
+        let past = slot
+            .inactive_secs
+            .is_none_or(|s| s >= thresholds.inactive.as_secs_f64());
+        if past {
+            out.push(Problem {
+                code: Code::SLOT_INACTIVE,
+                message: match slot.inactive_secs {
+                    Some(s) => format!(
+                        "slot {name} has been inactive for {s:.0} s (threshold {} s): no relay streams it",
+                        thresholds.inactive.as_secs()
+                    ),
+                    None => format!("slot {name} is inactive: no relay streams it"),
+                },
+            });
+        }
+    }
+    let (failed, what) = match rows {
+        Rows::Kept { failed, .. } => (failed, "rows are FAILED"),
+        Rows::NotKept { dead_letters, .. } => (dead_letters, "rows are in the dead-letter table"),
+    };
+    let total: i64 = failed.iter().map(|f| f.count).sum();
+    if total > 0 {
+        let codes: Vec<String> = failed
+            .iter()
+            .map(|f| format!("{} {}", f.code.as_deref().unwrap_or("(no code)"), f.count))
+            .collect();
+        out.push(Problem {
+            code: Code::ROWS_FAILED,
+            message: format!(
+                "{total} {what} ({}): `outbox-cdc redrive` publishes them once the cause is fixed",
+                codes.join(", ")
+            ),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot() -> SlotStatus {
+        SlotStatus {
+            name: "outbox_cdc".into(),
+            exists: true,
+            active: true,
+            active_pid: Some(42),
+            confirmed_flush_lsn: Some("0/16B3748".into()),
+            confirmed_lag_bytes: Some(0),
+            retained_bytes: Some(1024),
+            wal_status: Some("reserved".into()),
+            inactive_secs: None,
+        }
+    }
+
+    fn kept(failed: Vec<ByCode>) -> Rows {
+        Rows::Kept {
+            relay_mode: Some("CHANGE_DATA_CAPTURE".into()),
+            fence: true,
+            pending: 0,
+            oldest_pending_secs: None,
+            failed,
+            last_published: Vec::new(),
+        }
+    }
+
+    fn codes(slot: &SlotStatus, rows: &Rows, inactive: u64) -> Vec<&'static str> {
+        let t = Thresholds {
+            inactive: Duration::from_secs(inactive),
+        };
+        judge(slot, rows, t)
+            .iter()
+            .map(|p| p.code.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn each_state_has_its_code_and_the_slot_comes_first() {
+        assert!(codes(&slot(), &kept(Vec::new()), 60).is_empty());
+        let lost = SlotStatus {
+            active: false,
+            wal_status: Some("lost".into()),
+            ..slot()
+        };
+        assert_eq!(codes(&lost, &kept(Vec::new()), 60), ["SLOT_INVALIDATED"]);
+        let missing = SlotStatus {
+            exists: false,
+            ..slot()
+        };
+        assert_eq!(codes(&missing, &kept(Vec::new()), 60), ["SLOT_MISSING"]);
+        // PostgreSQL 17+ says how long: under the threshold is a restart.
+        let recent = SlotStatus {
+            active: false,
+            inactive_secs: Some(10.0),
+            ..slot()
+        };
+        assert!(codes(&recent, &kept(Vec::new()), 60).is_empty());
+        let long = SlotStatus {
+            inactive_secs: Some(61.0),
+            ..recent.clone()
+        };
+        assert_eq!(codes(&long, &kept(Vec::new()), 60), ["SLOT_INACTIVE"]);
+        // Before 17 nobody says how long: inactive is unhealthy at once.
+        let unknown = SlotStatus {
+            inactive_secs: None,
+            ..recent
+        };
+        let failed = vec![ByCode {
+            code: Some("RECORD_TOO_LARGE".into()),
+            count: 2,
+        }];
+        assert_eq!(
+            codes(&unknown, &kept(failed.clone()), 60),
+            ["SLOT_INACTIVE", "ROWS_FAILED"]
+        );
+        let letters = Rows::NotKept {
+            dead_letters: failed,
+            oldest_dead_letter_secs: Some(5.0),
+        };
+        let p = judge(
+            &slot(),
+            &letters,
+            Thresholds {
+                inactive: Duration::from_secs(60),
+            },
+        );
+        assert_eq!(p[0].code, Code::ROWS_FAILED);
+        assert!(
+            p[0].message.contains("dead-letter table"),
+            "{}",
+            p[0].message
+        );
+        assert!(
+            p[0].message.contains("RECORD_TOO_LARGE 2"),
+            "{}",
+            p[0].message
+        );
+    }
+}

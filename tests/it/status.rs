@@ -1,0 +1,96 @@
+//! `outbox-cdc status` against the real PostgreSQL in each state it
+//! judges: the slot missing, a relay streaming with everything published
+//! (healthy), rows FAILED, and the slot left inactive.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::cli::{self, Cli};
+use crate::common::relay::{self, RelayProcess};
+use crate::common::{self, replication as rep};
+
+fn status(path: &std::path::Path, extra: &[&str]) -> (Option<i32>, Value, String) {
+    let mut args = vec!["status", "--format", "json"];
+    args.extend_from_slice(extra);
+    let out = Cli::new(&args).config(path).output();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), json, cli::text(&out))
+}
+
+#[tokio::test]
+async fn status_says_what_is_wrong_with_a_code_and_is_quiet_when_healthy() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("status");
+    let db = common::cdc_db(&services, "status", &prefix).await;
+    let (slot, path) = relay::default_config(&services, &db.name, &prefix);
+
+    // No slot yet: nothing streams the outbox.
+    let (code, json, text) = status(&path, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(json["problems"][0]["code"], "SLOT_MISSING", "{text}");
+    assert!(text.contains("error: SLOT_MISSING"), "{text}");
+
+    // A relay streams (its slot made at start) and publishes everything:
+    // healthy.
+    let mut running = RelayProcess::spawn(&path);
+    rep::wait_streaming(&db.client, &slot).await;
+    db.client
+        .batch_execute(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload)
+             SELECT md5('status' || g)::uuid, 'orders', 'T', 1, 'application/json', '\\x7b7d'::bytea
+             FROM generate_series(1, 3) g",
+        )
+        .await
+        .unwrap();
+    common::wait_until_marked(&db.client).await;
+    let (code, json, text) = status(&path, &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(json["problems"], serde_json::json!([]), "{text}");
+    assert_eq!(json["slot"]["active"], true, "{text}");
+    assert!(json["slot"]["active_pid"].as_i64().is_some(), "{text}");
+    assert_eq!(json["rows"]["kind"], "kept", "{text}");
+    assert_eq!(json["rows"]["relay_mode"], "CHANGE_DATA_CAPTURE", "{text}");
+    assert_eq!(json["rows"]["fence"], true, "{text}");
+    assert_eq!(json["rows"]["pending"], 0, "{text}");
+    assert_eq!(json["rows"]["last_published"][0][0], "orders", "{text}");
+    let human = Cli::new(&["status"]).config(&path).output();
+    let human = cli::text(&human);
+    assert!(
+        human.contains(&format!("slot {slot}: active (process")),
+        "{human}"
+    );
+    assert!(human.contains("healthy"), "{human}");
+
+    // A row FAILED: named by its code.
+    db.client
+        .batch_execute(
+            "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, content_type, payload,
+                                                  status, last_failure_code)
+             VALUES (md5('status-failed')::uuid, 'orders', 'T', 1, 'application/json', '\\x7b7d'::bytea,
+                     'FAILED', 'RECORD_TOO_LARGE')",
+        )
+        .await
+        .unwrap();
+    let (code, json, text) = status(&path, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(json["problems"][0]["code"], "ROWS_FAILED", "{text}");
+    assert_eq!(
+        json["rows"]["failed"][0]["code"], "RECORD_TOO_LARGE",
+        "{text}"
+    );
+    assert_eq!(json["rows"]["failed"][0]["count"], 1, "{text}");
+
+    // The relay stopped: the slot is inactive past the threshold, which
+    // comes first.
+    running.signal("TERM");
+    running.wait(Duration::from_secs(30));
+    let (code, json, text) = status(&path, &["--inactive-after", "0s"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(json["problems"][0]["code"], "SLOT_INACTIVE", "{text}");
+    assert_eq!(json["problems"][1]["code"], "ROWS_FAILED", "{text}");
+    assert_eq!(json["slot"]["active"], false, "{text}");
+
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
