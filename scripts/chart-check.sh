@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Helm chart without a cluster: `helm lint`, then `helm
 # template` with the default values and with a secured cluster's
-# (tests/k8s/secured-values.yaml), each rendered object decoded strictly
+# (tests/k8s/secured-values.yaml, with the PodMonitor, the rules and the
+# Grafana dashboard on), each rendered object decoded strictly
 # into its upstream Go type (tests/k8s: k8s.io/api and the Prometheus
 # operator's types; an unknown field fails as the API server would refuse
 # it). Helm and the checker are built with `go install`/`go build` into
@@ -42,4 +43,12 @@ for values in "" tests/k8s/secured-values.yaml; do
   log "helm ${args[*]} | strict decoding"
   "$helm" "${args[@]}" | "$checker"
 done
+# The dashboard's ConfigMap: off by default; on, labelled for Grafana's
+# sidecar, with the generated dashboard whole.
+if "$helm" template outbox-cdc "$chart" | grep -q grafana_dashboard; then
+  log "the dashboard ConfigMap renders with the default values"; exit 1
+fi
+rendered=$("$helm" template outbox-cdc "$chart" -f tests/k8s/secured-values.yaml --show-only templates/dashboard.yaml)
+grep -q 'grafana_dashboard: "1"' <<<"$rendered" || { log "the dashboard ConfigMap lacks the sidecar's label"; exit 1; }
+grep -q '"uid": "outbox-cdc"' <<<"$rendered" || { log "the dashboard ConfigMap lacks the dashboard"; exit 1; }
 log "the chart lints and renders objects the API would take"

@@ -7,6 +7,7 @@
 //! to read than to keep current (seconds behind source) are computed when
 //! scraped.
 
+pub mod dashboard;
 pub mod http;
 pub mod names;
 pub mod rules;
@@ -62,6 +63,7 @@ pub struct Metrics {
     pub(crate) heartbeats: IntCounter,
     pub(crate) heartbeats_received: IntCounter,
     pub(crate) handover_backlog: IntGauge,
+    pub(crate) rows_pending: IntGauge,
     pub(crate) journaled: IntCounter,
     pub(crate) marks_written: IntCounter,
     kafka_transactions: IntCounterVec,
@@ -151,6 +153,7 @@ impl Metrics {
             heartbeats: int_counter(&HEARTBEATS),
             heartbeats_received: int_counter(&HEARTBEATS_RECEIVED),
             handover_backlog: int_gauge(&HANDOVER_BACKLOG),
+            rows_pending: int_gauge(&ROWS_PENDING),
             journaled: int_counter(&JOURNALED),
             marks_written: int_counter(&MARKS_WRITTEN),
             kafka_transactions: counter_vec(&KAFKA_TRANSACTIONS),
@@ -215,6 +218,7 @@ impl Metrics {
                 Box::new(m.heartbeats_received.clone()),
             ),
             (&HANDOVER_BACKLOG, Box::new(m.handover_backlog.clone())),
+            (&ROWS_PENDING, Box::new(m.rows_pending.clone())),
             (&JOURNALED, Box::new(m.journaled.clone())),
             (&MARKS_WRITTEN, Box::new(m.marks_written.clone())),
             (&KAFKA_TRANSACTIONS, Box::new(m.kafka_transactions.clone())),
@@ -225,6 +229,12 @@ impl Metrics {
         for (def, c) in collectors {
             m.register(def, c);
         }
+        // CPU and memory under Prometheus's standard names (the dashboard's).
+        #[cfg(target_os = "linux")]
+        m.register(
+            &PROCESS_RESIDENT_MEMORY,
+            Box::new(prometheus::process_collector::ProcessCollector::for_self()),
+        );
         m
     }
 

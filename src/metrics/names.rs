@@ -42,7 +42,7 @@ pub fn reference_markdown() -> String {
     let mut out = String::from(
         "# Metrics reference\n\nGenerated from `src/metrics/names.rs` (`scripts/regenerate.sh`); do not edit by hand.\nEvery metric is served at `/metrics` when `[http]` is set.\n\n| metric | type | labels | what it counts |\n|---|---|---|---|\n",
     );
-    for def in ALL {
+    for def in ALL.iter().chain(STANDARD) {
         let kind = match def.kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
@@ -221,6 +221,24 @@ pub const BUILD_INFO: Def = gauge(
 );
 
 /// Every metric, in exposition order.
+pub const ROWS_PENDING: Def = gauge(
+    "outbox_cdc_rows_pending",
+    "Rows of the platform's table not yet published (PENDING and not in the journal), read every relay.slot_check_interval_secs; 0 for a table that keeps no status (its dead letters: outbox_cdc_dead_letters_total).",
+    &[],
+);
+/// The process collector's metrics (Linux), under Prometheus's standard
+/// names; the dashboard reads these two.
+pub const PROCESS_CPU_SECONDS: Def = counter(
+    "process_cpu_seconds_total",
+    "CPU time the relay's process used, user and system (Prometheus's standard process collector, Linux).",
+    &[],
+);
+pub const PROCESS_RESIDENT_MEMORY: Def = gauge(
+    "process_resident_memory_bytes",
+    "The relay's resident memory (Prometheus's standard process collector, Linux; also process_virtual_memory_bytes, process_open_fds, process_max_fds, process_start_time_seconds).",
+    &[],
+);
+
 pub const ALL: &[Def] = &[
     RECORDS_PUBLISHED,
     ROWS_FAILED,
@@ -251,7 +269,11 @@ pub const ALL: &[Def] = &[
     STANDBY,
     READY,
     BUILD_INFO,
+    ROWS_PENDING,
 ];
+
+/// Exported by the process collector rather than defined by the relay.
+pub const STANDARD: &[Def] = &[PROCESS_CPU_SECONDS, PROCESS_RESIDENT_MEMORY];
 
 /// The values `outbox_cdc_slot_wal_status` reports, as PostgreSQL names them.
 pub const WAL_STATUSES: &[&str] = &["reserved", "extended", "unreserved", "lost", "missing"];

@@ -150,6 +150,7 @@ impl Relay {
             &cfg.relay,
             cluster,
             env.clone(),
+            (contract.status == Status::Kept).then_some(&cfg.outbox),
         ));
         Ok(Relay {
             watch,

@@ -5,7 +5,8 @@
 //! - Every `relay.slot_check_interval_secs` it reads the slot's figures
 //!   (lag, retained WAL, `wal_status`, `safe_wal_size`, active) into the
 //!   metrics, warns with `SLOT_WAL_AT_RISK` when `safe_wal_size` is under
-//!   `relay.slot_wal_margin_bytes`, and checks that Kafka answers.
+//!   `relay.slot_wal_margin_bytes`, checks that Kafka answers, and counts
+//!   the platform's rows not yet published (`outbox_cdc_rows_pending`).
 //! - Every `relay.heartbeat_interval_secs` (when set) it writes a
 //!   transactional `pg_logical_emit_message`: a transaction in the outbox's
 //!   database that the slot must decode, so the relay confirms a newer
@@ -17,11 +18,11 @@ use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::config::{Env, PostgresConfig, RelayConfig};
+use crate::config::{Env, OutboxConfig, PostgresConfig, RelayConfig};
 use crate::error::{Code, Error};
 use crate::kafka::{probe, settings};
 use crate::metrics::{Metrics, SlotFigures};
-use crate::pg::{checks, connect};
+use crate::pg::{checks, connect, health};
 use crate::replication::HEARTBEAT_PREFIX;
 
 /// What the guard watches and how often, from `[postgres]`, `[kafka]` and
@@ -37,6 +38,9 @@ pub(super) struct Watch {
     margin: u64,
     /// `postgres.query_timeout_secs`.
     query_timeout: Duration,
+    /// The platform's table, whose rows not yet published are counted at
+    /// each check (`None`: a table that keeps no status).
+    counted: Option<OutboxConfig>,
 }
 
 impl Watch {
@@ -45,6 +49,7 @@ impl Watch {
         relay: &RelayConfig,
         cluster: settings::Cluster,
         env: Arc<Env>,
+        counted: Option<&OutboxConfig>,
     ) -> Watch {
         Watch {
             postgres: postgres.clone(),
@@ -54,6 +59,7 @@ impl Watch {
             heartbeat_every: Duration::from_secs(relay.heartbeat_interval_secs),
             margin: relay.slot_wal_margin_bytes,
             query_timeout: postgres.query_timeout(),
+            counted: counted.cloned(),
         }
     }
 
@@ -113,6 +119,12 @@ async fn run(w: Watch, metrics: Arc<Metrics>, stop: CancellationToken) {
                         crate::log_error!(warn, e, "slot guard: cannot read the slot");
                     }
                 }
+                if let Some(outbox) = &w.counted {
+                    match pending(&w, outbox, &mut sql).await {
+                        Ok(n) => metrics.rows_pending.set(n),
+                        Err(e) => crate::log_error!(warn, e, "cannot count the rows not yet published"),
+                    }
+                }
             }
             _ = heartbeat.tick(), if heartbeats => {
                 match emit_heartbeat(&w, &mut sql).await {
@@ -165,6 +177,18 @@ async fn slot_figures(w: &Watch, sql: &mut Option<Client>) -> Result<Option<Slot
     let c = w.client(sql).await?;
     let reading = checks::slot_figures(c, w.slot());
     let result = connect::answered(w.query_timeout, "the slot guard's query", reading).await;
+    forget_if_gone(sql, result)
+}
+
+async fn pending(w: &Watch, outbox: &OutboxConfig, sql: &mut Option<Client>) -> Result<i64, Error> {
+    let c = w.client(sql).await?;
+    let counting = async { health::pending(c, outbox).await.map(|(n, _)| n) };
+    let result = connect::answered(
+        w.query_timeout,
+        "counting the rows not yet published",
+        counting,
+    )
+    .await;
     forget_if_gone(sql, result)
 }
 

@@ -135,6 +135,22 @@ fn the_metrics_reference_is_up_to_date() {
     }
 }
 
+/// The Grafana dashboard is the definitions' own output, and the chart
+/// ships the same file; `OUTBOX_CDC_REGENERATE=1` writes both.
+#[test]
+fn the_dashboard_is_up_to_date_and_the_chart_ships_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let generated = outbox_cdc::metrics::dashboard::render();
+    committed_page(
+        &root.join("monitoring/grafana/outbox-cdc.json"),
+        generated.clone(),
+    );
+    committed_page(
+        &root.join("deploy/helm/outbox-cdc/files/outbox-cdc.dashboard.json"),
+        generated,
+    );
+}
+
 /// The configuration reference is the definitions' own output, and the
 /// example says so wherever it departs from a default.
 #[test]
