@@ -10,6 +10,9 @@ use super::names::{self, Def};
 /// Grafana's dashboard schema version this file is written in (Grafana 11).
 const SCHEMA_VERSION: u32 = 39;
 const DATASOURCE: &str = "${datasource}";
+/// A counter whose series appear with their first event (a code, a
+/// reason) reads 0 before it, rather than nothing.
+pub const NONE: &str = " or on() vector(0)";
 
 /// One query of a panel.
 pub struct Query {
@@ -92,8 +95,8 @@ pub fn panels() -> Vec<Panel> {
             description: "Rows recorded FAILED (or written to the dead-letter table, for a table that keeps no status) in the range, by error code. Any is a page: fix the cause and `outbox-cdc redrive`; alerts OutboxCdcRowsFailed, OutboxCdcDeadLetters.",
             unit: "none",
             queries: vec![
-                q(format!("sum by (code) (increase({}[$__range]))", sel(&ROWS_FAILED, "")), "FAILED {{code}}"),
-                q(format!("sum by (code) (increase({}[$__range]))", sel(&DEAD_LETTERS, "")), "dead-lettered {{code}}"),
+                q(format!("sum by (code) (increase({}[$__range])){NONE}", sel(&ROWS_FAILED, "")), "FAILED {{code}}"),
+                q(format!("sum by (code) (increase({}[$__range])){NONE}", sel(&DEAD_LETTERS, "")), "dead-lettered {{code}}"),
             ],
         },
         Panel {
@@ -107,7 +110,7 @@ pub fn panels() -> Vec<Panel> {
             description: "Pipeline sessions restarted after a failure in the range, by the code that ended them (docs/reference/error-codes.md). A few around a broker restart are expected; a steady stream is not; alert OutboxCdcRestarting.",
             unit: "none",
             queries: vec![q(
-                format!("sum by (reason) (increase({}[$__range]))", sel(&SESSION_RESTARTS, "")),
+                format!("sum by (reason) (increase({}[$__range])){NONE}", sel(&SESSION_RESTARTS, "")),
                 "{{reason}}",
             )],
         },

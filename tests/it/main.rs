@@ -16,6 +16,7 @@ mod commands;
 mod connector_config;
 mod connector_import;
 mod contracts;
+mod dashboard;
 mod debezium;
 mod docs;
 mod errors;
