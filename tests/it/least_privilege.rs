@@ -85,6 +85,14 @@ async fn a_least_privilege_role_runs_everything_and_each_missing_grant_is_named(
     }
     let check = outbox_cdc(&["check"], &config);
     assert!(check.status.success(), "{}", text(&check));
+    // `status` reads everything it shows with the same role.
+    let status = outbox_cdc(&["status"], &config);
+    let said = text(&status);
+    assert!(status.status.success(), "{said}");
+    assert!(
+        said.contains("not yet published: 0") && said.contains("healthy"),
+        "{said}"
+    );
     Command::new("kill")
         .args(["-TERM", &relay.id().to_string()])
         .status()

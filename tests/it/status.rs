@@ -94,3 +94,54 @@ async fn status_says_what_is_wrong_with_a_code_and_is_quiet_when_healthy() {
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
+
+/// A slot the server invalidated (`wal_status` lost), on a PostgreSQL of
+/// its own that keeps 1 MB of WAL for slots: `SLOT_INVALIDATED`, with the
+/// way to recover.
+#[tokio::test]
+async fn status_reports_a_lost_slot() {
+    let services = require_services!();
+    let pg_port = common::free_port();
+    let extra = tokio::task::spawn_blocking(move || {
+        common::ExtraServices::start(
+            "statuslost",
+            &[("OUTBOX_TEST_PG_PORT", pg_port.to_string())],
+            &["start-postgres"],
+        )
+    })
+    .await
+    .unwrap();
+    let other = common::Services {
+        pg_port,
+        ..services
+    };
+    let prefix = common::unique_prefix("lost");
+    let db = common::cdc_db(&other, "statuslost", &prefix).await;
+    let (slot, path) = relay::default_config(&other, &db.name, &prefix);
+    let setup = [
+        "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'".to_string(),
+        "SELECT pg_reload_conf()".to_string(),
+        format!("SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"),
+        "CREATE TABLE filler (b text)".to_string(),
+    ];
+    for sql in &setup {
+        db.client.batch_execute(sql).await.unwrap();
+    }
+    // WAL past the slot's allowance, segment after segment, then a checkpoint.
+    for _ in 0..4 {
+        for sql in [
+            "INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 20000)",
+            "SELECT pg_switch_wal()",
+            "CHECKPOINT",
+        ] {
+            db.client.batch_execute(sql).await.unwrap();
+        }
+    }
+    let (code, json, text) = status(&path, &[]);
+    assert_eq!(json["slot"]["wal_status"], "lost", "{text}");
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(json["problems"][0]["code"], "SLOT_INVALIDATED", "{text}");
+    assert!(text.contains("--recover"), "{text}");
+    drop(db);
+    drop(extra);
+}
