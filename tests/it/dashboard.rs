@@ -161,6 +161,20 @@ async fn every_panel_and_variable_of_the_dashboard_returns_series_from_a_live_re
         }
     }
     std::thread::sleep(Duration::from_secs(3));
+    // A broker's refusal of one record is not caused here: the delivery
+    // outcomes are exported at 0 from the start, so the panel reads 0.
+    let rejected = query(
+        prom_port,
+        "outbox_cdc_deliveries_total{job=\"outbox-cdc\", outcome=\"rejected\"}",
+    );
+    assert_eq!(
+        rejected.len(),
+        1,
+        "the rejected outcome's series: {rejected:?}"
+    );
+    eprintln!(
+        "dashboard: Delivery outcomes reads rejected as 0 (no refusal caused here): {rejected:?}"
+    );
     let exported: Vec<String> = api(prom_port, "/api/v1/label/__name__/values")
         .and_then(|v| v["data"].as_array().cloned())
         .unwrap_or_default()
