@@ -19,7 +19,7 @@ use crate::pg::control;
 use crate::pg::handover::{self, BacklogOrder, State};
 use crate::pg::journal::{Folded, Journal};
 use crate::pg::sqlstate::query_error;
-use crate::pg::{checks, connect};
+use crate::pg::{checks, connect, slot_moves};
 use crate::replication::{slot, ConnectOptions, ReplicationConnection};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,14 +58,6 @@ async fn count(client: &Client, sql: &str) -> Result<i64, Error> {
         .await
         .map_err(query("counting the backlog"))?
         .get(0))
-}
-
-async fn drop_slot(client: &Client, slot: &str) -> Result<(), Error> {
-    client
-        .execute("SELECT pg_drop_replication_slot($1)", &[&slot])
-        .await
-        .map_err(query("dropping a replication slot"))?;
-    Ok(())
 }
 
 /// Where a cutover works: the database and the outbox's objects in it.
@@ -252,10 +244,10 @@ async fn back_to_polling(
     }
     control::declare(client, &objs.outbox, RelayMode::Polling, &opts.reason).await?;
     if had_slot {
-        drop_slot(client, &objs.slot).await?;
+        slot_moves::drop(client, &objs.slot).await?;
     }
     if debezium.is_some() {
-        drop_slot(client, &objs.debezium_slot).await?;
+        slot_moves::drop(client, &objs.debezium_slot).await?;
     }
     handover::clear_list(client, objs).await?;
     client
@@ -279,7 +271,7 @@ async fn back_to_polling(
 }
 
 /// One line of progress for the operator.
-fn say(out: &mut (dyn Write + Send), line: impl std::fmt::Display) -> Result<(), Error> {
+pub(super) fn say(out: &mut (dyn Write + Send), line: impl std::fmt::Display) -> Result<(), Error> {
     writeln!(out, "{line}").map_err(output)
 }
 
@@ -332,7 +324,7 @@ async fn cut_over_to_cdc(
     // A previous run stopped between creating the slot and listing the
     // backlog: nothing streamed from that slot (run refuses), so start over.
     if leftover_slot {
-        drop_slot(client, &objs.slot).await?;
+        slot_moves::drop(client, &objs.slot).await?;
     }
     hand_over(ctx, out).await
 }
@@ -396,7 +388,7 @@ async fn recover(
         );
     }
     if slot.is_some() {
-        drop_slot(client, &objs.slot).await?;
+        slot_moves::drop(client, &objs.slot).await?;
         say(
             out,
             format_args!("dropped the invalidated slot {}", objs.slot),

@@ -18,8 +18,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use tokio_postgres::Client;
-
+use super::cutover::say;
 use crate::config::{DebeziumConfig, Env, Objects, PostgresConfig};
 use crate::connector::offsets::connect::Connect;
 use crate::connector::offsets::file::OffsetsFile;
@@ -56,11 +55,6 @@ pub(crate) enum Run {
     DryRun,
 }
 
-fn say(out: &mut (dyn Write + Send), line: impl std::fmt::Display) -> Result<(), Error> {
-    writeln!(out, "{line}")
-        .map_err(|e| Error::new(Code::OUTPUT_UNWRITABLE, format!("standard output: {e}")))
-}
-
 /// How to stop the connector in each of its runtimes.
 fn how_to_stop(site: Site<'_>, store: Store<'_>) -> String {
     let name = &site.debezium.connector_name;
@@ -74,8 +68,17 @@ fn how_to_stop(site: Site<'_>, store: Store<'_>) -> String {
     )
 }
 
-async fn slot(client: &Client, name: &str) -> Result<Option<Slot>, Error> {
-    checks::slot(client, name).await
+/// Debezium's slot is streamed from: its connector runs.
+fn connector_running(site: Site<'_>, store: Store<'_>, debezium: &Slot) -> Error {
+    Error::new(
+        Code::CONNECTOR_NOT_STOPPED,
+        format!(
+            "Debezium's slot {} is active (process {}); {}",
+            debezium.name,
+            debezium.active_pid.unwrap_or_default(),
+            how_to_stop(site, store)
+        ),
+    )
 }
 
 fn position(s: &Slot) -> Result<Lsn, Error> {
@@ -133,8 +136,8 @@ pub(crate) async fn take_over(
     let objs = site.objects;
     let (ours, theirs) = (&objs.slot, &objs.debezium_slot);
     let client = connect::connect(site.postgres, env).await?;
-    let debezium = slot(&client, theirs).await?;
-    let relay = slot(&client, ours).await?;
+    let debezium = checks::slot(&client, theirs).await?;
+    let relay = checks::slot(&client, ours).await?;
     let debezium = match (debezium, relay) {
         (None, Some(_)) => {
             return say(
@@ -174,16 +177,7 @@ pub(crate) async fn take_over(
                 ),
             ))
         }
-        (Some(d), _) if d.active => {
-            return Err(Error::new(
-                Code::CONNECTOR_NOT_STOPPED,
-                format!(
-                    "Debezium's slot {theirs} is active (process {}); {}",
-                    d.active_pid.unwrap_or_default(),
-                    how_to_stop(site, store)
-                ),
-            ))
-        }
+        (Some(d), _) if d.active => return Err(connector_running(site, store, &d)),
         (Some(_), Some(r)) => {
             return Err(Error::new(
                 Code::SLOT_EXISTS_BEFORE_CUTOVER,
@@ -248,7 +242,7 @@ pub(crate) async fn take_over(
         slot_moves::advance(&client, ours, to).await?;
     }
     slot_moves::drop(&client, theirs).await?;
-    let at = slot(&client, ours)
+    let at = checks::slot(&client, ours)
         .await?
         .as_ref()
         .map(position)
@@ -330,8 +324,8 @@ pub(crate) async fn hand_back(
         ));
     }
     let client = connect::connect(site.postgres, env).await?;
-    let relay = slot(&client, ours).await?;
-    let debezium = slot(&client, theirs).await?;
+    let relay = checks::slot(&client, ours).await?;
+    let debezium = checks::slot(&client, theirs).await?;
     let relay = match (relay, &debezium) {
         (None, Some(_)) => {
             return say(
@@ -351,12 +345,7 @@ pub(crate) async fn hand_back(
                 format!("the relay's slot {ours} is active (process {}); stop `outbox-cdc run` first", r.active_pid.unwrap_or_default()),
             ))
         }
-        (Some(_), Some(d)) if d.active => {
-            return Err(Error::new(
-                Code::CONNECTOR_NOT_STOPPED,
-                format!("Debezium's slot {theirs} is active (process {}); {}", d.active_pid.unwrap_or_default(), how_to_stop(site, store)),
-            ))
-        }
+        (Some(_), Some(d)) if d.active => return Err(connector_running(site, store, d)),
         (Some(r), _) => r,
     };
     let connect = match store {

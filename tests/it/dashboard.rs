@@ -7,25 +7,15 @@
 //! panel.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use outbox_cdc::metrics::dashboard;
 use serde_json::Value;
 
+use crate::common::prometheus::Prometheus;
 use crate::common::relay::{self, RelayProcess};
 use crate::common::{self, replication as rep};
-
-fn tool(var: &str) -> PathBuf {
-    let path = std::env::var(var)
-        .unwrap_or_else(|_| panic!("{var} from scripts/services.sh env (built by go install)"));
-    assert!(
-        std::path::Path::new(&path).exists(),
-        "{var}={path} does not exist"
-    );
-    PathBuf::from(path)
-}
 
 /// A GET to Prometheus's API: the decoded answer.
 fn api(port: u16, path_and_query: &str) -> Option<Value> {
@@ -91,34 +81,8 @@ async fn every_panel_and_variable_of_the_dashboard_returns_series_from_a_live_re
     let mut running = RelayProcess::spawn(&config);
     rep::wait_streaming(&db.client, &slot).await;
 
-    let prom_port = common::free_port();
-    let dir = std::env::temp_dir().join(format!(
-        "outbox-cdc-dash-{}-{}",
-        std::process::id(),
-        db.name
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: outbox-cdc\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
-        ),
-    )
-    .unwrap();
-    let mut prometheus = Command::new(tool("OUTBOX_TEST_PROMETHEUS"))
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-        .spawn()
-        .unwrap();
+    let prometheus = Prometheus::start(&db.name, port);
+    let prom_port = prometheus.port;
 
     // Rows published, and one FAILED (a 2 MB record: refused, recorded).
     db.client
@@ -154,7 +118,7 @@ async fn every_panel_and_variable_of_the_dashboard_returns_series_from_a_live_re
             assert!(
                 Instant::now() < deadline,
                 "{metric} never scraped: {}\n{}",
-                std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default(),
+                prometheus.log(),
                 relay::plain(&running.log_text())
             );
             std::thread::sleep(Duration::from_millis(500));
@@ -232,8 +196,7 @@ async fn every_panel_and_variable_of_the_dashboard_returns_series_from_a_live_re
         }
         counts.push(format!("${variable} {}", values.len()));
     }
-    let _ = prometheus.kill();
-    let _ = prometheus.wait();
+    drop(prometheus);
     running.signal("TERM");
     running.wait(Duration::from_secs(30));
     eprintln!(
@@ -251,7 +214,6 @@ async fn every_panel_and_variable_of_the_dashboard_returns_series_from_a_live_re
         ["Rows FAILED or dead-lettered, by code: dead-lettered {{code}}"],
         "{counts:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }

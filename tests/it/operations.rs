@@ -8,21 +8,14 @@ use crate::common;
 use crate::common::cli::Cli;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::kafka;
+use common::prometheus::{tool, Prometheus};
 use common::relay::{self as relay, RelayProcess};
 use common::replication as rep;
-
-/// A tool `scripts/services.sh` builds; missing is a failure, never a skip.
-fn tool(var: &str) -> PathBuf {
-    let path = std::env::var(var)
-        .unwrap_or_else(|_| panic!("{var} from scripts/services.sh env (built by go install)"));
-    assert!(Path::new(&path).exists(), "{var}={path} does not exist");
-    PathBuf::from(path)
-}
 
 /// A plain HTTP/1.0 GET: (status, body).
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
@@ -191,34 +184,8 @@ async fn the_endpoint_serves_metrics_prometheus_scrapes_and_a_standby_is_healthy
     drop(standby);
 
     // A real Prometheus scrapes the relay; its query API returns the counter.
-    let prom_port = common::free_port();
-    let dir = std::env::temp_dir().join(format!(
-        "outbox-cdc-prom-{}-{}",
-        std::process::id(),
-        db.name
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: outbox-cdc\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
-        ),
-    )
-    .unwrap();
-    let mut prometheus = Command::new(tool("OUTBOX_TEST_PROMETHEUS"))
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-        .spawn()
-        .unwrap();
+    let prometheus = Prometheus::start(&db.name, port);
+    let prom_port = prometheus.port;
     let query =
         "/api/v1/query?query=outbox_cdc_records_published_total%7Bjob%3D%22outbox-cdc%22%7D";
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -231,13 +198,11 @@ async fn the_endpoint_serves_metrics_prometheus_scrapes_and_a_standby_is_healthy
         assert!(
             Instant::now() < deadline,
             "Prometheus never returned the counter: {}",
-            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+            prometheus.log()
         );
         std::thread::sleep(Duration::from_millis(500));
     };
-    let _ = prometheus.kill();
-    let _ = prometheus.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(prometheus);
     assert!(answer.contains("\"status\":\"success\""), "{answer}");
     assert!(
         answer.contains(",\"1000\"]"),

@@ -6,7 +6,7 @@
 //! each key in the same order; then a record only Debezium has and one the
 //! relay wrote differently are found and named.
 
-use super::takeover::{documented_connector, imported, Load};
+use super::takeover::{documented_connector, documented_table, imported, Load};
 use super::*;
 
 const SHADOW: &str = "shadow.";
@@ -16,15 +16,7 @@ async fn audit_beside_compares_a_relay_run_beside_debezium_record_by_record() {
     let services = require_services!();
     let label = "bsd";
     let p = common::unique_prefix(label);
-    let db = services.fresh_db(label).await;
-    db.client
-        .batch_execute(
-            "CREATE TABLE public.outboxevent (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-                aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb);
-             CREATE PUBLICATION outbox_cdc_publication FOR TABLE public.outboxevent;",
-        )
-        .await
-        .unwrap();
+    let db = documented_table(&services, label).await;
     let aggregate = format!("{p}Order");
     let topic = format!("outbox.event.{aggregate}");
     let shadow = format!("{SHADOW}{topic}");

@@ -176,6 +176,23 @@ async fn unconfirmed_rows(client: &tokio_postgres::Client, slot: &str, upto: &st
         .get(0)
 }
 
+/// A database with Debezium's documented outbox table, the heartbeat
+/// table and the publication of both.
+pub(super) async fn documented_table(services: &common::Services, label: &str) -> common::TestDb {
+    let db = services.fresh_db(label).await;
+    db.client
+        .batch_execute(
+            "CREATE TABLE public.outboxevent (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+                aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb);
+             CREATE TABLE public.outbox_cdc_heartbeat (id bigserial PRIMARY KEY, connector text NOT NULL,
+                beat_at timestamptz NOT NULL DEFAULT now());
+             CREATE PUBLICATION outbox_cdc_publication FOR TABLE public.outboxevent, public.outbox_cdc_heartbeat;",
+        )
+        .await
+        .unwrap();
+    db
+}
+
 /// The connector as Debezium's outbox documentation writes it for
 /// PostgreSQL (the Event Router alone, pgoutput), with what an importable
 /// deployment names: its converters, and no extended headers.
@@ -249,17 +266,7 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
     };
     let services = require_services!();
     let p = common::unique_prefix(label);
-    let db = services.fresh_db(label).await;
-    db.client
-        .batch_execute(
-            "CREATE TABLE public.outboxevent (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-                aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb);
-             CREATE TABLE public.outbox_cdc_heartbeat (id bigserial PRIMARY KEY, connector text NOT NULL,
-                beat_at timestamptz NOT NULL DEFAULT now());
-             CREATE PUBLICATION outbox_cdc_publication FOR TABLE public.outboxevent, public.outbox_cdc_heartbeat;",
-        )
-        .await
-        .unwrap();
+    let db = documented_table(&services, label).await;
     let aggregate = format!("{p}Order");
     let topic = format!("outbox.event.{aggregate}");
     kafka::create_topic(&services.kafka_bootstrap, &topic, 3).await;
@@ -574,15 +581,7 @@ async fn a_takeover_skips_what_debeziums_offset_says_it_published_and_a_hand_bac
     let services = require_services!();
     let label = "tko";
     let p = common::unique_prefix(label);
-    let db = services.fresh_db(label).await;
-    db.client
-        .batch_execute(
-            "CREATE TABLE public.outboxevent (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-                aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb);
-             CREATE PUBLICATION outbox_cdc_publication FOR TABLE public.outboxevent;",
-        )
-        .await
-        .unwrap();
+    let db = documented_table(&services, label).await;
     let text = config_text(&services, &db.name, &p, label).replace(
         "[outbox]\n",
         "[outbox]\ntable = \"outboxevent\"\ncontract = \"debezium\"\n",

@@ -20,6 +20,7 @@ pub mod config;
 pub mod container;
 pub mod db;
 pub mod kafka;
+pub mod prometheus;
 pub mod relay;
 pub mod replication;
 pub mod services;
