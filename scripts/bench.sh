@@ -4,12 +4,14 @@
 # docs/benchmark.json and docs/benchmark.md. Not a test: it asserts nothing.
 #
 #   scripts/bench.sh [--rows N] [--payload BYTES] [--tx-sizes 1,100]
-#                    [--rate MSG_PER_S] [--seconds S] [--partitions N] [--out DIR]
-#                    [--traceparent sampled|none]
+#                    [--rates MSG_PER_S,...] [--seconds S] [--partitions N]
+#                    [--repeat N] [--out DIR] [--traceparent sampled|none]
+#                    [--only baselines,backlog,steady,instructions,bigtx,profile]
 #
 # Defaults: 200 000 rows of about 500 bytes, transactions of 1 and of 100
-# rows, a steady stream of 2 000 msg/s for 30 s, 6 partitions, results in
-# docs/. BENCH_DEBEZIUM_PROPERTIES=key=value,... changes Debezium's tuning;
+# rows, steady streams of 100 msg/s (one writer) and 2 000 msg/s (eight)
+# for 20 s, every scenario five times, 6 partitions, a profile of a
+# 1 000 000-row drain, results in docs/. BENCH_DEBEZIUM_PROPERTIES=key=value,... changes Debezium's tuning;
 # BENCH_RELAY_SETTINGS and BENCH_KAFKA_PROPERTIES add TOML lines to the
 # relay's [relay] and [kafka.properties] tables, e.g.
 #   BENCH_RELAY_SETTINGS='max_in_flight_messages = 5000' scripts/bench.sh --only backlog
@@ -32,6 +34,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 case " $* " in
   *" --render-only "*) exec cargo bench --bench relay_vs_debezium -- "$@" ;;
 esac
+
+# The profile's tools: perf (Debian's linux-perf) and inferno, which folds
+# its samples into the flame graph.
+if ! command -v perf >/dev/null; then
+  apt-get install -y -q linux-perf >&2
+fi
+export BENCH_INFERNO_DIR="$PWD/.cache/cargo/bin"
+if [ ! -x "$BENCH_INFERNO_DIR/inferno-flamegraph" ]; then
+  cargo install --locked --quiet inferno --version 0.12.8 --root "$PWD/.cache/cargo" >&2
+fi
 
 was_running=$(scripts/services.sh status | grep -c ': running' || true)
 scripts/services.sh start >&2

@@ -10,7 +10,8 @@ pub(crate) struct Args {
     pub(crate) rows: i64,
     pub(crate) payload: i32,
     pub(crate) tx_sizes: Vec<i64>,
-    pub(crate) rate: u32,
+    /// The steady streams' offered rates (msg/s).
+    pub(crate) rates: Vec<u32>,
     pub(crate) seconds: u32,
     pub(crate) partitions: i32,
     pub(crate) out: PathBuf,
@@ -25,6 +26,10 @@ pub(crate) struct Args {
     pub(crate) big_payload: i32,
     /// The instructions scenario (`--only instructions`): its smaller backlog.
     pub(crate) instr_rows: i64,
+    /// The profile (`--only profile`): its backlog of 100-row transactions.
+    pub(crate) profile_rows: i64,
+    /// Rows per transaction of the profile's backlog.
+    pub(crate) profile_tx: i64,
     /// What the rows' `traceparent` column holds.
     pub(crate) row_trace: RowTrace,
 }
@@ -47,18 +52,33 @@ impl Args {
             rows: 200_000,
             payload: 500,
             tx_sizes: vec![1, 100],
-            rate: 2_000,
-            seconds: 30,
+            rates: vec![100, 2_000],
+            seconds: 20,
             partitions: 6,
             out: PathBuf::from("docs"),
-            only: ["baselines", "backlog", "steady", "instructions", "bigtx"]
-                .map(String::from)
-                .to_vec(),
-            engines: vec![Engine::Relay, Engine::RelayUnmarked, Engine::Debezium],
-            repeat: 3,
+            only: [
+                "baselines",
+                "backlog",
+                "steady",
+                "instructions",
+                "bigtx",
+                "profile",
+            ]
+            .map(String::from)
+            .to_vec(),
+            engines: vec![
+                Engine::Relay,
+                Engine::RelayFixedLinger,
+                Engine::RelayLinger0,
+                Engine::RelayUnmarked,
+                Engine::Debezium,
+            ],
+            repeat: 5,
             big_rows: 1_000_000,
             big_payload: 1024,
             instr_rows: 20_000,
+            profile_rows: 1_000_000,
+            profile_tx: 100,
             row_trace: RowTrace::Sampled,
         };
         let mut it = std::env::args().skip(1);
@@ -73,7 +93,13 @@ impl Args {
                         .map(str::parse)
                         .collect::<Result<_, _>>()?
                 }
-                "--rate" => a.rate = value()?.parse()?,
+                "--rate" => a.rates = vec![value()?.parse()?],
+                "--rates" => {
+                    a.rates = value()?
+                        .split(',')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()?
+                }
                 "--seconds" => a.seconds = value()?.parse()?,
                 "--partitions" => a.partitions = value()?.parse()?,
                 "--out" => a.out = value()?.into(),
@@ -81,6 +107,8 @@ impl Args {
                 "--big-rows" => a.big_rows = value()?.parse()?,
                 "--big-payload" => a.big_payload = value()?.parse()?,
                 "--instr-rows" => a.instr_rows = value()?.parse()?,
+                "--profile-rows" => a.profile_rows = value()?.parse()?,
+                "--profile-tx" => a.profile_tx = value()?.parse()?,
                 "--traceparent" => {
                     a.row_trace = match value()?.as_str() {
                         "sampled" => RowTrace::Sampled,
@@ -95,6 +123,8 @@ impl Args {
                         .map(|e| match e {
                             "outbox-cdc" => Ok(Engine::Relay),
                             "outbox-cdc-unmarked" => Ok(Engine::RelayUnmarked),
+                            "outbox-cdc-fixed-linger" => Ok(Engine::RelayFixedLinger),
+                            "outbox-cdc-linger0" => Ok(Engine::RelayLinger0),
                             "outbox-cdc-baseline" => Ok(Engine::RelayBaseline),
                             "debezium" => Ok(Engine::Debezium),
                             "outbox-cdc-transactional" => Ok(Engine::RelayTransactional),
@@ -114,11 +144,12 @@ impl Args {
         if a.repeat == 0
             || a.rows < 2
             || a.payload < 0
-            || a.rate == 0
+            || a.rates.is_empty()
+            || a.rates.contains(&0)
             || a.seconds == 0
             || a.tx_sizes.is_empty()
         {
-            bail!("rows >= 2, payload >= 0, rate > 0, seconds > 0 and at least one tx size");
+            bail!("rows >= 2, payload >= 0, rates > 0, seconds > 0 and at least one tx size");
         }
         Ok(a)
     }

@@ -136,6 +136,7 @@ pub(crate) async fn slot_read(
                 }
                 Some(Event::Commit { end_lsn, .. }) => feedback.settle(end_lsn),
                 Some(Event::Changes(_)) => return Err(anyhow!("a routed table's changes")),
+                Some(Event::CaughtUp) => {}
                 None => break,
             }
         }

@@ -10,6 +10,13 @@ pub(crate) enum Engine {
     Relay,
     /// The relay without its PUBLISHED bookkeeping, to show what that costs.
     RelayUnmarked,
+    /// The relay as it was before it sent at once when caught up
+    /// (`when_caught_up = "linger"`): every record waits out `linger.ms`.
+    /// The paired drains show what sending at once costs a backlog.
+    RelayFixedLinger,
+    /// The relay with `linger.ms=0`: the other way to low latency, which
+    /// the paired drains show costs 1-row backlogs.
+    RelayLinger0,
     /// Another build of the relay (`BENCH_BASELINE_BIN`), to compare two
     /// versions in one run.
     RelayBaseline,
@@ -37,6 +44,8 @@ impl Engine {
         match self {
             Engine::Relay => "outbox-cdc",
             Engine::RelayUnmarked => "outbox-cdc (mark_published = false)",
+            Engine::RelayFixedLinger => "outbox-cdc (when_caught_up = linger)",
+            Engine::RelayLinger0 => "outbox-cdc (linger.ms = 0)",
             Engine::RelayBaseline => "outbox-cdc (BENCH_BASELINE_BIN)",
             Engine::Debezium => "debezium",
             Engine::RelayTransactional => "outbox-cdc (delivery = transactional)",
@@ -61,6 +70,8 @@ impl Engine {
         match self {
             Engine::Relay => "relay",
             Engine::RelayUnmarked => "relay_unmarked",
+            Engine::RelayFixedLinger => "relay_fixed_linger",
+            Engine::RelayLinger0 => "relay_linger0",
             Engine::RelayBaseline => "relay_baseline",
             Engine::Debezium => "debezium",
             Engine::RelayTransactional => "relay_tx",

@@ -67,6 +67,15 @@ pub(crate) async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) 
         match engine {
             Engine::RelayUnmarked => "mark_published = false",
             Engine::RelayTransactional => "delivery = \"transactional\"",
+            Engine::RelayFixedLinger => "when_caught_up = \"linger\"",
+            _ => "",
+        }
+    );
+    let kafka_properties = format!(
+        "{}\n{}",
+        std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
+        match engine {
+            Engine::RelayLinger0 => "\"linger.ms\" = \"0\"",
             _ => "",
         }
     );
@@ -91,7 +100,7 @@ topic_prefix = "{run}"
 [relay]
 {relay_settings}
 {http}"#,
-        kafka_properties = std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
+        kafka_properties = kafka_properties,
         relay_settings = relay_settings,
         http = match engine {
             Engine::RelayMetrics => format!("\n[http]\nlisten = \"127.0.0.1:{METRICS_PORT}\"\n"),
@@ -118,6 +127,8 @@ topic_prefix = "{run}"
     let target = match engine {
         Engine::Relay
         | Engine::RelayUnmarked
+        | Engine::RelayFixedLinger
+        | Engine::RelayLinger0
         | Engine::RelayBaseline
         | Engine::RelayMetrics
         | Engine::RelayOtel
@@ -281,6 +292,8 @@ impl Running {
         match engine {
             Engine::Relay
             | Engine::RelayUnmarked
+            | Engine::RelayFixedLinger
+            | Engine::RelayLinger0
             | Engine::RelayBaseline
             | Engine::RelayMetrics
             | Engine::RelayOtel

@@ -17,10 +17,12 @@ mod engine;
 mod engines;
 mod markdown;
 mod numbers;
+mod profile;
 mod report;
 mod runs;
 mod scenarios;
 mod services;
+mod steady;
 
 use std::fs::File;
 use std::io::Write as _;
@@ -30,12 +32,13 @@ use serde_json::{json, Value as Json};
 
 use args::Args;
 use baselines::{raw_produce, slot_read, Keep};
+use engine::Engine;
 use engines::debezium_tuning;
 use markdown::markdown;
 use outbox_cdc::replication::slot;
 use report::{command_line, environment, ratios};
 use runs::summary;
-use scenarios::{backlog_once, instructions, one_big_transaction, steady};
+use scenarios::{backlog_once, instructions, one_big_transaction};
 use services::Services;
 
 // The relay's allocator, for the baselines' librdkafka and reader too.
@@ -176,15 +179,39 @@ async fn bench() -> Result<()> {
         }
     }
     if runs("steady") {
-        for engine in a.engines.clone() {
-            results.push(steady(&s, &a, engine).await?);
+        // Repeats take turns, so a slow minute of the machine falls on
+        // every engine alike.
+        let engines: Vec<Engine> = a.engines.clone();
+        let mut by: Vec<Vec<Vec<Json>>> = vec![vec![Vec::new(); a.rates.len()]; engines.len()];
+        for i in 0..a.repeat {
+            eprintln!("[bench] steady streams ({}/{})", i + 1, a.repeat);
+            for (engine, per_rate) in engines.iter().zip(by.iter_mut()) {
+                for (rate, runs) in a.rates.iter().zip(per_rate.iter_mut()) {
+                    runs.push(steady::steady_once(&s, &a, *engine, *rate).await?);
+                }
+            }
+        }
+        for (engine, per_rate) in engines.iter().zip(by) {
+            for (rate, runs) in a.rates.iter().zip(per_rate) {
+                results.push(steady::latency_summary(*engine, *rate, runs));
+            }
         }
     }
     if runs("instructions") {
         results.extend(instructions(&s, &a).await?);
     }
+    if runs("profile") {
+        results.push(profile::profile(&s, &a).await?);
+    }
     if runs("bigtx") {
-        for engine in a.engines.clone() {
+        // Memory does not depend on linger: those engines are for the
+        // drains and the streams.
+        for engine in a
+            .engines
+            .iter()
+            .copied()
+            .filter(|e| !matches!(e, Engine::RelayFixedLinger | Engine::RelayLinger0))
+        {
             let mut big = one_big_transaction(&s, &a, engine).await?;
             // The same rows in 100-row transactions: what memory is when the
             // transaction size is not the question. As many rows, because the
@@ -225,7 +252,7 @@ async fn bench() -> Result<()> {
         "command": command,
         "environment": environment,
         "settings": {
-            "rows": a.rows, "payload_bytes": a.payload, "tx_sizes": a.tx_sizes, "rate_msg_s": a.rate,
+            "rows": a.rows, "payload_bytes": a.payload, "tx_sizes": a.tx_sizes, "rates_msg_s": a.rates,
             "seconds": a.seconds, "partitions": a.partitions, "repeat": a.repeat, "debezium_tuning": tuning,
             "relay_settings": std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
             "relay_kafka_properties": std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),

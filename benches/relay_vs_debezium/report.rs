@@ -10,6 +10,7 @@ use crate::args::Args;
 use crate::cpu::WINDOW_COST;
 use crate::engine::Engine;
 use crate::numbers::round;
+use crate::runs::{spread, spread_of, Spread};
 use crate::services::Services;
 use crate::*;
 
@@ -113,15 +114,16 @@ pub(crate) fn ratios(a: &Args, results: &[Json]) -> Json {
     let relay = Engine::Relay.tag();
     let dbz = Engine::Debezium.tag();
     let mut out = serde_json::Map::new();
+    // Each ratio's range over the repeats: [lowest, highest].
+    let mut spreads = serde_json::Map::new();
     for tx in &a.tx_sizes {
         let sc = format!("backlog_tx{tx}");
-        let r = num(find(results, &sc, relay), &["throughput_msg_s"]);
-        let d = num(find(results, &sc, dbz), &["throughput_msg_s"]);
+        let r = find(results, &sc, relay).and_then(|r| spread_of(r, "throughput_msg_s"));
+        let d = find(results, &sc, dbz).and_then(|r| spread_of(r, "throughput_msg_s"));
         if let (Some(r), Some(d)) = (r, d) {
-            out.insert(
-                format!("throughput_vs_debezium_tx{tx}"),
-                json!(round(r / d, 2)),
-            );
+            let k = format!("throughput_vs_debezium_tx{tx}");
+            out.insert(k.clone(), json!(round(r.median / d.median, 2)));
+            spreads.insert(k, json!([round(r.min / d.max, 2), round(r.max / d.min, 2)]));
         }
     }
     // Transactional delivery against idempotent delivery and against
@@ -141,12 +143,25 @@ pub(crate) fn ratios(a: &Args, results: &[Json]) -> Json {
             }
         }
     }
-    let p99 = |e: &str| num(find(results, "steady", e), &["latency_ms", "p99"]);
-    if let (Some(r), Some(d)) = (p99(relay), p99(dbz)) {
-        out.insert("p99_vs_debezium".into(), json!(round(r / d, 3)));
+    // The streams: the relay's percentiles at each rate, and its p99
+    // against Debezium's at the highest.
+    let steady = |e: &str, rate: u32| {
+        results
+            .iter()
+            .find(|r| r["scenario"] == "steady" && r["engine"] == e && r["rate_msg_s"] == rate)
+    };
+    for rate in &a.rates {
+        for p in ["p50", "p99"] {
+            if let Some(v) = num(steady(relay, *rate), &["latency_ms", p]) {
+                out.insert(format!("relay_{p}_ms_at_{rate}"), json!(v));
+            }
+        }
     }
-    if let Some(r) = p99(relay) {
-        out.insert("relay_p99_ms".into(), json!(r));
+    if let Some(top) = a.rates.iter().max() {
+        let p99 = |e: &str| num(steady(e, *top), &["latency_ms", "p99"]);
+        if let (Some(r), Some(d)) = (p99(relay), p99(dbz)) {
+            out.insert("p99_vs_debezium".into(), json!(round(r / d, 3)));
+        }
     }
     let peak = |e: &str| {
         results
@@ -205,11 +220,10 @@ pub(crate) fn ratios(a: &Args, results: &[Json]) -> Json {
             json!(round(bound, 0)),
         );
         let sc = format!("backlog_tx{tx}");
-        if let Some(v) = num(find(results, &sc, relay), &["throughput_msg_s"]) {
-            out.insert(
-                format!("throughput_vs_shared_cpu_bound_tx{tx}"),
-                json!(round(v / bound, 2)),
-            );
+        if let Some(v) = find(results, &sc, relay).and_then(|r| spread_of(r, "throughput_msg_s")) {
+            let k = format!("throughput_vs_shared_cpu_bound_tx{tx}");
+            out.insert(k.clone(), json!(round(v.median / bound, 2)));
+            spreads.insert(k, json!([round(v.min / bound, 2), round(v.max / bound, 2)]));
         }
         // A bound a relay passes is no bound: the baselines were measured
         // on a slower machine than some drain, and the run is not valid.
@@ -249,37 +263,30 @@ pub(crate) fn ratios(a: &Args, results: &[Json]) -> Json {
                 json!(round(1.0 - on / off, 3)),
             );
         }
-        // Each marked drain against the unmarked one that ran right after
-        // it: a pair shares its minute of the machine, where medians of
-        // three drains each compare different minutes.
-        let rates = |e: &str| -> Vec<f64> {
-            find(results, &sc, e)
-                .and_then(|r| r["runs"].as_array())
-                .map(|runs| {
-                    runs.iter()
-                        .filter_map(|r| r["throughput_msg_s"].as_f64())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let mut pairs: Vec<f64> = rates(relay)
-            .iter()
-            .zip(rates(unmarked))
-            .map(|(on, off)| 1.0 - on / off)
-            .collect();
-        pairs.sort_by(f64::total_cmp);
-        if let Some(m) = pairs.get(pairs.len() / 2) {
+        // Each drain against the other engine's of the same repetition: a
+        // pair shares its minute of the machine, where medians compare
+        // different minutes.
+        if let Some(p) = paired(results, &sc, relay, unmarked) {
             out.insert(
                 format!("bookkeeping_cost_paired_tx{tx}"),
-                json!(round(*m, 3)),
+                json!(round(1.0 - p.median, 3)),
             );
         }
-        let cpu = num(find(results, &sc, relay), &["cpu_s"]);
-        if let Some(cpu) = cpu {
-            out.insert(
-                format!("relay_cpu_us_per_msg_tx{tx}"),
-                json!(round(cpu * 1e6 / a.rows as f64, 1)),
-            );
+        for (name, other) in [
+            ("fixed_linger", Engine::RelayFixedLinger),
+            ("linger_0", Engine::RelayLinger0),
+        ] {
+            if let Some(p) = paired(results, &sc, relay, other.tag()) {
+                let k = format!("throughput_vs_{name}_paired_tx{tx}");
+                out.insert(k.clone(), json!(round(p.median, 3)));
+                spreads.insert(k, json!([round(p.min, 3), round(p.max, 3)]));
+            }
+        }
+        if let Some(cpu) = find(results, &sc, relay).and_then(|r| spread_of(r, "cpu_s")) {
+            let per = |s: f64| round(s * 1e6 / a.rows as f64, 1);
+            let k = format!("relay_cpu_us_per_msg_tx{tx}");
+            out.insert(k.clone(), json!(per(cpu.median)));
+            spreads.insert(k, json!([per(cpu.min), per(cpu.max)]));
         }
     }
     if let Some(peak) = results
@@ -304,5 +311,69 @@ pub(crate) fn ratios(a: &Args, results: &[Json]) -> Json {
             json!(round(big / small, 2)),
         );
     }
+    for rate in &a.rates {
+        for p in ["p50", "p99"] {
+            let l = &steady(relay, *rate)
+                .map(|r| r["latency_ms"].clone())
+                .unwrap_or_default();
+            if let (Some(lo), Some(hi)) = (
+                l[format!("{p}_min")].as_f64(),
+                l[format!("{p}_max")].as_f64(),
+            ) {
+                spreads.insert(format!("relay_{p}_ms_at_{rate}"), json!([lo, hi]));
+            }
+        }
+    }
+    // A ratio whose two sides' ranges over the repeats overlap (for a
+    // paired ratio: whose range holds 1) shows no difference this machine
+    // can tell from its noise.
+    let mut within = Vec::new();
+    for tx in &a.tx_sizes {
+        let sc = format!("backlog_tx{tx}");
+        let of = |e: &str| find(results, &sc, e).and_then(|r| spread_of(r, "throughput_msg_s"));
+        for (key, other) in [
+            (format!("throughput_vs_debezium_tx{tx}"), dbz),
+            (format!("bookkeeping_cost_tx{tx}"), unmarked),
+        ] {
+            if let (Some(x), Some(y)) = (of(relay), of(other)) {
+                if out.contains_key(&key) && x.overlaps(&y) {
+                    within.push(json!(key));
+                }
+            }
+        }
+        for (key, other) in [
+            (format!("bookkeeping_cost_paired_tx{tx}"), unmarked),
+            (
+                format!("throughput_vs_fixed_linger_paired_tx{tx}"),
+                Engine::RelayFixedLinger.tag(),
+            ),
+            (
+                format!("throughput_vs_linger_0_paired_tx{tx}"),
+                Engine::RelayLinger0.tag(),
+            ),
+        ] {
+            if paired(results, &sc, relay, other).is_some_and(|p| p.min <= 1.0 && 1.0 <= p.max) {
+                within.push(json!(key));
+            }
+        }
+    }
+    out.insert("within_spread".into(), Json::Array(within));
+    out.insert("spreads".into(), Json::Object(spreads));
     Json::Object(out)
+}
+
+/// The ratio of `engine`'s drain to `other`'s in each repetition, over the
+/// repetitions.
+fn paired(results: &[Json], scenario: &str, engine: &str, other: &str) -> Option<Spread> {
+    let rates = |e: &str| -> Vec<f64> {
+        find(results, scenario, e)
+            .and_then(|r| r["runs"].as_array())
+            .map(|runs| {
+                runs.iter()
+                    .filter_map(|r| r["throughput_msg_s"].as_f64())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    spread(rates(engine).iter().zip(rates(other)).map(|(a, b)| a / b))
 }

@@ -64,6 +64,20 @@ pub struct RelayConfig {
     /// The slot guard warns (`SLOT_WAL_AT_RISK`) when the slot's
     /// `safe_wal_size` falls under this many bytes.
     pub slot_wal_margin_bytes: u64,
+    /// What records do once the relay has read all the WAL there is.
+    pub when_caught_up: WhenCaughtUp,
+}
+
+/// What records do once the relay has read all the WAL there is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenCaughtUp {
+    /// Go out at once: `linger.ms` batches a backlog only.
+    #[default]
+    Send,
+    /// Wait out `linger.ms` like a backlog's records (fewer, larger
+    /// produce requests on a busy stream; `linger.ms` of latency).
+    Linger,
 }
 
 impl Default for RelayConfig {
@@ -81,6 +95,7 @@ impl Default for RelayConfig {
             pgoutput_binary: true,
             slot_check_interval_secs: DEFAULT_SLOT_CHECK_INTERVAL_SECS,
             slot_wal_margin_bytes: DEFAULT_SLOT_WAL_MARGIN_BYTES,
+            when_caught_up: WhenCaughtUp::default(),
         }
     }
 }
@@ -279,6 +294,7 @@ pub(crate) const MEANINGS: &[(&str, &str)] = &[
     ("relay.pgoutput_binary", "on PostgreSQL 14+, ask pgoutput for values in binary form: the walsender skips the text output of `bytea` (hex, twice the size), `uuid` and `timestamptz`, and the relay their parsing; ignored before 14"),
     ("relay.slot_check_interval_secs", "how often the slot guard reads the slot's figures (and probes Kafka for readiness)"),
     ("relay.slot_wal_margin_bytes", "the slot guard warns (`SLOT_WAL_AT_RISK`) and `check` warns when the slot's `safe_wal_size` is under this"),
+    ("relay.when_caught_up", "`send` (the default): once the relay has read all the WAL there is, records go out at once, and `kafka.properties`' `linger.ms` batches a backlog only; `linger`: they wait out `linger.ms` too (fewer, larger produce requests on a busy stream, for that much latency); see [the benchmark](../benchmark.md)"),
     ("relay.transactional.id", "transactional: the producer's `transactional.id` and the group of its progress; one per relay (per outbox and slot), since a relay that starts with it fences the one before: set it when relays of two clusters with the same database and slot names share a Kafka cluster"),
     ("relay.transactional.max_records", "transactional group commit: a Kafka transaction closes at the first source transaction boundary past this many records,"),
     ("relay.transactional.max_bytes", "or this many record bytes,"),

@@ -9,6 +9,7 @@ pub(crate) mod probe;
 pub(crate) mod progress;
 pub(crate) mod publisher;
 pub mod readiness;
+pub(crate) mod send_now;
 pub mod settings;
 pub(crate) mod tail;
 pub(crate) mod window;

@@ -24,6 +24,7 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::ClientContext;
 use tokio::sync::mpsc;
 
+use super::send_now::{self, SendNow};
 use crate::contract::mapper::Record;
 use crate::error::{Cause, Code, Error};
 
@@ -241,6 +242,9 @@ fn returned(m: &rdkafka::message::BorrowedMessage<'_>, id: crate::contract::valu
 
 /// One producer and the receiver of its delivery reports.
 pub(crate) struct Publisher<T: Copy + Send + Sync + 'static> {
+    /// `None` when the producer lingers not at all. Dropped first: its
+    /// thread holds the producer and ends before the producer is dropped.
+    send_now: Option<SendNow>,
     producer: std::sync::Arc<ThreadedProducer<DeliveryContext<T>>>,
 }
 
@@ -322,15 +326,39 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
         cc: &ClientConfig,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Delivery<T>>), Error> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let producer = cc
+        let producer: ThreadedProducer<DeliveryContext<T>> = cc
             .create_with_context(DeliveryContext { reports: tx })
             .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))?;
-        Ok((
-            Publisher {
-                producer: std::sync::Arc::new(producer),
-            },
-            rx,
-        ))
+        let producer = std::sync::Arc::new(producer);
+        let window = send_now::linger(cc);
+        let send_now = match window.is_zero() {
+            true => None,
+            false => {
+                let theirs = std::sync::Arc::clone(&producer);
+                let flush = move |window: std::time::Duration| {
+                    let ms = i32::try_from(window.as_millis()).unwrap_or(i32::MAX).max(1);
+                    // SAFETY: the closure owns a reference to the producer,
+                    // so its handle outlives the call; rd_kafka_flush may be
+                    // called from any thread, and with event-based delivery
+                    // reports (rust-rdkafka's) it only waits.
+                    unsafe {
+                        rdkafka::bindings::rd_kafka_flush(theirs.client().native_ptr(), ms);
+                    }
+                };
+                Some(SendNow::start(window, flush).map_err(|e| {
+                    Error::new(Code::INTERNAL, format!("starting the send-now thread: {e}"))
+                })?)
+            }
+        };
+        Ok((Publisher { producer, send_now }, rx))
+    }
+
+    /// What librdkafka holds is sent without waiting out `linger.ms`: the
+    /// relay has caught up with the slot ([`SendNow`]).
+    pub(crate) fn send_now(&self) {
+        if let Some(s) = &self.send_now {
+            s.ring();
+        }
     }
 
     /// Runs a blocking librdkafka transaction call off the runtime's threads.

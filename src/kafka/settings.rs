@@ -79,11 +79,11 @@ const OWNED: [Owned; 7] = [
 /// Defaults the operator may override through `kafka.properties`.
 /// `message.timeout.ms` counts time in librdkafka's local queue too, so it
 /// must cover a full in-flight window on a slow cluster. `linger.ms` is 10
-/// because librdkafka sends one partition per produce request
-/// (librdkafka#1700): each partition's linger ends in a request of its own,
-/// and below a full batch the broker's cost per request is most of its cost
-/// per message (against 5 ms, 1-row backlogs 14 % faster on the benchmark's
-/// machine: README, "Producer").
+/// for a backlog: librdkafka sends one partition per produce request
+/// (librdkafka#1700), and below a full batch the broker's cost per request
+/// is most of its cost per message. A caught-up relay does not wait it out
+/// (`send_now`): against `linger.ms=0`, 1-row backlogs drain about 1.5
+/// times as fast (docs/benchmark.md, the paired drains).
 pub const DEFAULTS: [(&str, &str); 4] = [
     ("message.timeout.ms", "120000"),
     ("linger.ms", "10"),

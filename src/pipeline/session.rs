@@ -30,6 +30,7 @@ use super::settlement::{Settlement, Start};
 use super::shared::Shared;
 use super::sink::{Delivery, Sink, Ticket};
 use super::watermark::TxSeq;
+use crate::config::relay::WhenCaughtUp;
 use crate::contract::mapper::{self, Record};
 use crate::contract::row::OutboxRow;
 use crate::contract::value::{Timestamp, Uuid};
@@ -135,14 +136,11 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
         shutdown: &CancellationToken,
         pace: &mut Pace,
     ) -> Result<Woke, Error> {
-        let relay = &self.parts.shared.relay;
         let due = match self.current {
             Current::Idle => self.settlement.due(),
             _ => None,
         };
-        let room = self.parts.in_flight.messages < relay.max_in_flight_messages
-            && self.parts.in_flight.bytes < relay.max_in_flight_bytes;
-        let reading = room
+        let reading = self.has_room()
             && self.parts.ending.is_none()
             && (pace.draining.is_none() || self.settlement.reads_while_draining(self.current));
         let drain_timeout = self.parts.shared.drain_timeout();
@@ -168,7 +166,16 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                 self.parts.end_with(e);
             }
             event = events.recv(), if reading => match event {
-                Some(event) => self.on_event(event).await?,
+                Some(event) => {
+                    self.on_event(event).await?;
+                    // The rest of the reader's batch in this step: a stream
+                    // of 1-row transactions is three events a row, and a
+                    // step per event cost more than the events.
+                    while pace.draining.is_none() && self.has_room() && self.parts.ending.is_none() {
+                        let Some(event) = events.next_received() else { break };
+                        self.on_event(event).await?;
+                    }
+                }
                 // The reader ended: its own result says why.
                 None => return Err(Error::new(Code::PG_CONNECTION_LOST, "the replication stream ended")),
             },
@@ -179,6 +186,13 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
             _ = sleep_until(pace.draining), if pace.draining.is_some() => return Ok(Woke::DrainDeadline),
         }
         Ok(Woke::Step)
+    }
+
+    /// Whether the in-flight bounds let another record be sent.
+    fn has_room(&self) -> bool {
+        let relay = &self.parts.shared.relay;
+        self.parts.in_flight.messages < relay.max_in_flight_messages
+            && self.parts.in_flight.bytes < relay.max_in_flight_bytes
     }
 
     /// Gauges, counters the recorder reads, and a progress line now and
@@ -273,6 +287,13 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                     .parts
                     .end_with(Error::new(Code::PG_PROTOCOL, "rows outside a transaction")),
             },
+            // Nothing more to read for now: what librdkafka holds goes out
+            // without waiting for a batch to fill.
+            Event::CaughtUp => {
+                if self.parts.shared.relay.when_caught_up == WhenCaughtUp::Send {
+                    self.parts.sink.send_now();
+                }
+            }
             Event::Commit { end_lsn, .. } => {
                 match std::mem::replace(&mut self.current, Current::Idle) {
                     Current::AlreadyPublished => {

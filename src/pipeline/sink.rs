@@ -56,6 +56,10 @@ pub(crate) trait Sink: Send + Sync {
     /// cleanly: the next one publishes it again).
     fn purge(&self);
 
+    /// Sends what is queued without waiting for a batch to fill: the relay
+    /// has caught up with the slot. Never blocks.
+    fn send_now(&self);
+
     /// Transactional delivery: fences any older producer with the id and
     /// resolves its open transaction, then reads the progress (the end LSN
     /// of the last source transaction in Kafka).
@@ -138,6 +142,10 @@ impl Sink for KafkaSink {
 
     fn purge(&self) {
         self.publisher.purge();
+    }
+
+    fn send_now(&self) {
+        self.publisher.send_now();
     }
 
     async fn start_transactions(&self) -> Result<Option<Lsn>, Error> {

@@ -33,6 +33,11 @@ pub enum Event {
         end_lsn: Lsn,
         commit_time: Timestamp,
     },
+    /// The walsender sent a keepalive after the transactions before this:
+    /// it has no more WAL to decode, so nothing will follow soon and what
+    /// the consumer holds should go out now rather than wait for a batch
+    /// to fill. Between transactions only; a backlog's stream has none.
+    CaughtUp,
 }
 
 /// A change of a routed outbox. DELETEs never come (the router drops them,
@@ -101,6 +106,12 @@ impl Events {
             }
             self.buffered = self.rx.recv().await?.into_iter();
         }
+    }
+
+    /// The next event of the batch already received, without waiting or
+    /// touching the channel: the consumer takes a batch in one step.
+    pub fn next_received(&mut self) -> Option<Event> {
+        self.buffered.next()
     }
 
     /// The next event if one is ready now.

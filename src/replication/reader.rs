@@ -164,6 +164,8 @@ struct State {
     /// WAL end or the end of a transaction without outbox rows.
     idle_position: Lsn,
     in_transaction: Option<OpenTransaction>,
+    /// A transaction was handed on since the last [`Event::CaughtUp`].
+    delivered_since_caught_up: bool,
     last_sent_flush: Lsn,
     last_status: Instant,
     /// Whether the server is heard from, for the receive timeout.
@@ -263,6 +265,7 @@ impl Reader {
             settled: *settled_rx.borrow_and_update(),
             idle_position: start,
             in_transaction: None,
+            delivered_since_caught_up: false,
             last_sent_flush: Lsn::ZERO,
             last_status: Instant::now(),
             silence: Silence::heard(),
@@ -416,6 +419,12 @@ async fn handle_copy_data(
             st.received = st.received.max(wal_end);
             if st.in_transaction.is_none() {
                 st.idle_position = st.idle_position.max(wal_end);
+                // The walsender sends a keepalive before it waits for WAL:
+                // what it sent so far is all there is.
+                if st.delivered_since_caught_up {
+                    st.delivered_since_caught_up = false;
+                    pending.push(Event::CaughtUp);
+                }
             }
             if reply {
                 send_status(conn, st).await?;
@@ -527,6 +536,7 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
                     commit_time: Timestamp::from_pg_micros(commit_time),
                 });
                 st.last_delivered_end = end_lsn;
+                st.delivered_since_caught_up = true;
                 st.stats.transactions.fetch_add(1, Ordering::Relaxed);
             } else {
                 // Nothing for the consumer: settled as soon as all before it is.

@@ -47,6 +47,7 @@ async fn next_tx(
             }
             SupervisedEvent::Event(Event::Commit { end_lsn, .. }) => return (ids, end_lsn),
             SupervisedEvent::Event(Event::Changes(_)) => panic!("a routed table's changes"),
+            SupervisedEvent::Event(Event::CaughtUp) => {}
         }
     }
 }

@@ -111,6 +111,8 @@ pub(crate) struct State {
     pub(crate) sends: std::collections::HashMap<Uuid, usize>,
     /// Whether the relay's principal may describe topics.
     pub(crate) describe: Describe,
+    /// How often a producer was asked to send at once.
+    pub(crate) sent_now: usize,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -371,6 +373,10 @@ impl Sink for FakeSink {
 
     fn batch_size(&self) -> usize {
         self.batch_size
+    }
+
+    fn send_now(&self) {
+        self.broker.state().sent_now += 1;
     }
 
     fn purge(&self) {

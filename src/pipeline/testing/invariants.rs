@@ -575,6 +575,36 @@ fn a_drain_settles_what_is_in_flight_and_stops_cleanly() {
     }
 }
 
+/// A caught-up stream asks the producer to send at once, after the
+/// records it sent (not before); a backlog the reader is still behind on
+/// does not ask, so its records batch.
+#[test]
+fn the_producer_sends_at_once_only_when_the_reader_has_caught_up() {
+    for mode in BOTH {
+        runtime().block_on(async {
+            let mut r = Runner::new(World::new(Answers::Held), *mode, Setup::default());
+            r.play(&[
+                Step::Commit(vec![row(1)]),
+                Step::Commit(vec![row(2)]),
+                Step::Commit(vec![row(3)]),
+                Step::Deliver(2),
+                Step::Wait(10),
+            ])
+            .await;
+            assert_eq!(
+                r.world.broker.state().sent_now,
+                0,
+                "{mode:?}: behind the WAL"
+            );
+            assert_eq!(r.world.broker.held(), 2);
+            r.play(&[Step::Deliver(1), Step::Wait(10)]).await;
+            let s = r.world.broker.state();
+            assert_eq!(s.sent_now, 1, "{mode:?}: caught up");
+            assert_eq!(s.sends.len(), 3, "{mode:?}: every record was sent before");
+        });
+    }
+}
+
 /// Debezium's documented table, which keeps no status: a row too large for
 /// its topic goes to the dead-letter table, an UPDATE is dropped, and the
 /// slot passes both only once everything before them is confirmed; a

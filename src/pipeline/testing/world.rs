@@ -387,6 +387,11 @@ impl Reader {
             }
             sent += 1;
         }
+        // The walsender's keepalive once it has sent all the WAL there is
+        // (lost with a full channel, as a real one may be lost).
+        if sent > 0 && self.next == world.wal.len() {
+            let _ = self.tx.try_send(vec![Event::CaughtUp]);
+        }
         sent
     }
 }

@@ -614,3 +614,74 @@ async fn updates_deletes_and_truncates_are_skipped_and_counted() {
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
 }
+
+/// The walsender's keepalive once it has sent all the WAL there is becomes
+/// `CaughtUp` after the last transaction of a backlog, and never inside
+/// one: the relay sends at once only when nothing more is coming.
+#[tokio::test]
+async fn a_backlog_is_followed_by_one_caught_up_and_none_comes_between_its_transactions() {
+    use outbox_cdc::replication::Event;
+    let services = require_services!();
+    let db = common::migrated_db(&services, "caught_up", "outbox.").await;
+    let slot = format!("{}_s", db.name);
+    let source = rep::source(&services, &db.name, &slot, PUBLICATION);
+    // The slot, then a backlog written while no reader streams.
+    let first = rep::start(&db.client, &source).await.unwrap();
+    first.stop().await.unwrap();
+    rep::wait_inactive(&db.client, &slot).await;
+    const BACKLOG: usize = 300;
+    for i in 0..BACKLOG {
+        let id = format!("00000000-0000-4000-8000-{i:012}");
+        insert_tx(&db.client, &[id.as_str()]).await;
+    }
+    let mut reader = rep::start(&db.client, &source).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (mut commits, mut caught_up_at) = (0, Vec::new());
+    while caught_up_at.is_empty() || commits < BACKLOG {
+        let event = tokio::time::timeout_at(deadline, reader.events().recv())
+            .await
+            .expect("the backlog and a CaughtUp within 30 s")
+            .expect("the reader is streaming");
+        match event {
+            Event::Commit { .. } => commits += 1,
+            Event::CaughtUp => caught_up_at.push(commits),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        caught_up_at,
+        vec![BACKLOG],
+        "CaughtUp after the backlog's last commit only"
+    );
+    // Streaming live: each transaction the walsender sends before it waits
+    // again is followed by one.
+    insert_tx(&db.client, &["00000000-0000-4000-8000-10000000000a"]).await;
+    let next = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut seen = Vec::new();
+        while let Some(e) = reader.events().recv().await {
+            let done = e == Event::CaughtUp;
+            seen.push(e);
+            if done {
+                return seen;
+            }
+        }
+        seen
+    })
+    .await
+    .expect("a CaughtUp after a live transaction");
+    assert!(
+        matches!(
+            next.as_slice(),
+            [
+                Event::Begin { .. },
+                Event::Rows(_),
+                Event::Commit { .. },
+                Event::CaughtUp
+            ]
+        ),
+        "{next:?}"
+    );
+    reader.stop().await.unwrap();
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}

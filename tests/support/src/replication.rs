@@ -122,6 +122,7 @@ pub async fn collect(events: &mut Events, rows: usize, timeout: Duration) -> Vec
                 });
             }
             Event::Changes(_) => panic!("the messaging outbox streamed a routed table's changes"),
+            Event::CaughtUp => assert!(open.is_none(), "CaughtUp inside a transaction"),
             Event::Rows(r) => {
                 count += r.len();
                 open.as_mut()
