@@ -26,6 +26,12 @@ pub(crate) struct Args {
     pub(crate) big_payload: i32,
     /// The instructions scenario (`--only instructions`): its smaller backlog.
     pub(crate) instr_rows: i64,
+    /// Destinations the backlog's rows are spread over (curve (a) sets it).
+    pub(crate) destinations: i64,
+    /// Drains per point of the cost curves (`--only curves`).
+    pub(crate) curve_repeat: usize,
+    /// The long backlog of curve (c).
+    pub(crate) long_rows: i64,
     /// The profile (`--only profile`): its backlog of 100-row transactions.
     pub(crate) profile_rows: i64,
     /// Rows per transaction of the profile's backlog.
@@ -63,6 +69,7 @@ impl Args {
                 "instructions",
                 "bigtx",
                 "profile",
+                "curves",
             ]
             .map(String::from)
             .to_vec(),
@@ -77,6 +84,9 @@ impl Args {
             big_rows: 1_000_000,
             big_payload: 1024,
             instr_rows: 20_000,
+            destinations: 1,
+            curve_repeat: 3,
+            long_rows: 10_000_000,
             profile_rows: 1_000_000,
             profile_tx: 100,
             row_trace: RowTrace::Sampled,
@@ -108,6 +118,8 @@ impl Args {
                 "--big-payload" => a.big_payload = value()?.parse()?,
                 "--instr-rows" => a.instr_rows = value()?.parse()?,
                 "--profile-rows" => a.profile_rows = value()?.parse()?,
+                "--curve-repeat" => a.curve_repeat = value()?.parse()?,
+                "--long-rows" => a.long_rows = value()?.parse()?,
                 "--profile-tx" => a.profile_tx = value()?.parse()?,
                 "--traceparent" => {
                     a.row_trace = match value()?.as_str() {

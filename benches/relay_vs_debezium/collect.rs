@@ -40,6 +40,17 @@ impl Collector {
         partitions: i32,
         engine: Engine,
     ) -> Result<Collector> {
+        Collector::start_topics(bootstrap, &[topic.to_string()], partitions, engine)
+    }
+
+    /// A consumer of every partition of `topics`.
+    pub(crate) fn start_topics(
+        bootstrap: &str,
+        topics: &[String],
+        partitions: i32,
+        engine: Engine,
+    ) -> Result<Collector> {
+        let topic = topics.first().map(String::as_str).unwrap_or_default();
         let received = engine.transactional();
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
@@ -60,8 +71,10 @@ impl Collector {
             .set("fetch.min.bytes", if received { "1" } else { "1048576" })
             .create()?;
         let mut tpl = TopicPartitionList::new();
-        for p in 0..partitions {
-            tpl.add_partition_offset(topic, p, Offset::Beginning)?;
+        for topic in topics {
+            for p in 0..partitions {
+                tpl.add_partition_offset(topic, p, Offset::Beginning)?;
+            }
         }
         consumer.assign(&tpl)?;
         let seen = Arc::new(Mutex::new(Seen::default()));

@@ -27,7 +27,10 @@ use crate::*;
 /// One database with the outbox, its bench topic and configuration.
 pub(crate) struct Bench {
     pub(crate) db: String,
+    /// The first of `topics`: the one topic of every scenario but curve (a).
     pub(crate) topic: String,
+    /// One per destination the rows are spread over.
+    pub(crate) topics: Vec<String>,
     pub(crate) config_path: PathBuf,
     pub(crate) config: Config,
     pub(crate) client: Client,
@@ -141,11 +144,13 @@ topic_prefix = "{run}"
         &config_path,
         &["cutover", "--to", target],
     )?;
-    create_topic(&s.kafka, &topic, a.partitions).await?;
+    let topics = crate::curves::topics(&prefix, a.destinations);
+    create_topics(&s.kafka, &topics, a.partitions).await?;
     let client = s.connect(name).await?;
     Ok(Bench {
         db: name.to_string(),
         topic,
+        topics,
         config_path,
         config,
         client,
@@ -194,46 +199,72 @@ pub(crate) async fn drop_bench(s: &Services, b: Bench) -> Result<()> {
     admin
         .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", b.db))
         .await?;
-    delete_topic(&s.kafka, &b.topic).await
+    delete_topics(&s.kafka, &b.topics).await
 }
 
 /// Deletes a scenario's topic once its records are counted: a full run
 /// writes gigabytes to Kafka, and kept topics filled the disk over a day.
 pub(crate) async fn delete_topic(bootstrap: &str, topic: &str) -> Result<()> {
+    delete_topics(bootstrap, &[topic.to_string()]).await
+}
+
+pub(crate) async fn delete_topics(bootstrap: &str, topics: &[String]) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()?;
-    for r in admin.delete_topics(&[topic], &AdminOptions::new()).await? {
-        r.map_err(|(t, e)| anyhow!("deleting topic {t}: {e}"))?;
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    for chunk in names.chunks(500) {
+        for r in admin.delete_topics(chunk, &AdminOptions::new()).await? {
+            r.map_err(|(t, e)| anyhow!("deleting topic {t}: {e}"))?;
+        }
     }
     Ok(())
 }
 
 pub(crate) async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
+    create_topics(bootstrap, &[topic.to_string()], partitions).await
+}
+
+pub(crate) async fn create_topics(
+    bootstrap: &str,
+    topics: &[String],
+    partitions: i32,
+) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()?;
-    let t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1))
-        .set("message.timestamp.type", "LogAppendTime");
-    for r in admin.create_topics([&t], &AdminOptions::new()).await? {
-        r.map_err(|(t, e)| anyhow!("creating topic {t}: {e}"))?;
+    for chunk in topics.chunks(500) {
+        let new: Vec<NewTopic> = chunk
+            .iter()
+            .map(|t| {
+                NewTopic::new(t, partitions, TopicReplication::Fixed(1))
+                    .set("message.timestamp.type", "LogAppendTime")
+            })
+            .collect();
+        for r in admin.create_topics(&new, &AdminOptions::new()).await? {
+            r.map_err(|(t, e)| anyhow!("creating topic {t}: {e}"))?;
+        }
     }
     // Served before any engine's first record: Debezium's producer does not
     // survive a partition the broker does not serve yet (KAFKA-15591).
     let producer: rdkafka::producer::BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()?;
-    let name = topic.to_string();
+    let names = topics.to_vec();
     let served = tokio::task::spawn_blocking(move || {
         use rdkafka::producer::Producer;
-        outbox_cdc::kafka::readiness::wait_until_served(
-            producer.client(),
-            &name,
-            Duration::from_secs(60),
-        )
+        for name in &names {
+            outbox_cdc::kafka::readiness::wait_until_served(
+                producer.client(),
+                name,
+                Duration::from_secs(60),
+            )
+            .map_err(|e| anyhow!("topic {name} was not served within 60 s: {e}"))?;
+        }
+        Ok::<_, anyhow::Error>(())
     })
     .await?;
-    served.map_err(|e| anyhow!("topic {topic} was not served within 60 s: {e}"))
+    served
 }
 
 /// The rows every scenario writes: one destination, 1 000 routing keys,
@@ -243,20 +274,37 @@ pub(crate) const INSERT_COLUMNS: &str =
      partition_key, tenant, traceparent, correlation_id";
 
 pub(crate) fn insert_values(g: &str, tag: &str, payload: i32) -> String {
+    insert_values_to(g, tag, payload, 1)
+}
+
+/// The rows spread over `destinations` destinations.
+pub(crate) fn insert_values_to(g: &str, tag: &str, payload: i32, destinations: i64) -> String {
+    let destination = crate::curves::destination_sql(g, destinations);
     let traceparent = match crate::args::ROW_TRACE.get() {
         Some(crate::args::RowTrace::Absent) => "NULL".to_string(),
         _ => format!("'{TRACEPARENT}'"),
     };
     format!(
-        "md5('{tag}' || {g})::uuid, '{DESTINATION}', 'OrderPlaced', 1, 'application/json', \
+        "md5('{tag}' || {g})::uuid, {destination}, 'OrderPlaced', 1, 'application/json', \
          convert_to('{{\"n\":' || {g} || ',\"pad\":\"' || repeat('x', greatest({payload} - 20, 0)) || '\"}}', 'UTF8'), \
          'customer-' || ({g} % 1000), 'acme', {traceparent}, 'corr-' || {g}"
     )
 }
 
 pub(crate) async fn write_backlog(c: &Client, rows: i64, payload: i32, per_tx: i64) -> Result<f64> {
+    write_spread_backlog(c, rows, payload, per_tx, 1).await
+}
+
+/// A backlog whose rows are spread over `destinations` destinations.
+pub(crate) async fn write_spread_backlog(
+    c: &Client,
+    rows: i64,
+    payload: i32,
+    per_tx: i64,
+    destinations: i64,
+) -> Result<f64> {
     let t = Instant::now();
-    let values = insert_values("g", "b", payload);
+    let values = insert_values_to("g", "b", payload, destinations);
     c.batch_execute(&format!(
         "DO $$
          DECLARE i bigint := 0;

@@ -13,6 +13,7 @@ mod args;
 mod baselines;
 mod collect;
 mod cpu;
+mod curves;
 mod engine;
 mod engines;
 mod markdown;
@@ -199,6 +200,17 @@ async fn bench() -> Result<()> {
     }
     if runs("instructions") {
         results.extend(instructions(&s, &a).await?);
+    }
+    // `curves` is all three; each also runs alone.
+    let curve = |name: &str| runs("curves") || runs(&format!("curve-{name}"));
+    if curve("destinations") {
+        results.extend(curves::destinations(&s, &a).await?);
+    }
+    if curve("payload") {
+        results.extend(curves::payloads(&s, &a).await?);
+    }
+    if curve("backlog") {
+        results.push(curves::long_backlog(&s, &a).await?);
     }
     if runs("profile") {
         results.push(profile::profile(&s, &a).await?);

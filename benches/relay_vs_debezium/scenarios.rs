@@ -16,8 +16,8 @@ use crate::cpu::{
 };
 use crate::engine::Engine;
 use crate::engines::{
-    drop_bench, insert_values, prepare, start_collector, write_backlog, Bench, Running, Scraper,
-    INSERT_COLUMNS,
+    drop_bench, insert_values, prepare, start_collector, write_backlog, write_spread_backlog,
+    Bench, Running, Scraper, INSERT_COLUMNS,
 };
 use crate::numbers::{now_ms, round};
 use crate::services::Services;
@@ -30,8 +30,8 @@ pub(crate) async fn backlog_once(
 ) -> Result<Json> {
     let name = format!("bench_{}_tx{per_tx}", engine.db_tag());
     let b = prepare(s, a, &name, engine).await?;
-    let load_s = write_backlog(&b.client, a.rows, a.payload, per_tx).await?;
-    let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
+    let load_s = write_spread_backlog(&b.client, a.rows, a.payload, per_tx, a.destinations).await?;
+    let collector = Collector::start_topics(&s.kafka, &b.topics, a.partitions, engine)?;
     let started = now_ms();
     let trace = CpuTrace::start();
     let (mut run, before) = Running::start(s, engine, &b).await?;

@@ -284,6 +284,15 @@ fn check_application_headers(value: &Value) -> Result<(), Error> {
 
 /// Maps a row; `commit_time` is the source transaction's commit time.
 /// The row is consumed: its payload and key move into the record.
+/// The topic `row`'s record goes to, when its destination reads as text
+/// (what [`map`] checks is checked there).
+pub fn topic_of(row: &OutboxRow, topic_prefix: &str) -> Option<String> {
+    match row.get(&outbox::DESTINATION) {
+        Value::Text(d) => Some(format!("{topic_prefix}{}", d.as_str())),
+        _ => None,
+    }
+}
+
 pub fn map(
     mut row: OutboxRow,
     topic_prefix: &str,

@@ -318,7 +318,40 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
             let limit = self.by_index.get(*i as usize).and_then(|d| d.limit);
             return (*i, limit);
         }
-        if let Err(e) = self.sink.topic_ready(topic).await {
+        let looked = look_up(&self.sink, &self.shared.limits, topic).await;
+        self.register(topic, looked)
+    }
+
+    /// Looks the unknown destinations of `topics` up at once, a few at a
+    /// time: a session's first records for 1 000 new destinations waited
+    /// three round trips to the broker each, one after the other (33 s).
+    pub(crate) async fn learn_destinations(&mut self, topics: impl Iterator<Item = String>) {
+        use futures_util::StreamExt as _;
+        let mut unknown: Vec<String> = topics
+            .filter(|t| !self.destinations.contains_key(t))
+            .collect();
+        unknown.sort_unstable();
+        unknown.dedup();
+        if unknown.len() < 2 {
+            return;
+        }
+        let (sink, limits) = (&self.sink, &self.shared.limits);
+        let looked: Vec<(String, LookedUp)> = futures_util::stream::iter(unknown)
+            .map(|t| async move {
+                let looked = look_up(sink, limits, &t).await;
+                (t, looked)
+            })
+            .buffered(LOOKUPS_AT_ONCE)
+            .collect()
+            .await;
+        for (topic, looked) in looked {
+            self.register(&topic, looked);
+        }
+    }
+
+    /// Records what was learned of a new destination and gives it an index.
+    fn register(&mut self, topic: &str, looked: LookedUp) -> (u32, Option<Limit>) {
+        if let Err(e) = looked.ready {
             crate::log_error!(
                 warn,
                 e,
@@ -326,7 +359,7 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
                 "the topic is not served on every partition yet; producing anyway"
             );
         }
-        let limit = self.learn_limit(topic).await;
+        let limit = self.learn_limit(topic, looked.limit);
         let i = self.by_index.len() as u32;
         self.by_index.push(Destination {
             name: topic.to_string(),
@@ -337,25 +370,28 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
         (i, limit)
     }
 
-    async fn learn_limit(&mut self, topic: &str) -> Option<Limit> {
+    fn learn_limit(
+        &mut self,
+        topic: &str,
+        described: Option<Result<usize, Error>>,
+    ) -> Option<Limit> {
         let limits = &self.shared.limits;
-        let limit = match limits.get(topic) {
-            Some(known) => known,
-            None => match self.sink.topic_limit(topic).await {
-                Ok(bytes) => {
-                    limits.learn(topic, Limit::Described(bytes));
-                    Limit::Described(bytes)
-                }
-                Err(e) => {
-                    crate::log_error!(
-                        warn,
-                        e,
-                        topic,
-                        "the topic's max.message.bytes is unknown: a batch the broker refuses as too large is published again in smaller ones"
-                    );
-                    return None;
-                }
-            },
+        let limit = match (limits.get(topic), described) {
+            (Some(known), _) => known,
+            (None, Some(Ok(bytes))) => {
+                limits.learn(topic, Limit::Described(bytes));
+                Limit::Described(bytes)
+            }
+            (None, Some(Err(e))) => {
+                crate::log_error!(
+                    warn,
+                    e,
+                    topic,
+                    "the topic's max.message.bytes is unknown: a batch the broker refuses as too large is published again in smaller ones"
+                );
+                return None;
+            }
+            (None, None) => return None,
         };
         let batch_size = self.sink.batch_size();
         if limits.batch_size(batch_size) < batch_size {
@@ -427,4 +463,27 @@ impl<'a, K, L> Parts<'a, K, L> {
             last_mark: Instant::now(),
         }
     }
+}
+
+/// Destinations looked up at once by [`Parts::learn_destinations`].
+const LOOKUPS_AT_ONCE: usize = 16;
+
+/// What the broker said of a new destination: whether it is served, and
+/// its `max.message.bytes` (`None`: already known).
+struct LookedUp {
+    ready: Result<(), Error>,
+    limit: Option<Result<usize, Error>>,
+}
+
+async fn look_up<K: Sink>(
+    sink: &K,
+    limits: &crate::kafka::limits::Limits,
+    topic: &str,
+) -> LookedUp {
+    let ready = sink.topic_ready(topic).await;
+    let limit = match limits.get(topic) {
+        Some(_) => None,
+        None => Some(sink.topic_limit(topic).await),
+    };
+    LookedUp { ready, limit }
 }

@@ -130,9 +130,17 @@ impl Events {
 pub(super) struct Batch {
     pub(super) events: Vec<Event>,
     pub(super) rows: usize,
+    /// The bytes of the rows' values.
+    pub(super) bytes: usize,
 }
 
 impl Batch {
+    /// An event of rows whose values hold `bytes` bytes.
+    pub(super) fn push_sized(&mut self, event: Event, bytes: usize) {
+        self.bytes += bytes;
+        self.push(event);
+    }
+
     pub(super) fn push(&mut self, event: Event) {
         match &event {
             Event::Rows(rows) => self.rows += rows.len(),
@@ -144,12 +152,15 @@ impl Batch {
 
     /// No more reading until the consumer takes it: bounds the memory a
     /// batch holds like one chunk does, and a run of empty transactions.
-    pub(super) fn full(&self, chunk_rows: usize) -> bool {
-        self.rows >= chunk_rows || self.events.len() >= 3 * chunk_rows
+    pub(super) fn full(&self, tuning: &super::reader::Tuning) -> bool {
+        self.rows >= tuning.chunk_rows
+            || self.bytes >= tuning.chunk_bytes
+            || self.events.len() >= 3 * tuning.chunk_rows
     }
 
     pub(super) fn take(&mut self) -> Vec<Event> {
         self.rows = 0;
+        self.bytes = 0;
         std::mem::take(&mut self.events)
     }
 }

@@ -7,6 +7,16 @@ use bytes::Bytes;
 use crate::lsn::Lsn;
 
 /// One column of a tuple.
+impl TupleValue {
+    /// The bytes the value holds.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            TupleValue::Text(b) | TupleValue::Binary(b) => b.len(),
+            TupleValue::Null | TupleValue::Unchanged => 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TupleValue {
     Null,

@@ -92,6 +92,10 @@ pub struct Tuning {
     /// Rows per `Rows` event: bounds the memory one event holds. At 100 a
     /// transaction of any size buffers no more rows than 100-row ones do.
     pub chunk_rows: usize,
+    /// Bytes of row values per `Rows` event and per batch, whichever of the
+    /// two bounds comes first: 100 rows of 256 KiB payloads are 25 MiB, and
+    /// the channel holds `channel_capacity` batches.
+    pub chunk_bytes: usize,
     /// A status update at least this often (well inside wal_sender_timeout).
     pub status_interval: Duration,
     /// How often settlement is checked and, when it moved, reported.
@@ -108,6 +112,7 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             chunk_rows: 100,
+            chunk_bytes: 1 << 20,
             status_interval: Duration::from_secs(10),
             feedback_interval: Duration::from_millis(200),
             channel_capacity: 8,
@@ -188,6 +193,8 @@ struct OpenTransaction {
     commit_time: Timestamp,
     delivered_begin: bool,
     chunk: Vec<OutboxRow>,
+    /// The bytes of the values in `chunk` (or `changes`).
+    chunk_bytes: usize,
     changes: Vec<Change>,
     /// The routed outbox's changes so far, for their ids.
     ordinal: u64,
@@ -214,11 +221,28 @@ impl OpenTransaction {
     }
 
     /// A routed change, handed on in chunks as rows are.
-    fn change(&mut self, change: Change, pending: &mut Batch, tuning: &Tuning) {
+    fn change(&mut self, change: Change, bytes: usize, pending: &mut Batch, tuning: &Tuning) {
         self.begin(pending);
         self.changes.push(change);
-        if self.changes.len() >= tuning.chunk_rows {
-            pending.push(Event::Changes(std::mem::take(&mut self.changes)));
+        self.chunk_bytes += bytes;
+        if self.changes.len() >= tuning.chunk_rows || self.chunk_bytes >= tuning.chunk_bytes {
+            pending.push_sized(
+                Event::Changes(std::mem::take(&mut self.changes)),
+                std::mem::take(&mut self.chunk_bytes),
+            );
+        }
+    }
+
+    /// An outbox row, handed on in chunks.
+    fn row(&mut self, row: OutboxRow, bytes: usize, pending: &mut Batch, tuning: &Tuning) {
+        self.begin(pending);
+        self.chunk.push(row);
+        self.chunk_bytes += bytes;
+        if self.chunk.len() >= tuning.chunk_rows || self.chunk_bytes >= tuning.chunk_bytes {
+            pending.push_sized(
+                Event::Rows(std::mem::take(&mut self.chunk)),
+                std::mem::take(&mut self.chunk_bytes),
+            );
         }
     }
 }
@@ -285,7 +309,7 @@ impl Reader {
                 }
                 // Read on while frames are at hand and the batch has room;
                 // hand the batch over when the stream pauses or it is full.
-                frame = conn.framed.next(), if !pending.full(tuning.chunk_rows) => {
+                frame = conn.framed.next(), if !pending.full(&tuning) => {
                     let message = match frame {
                         Some(Ok(Backend::Message(m))) => m,
                         Some(Ok(Backend::CopyBothResponse)) => {
@@ -346,7 +370,7 @@ impl Reader {
                     report(&mut conn, &mut st, &settled_rx).await?;
                     // Silence counts only while the reader listens: a full
                     // batch waiting on the consumer leaves the socket unread.
-                    if pending.full(tuning.chunk_rows) {
+                    if pending.full(&tuning) {
                         st.silence = Silence::heard();
                     }
                     match listen(st.silence, tuning.receive_timeout) {
@@ -453,6 +477,7 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
                 commit_time: Timestamp::from_pg_micros(commit_time),
                 delivered_begin: false,
                 chunk: Vec::new(),
+                chunk_bytes: 0,
                 changes: Vec::new(),
                 ordinal: 0,
                 skip,
@@ -475,23 +500,18 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
                 }
                 Some(true) if tx.skip => {}
                 Some(true) => {
+                    let bytes: usize = tuple.iter().map(pgoutput::TupleValue::len).sum();
                     let decoded = st
                         .relations
                         .decode(relation, tuple)
                         .ok_or_else(|| malformed("outbox relation vanished"))?;
                     st.stats.rows.fetch_add(1, Ordering::Relaxed);
                     match decoded {
-                        Decoded::Outbox(row) => {
-                            tx.begin(pending);
-                            tx.chunk.push(row);
-                            if tx.chunk.len() >= st.tuning.chunk_rows {
-                                pending.push(Event::Rows(std::mem::take(&mut tx.chunk)));
-                            }
-                        }
+                        Decoded::Outbox(row) => tx.row(row, bytes, pending, &st.tuning),
                         Decoded::Routed(plan, values) => {
                             let id = tx.next_id();
                             let change = Change::Insert { id, plan, values };
-                            tx.change(change, pending, &st.tuning);
+                            tx.change(change, bytes, pending, &st.tuning);
                         }
                     }
                 }
@@ -509,7 +529,7 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
                     id: tx.next_id(),
                     plan: plan.clone(),
                 };
-                tx.change(change, pending, &st.tuning);
+                tx.change(change, 0, pending, &st.tuning);
             }
         }
         PgOutput::Commit {
@@ -524,10 +544,10 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
             st.received = st.received.max(end_lsn);
             if tx.delivered_begin {
                 if !tx.chunk.is_empty() {
-                    pending.push(Event::Rows(tx.chunk));
+                    pending.push_sized(Event::Rows(tx.chunk), tx.chunk_bytes);
                 }
                 if !tx.changes.is_empty() {
-                    pending.push(Event::Changes(tx.changes));
+                    pending.push_sized(Event::Changes(tx.changes), tx.chunk_bytes);
                 }
                 pending.push(Event::Commit {
                     xid: tx.xid,
@@ -631,25 +651,33 @@ mod tests {
         let mut batch = Batch::default();
         batch.push(commit(1));
         batch.push(Event::Rows(Vec::new()));
-        assert!(!batch.full(tuning.chunk_rows), "no rows yet, two events");
+        assert!(!batch.full(&tuning), "no rows yet, two events");
         for n in 2..6 {
             batch.push(commit(n));
         }
-        assert!(
-            batch.full(tuning.chunk_rows),
-            "six events: three per chunk row"
-        );
+        assert!(batch.full(&tuning), "six events: three per chunk row");
         assert_eq!(batch.take().len(), 6);
-        assert!(!batch.full(tuning.chunk_rows));
+        assert!(!batch.full(&tuning));
         assert!(batch.events.is_empty());
 
         let row = || OutboxRow::from_text([]);
         batch.push(Event::Rows(vec![row()]));
-        assert!(!batch.full(tuning.chunk_rows), "one row of two");
+        assert!(!batch.full(&tuning), "one row of two");
         batch.push(Event::Rows(vec![row()]));
-        assert!(
-            batch.full(tuning.chunk_rows),
-            "two rows of two, in two events"
-        );
+        assert!(batch.full(&tuning), "two rows of two, in two events");
+        batch.take();
+
+        // Large rows: the bytes bound comes first.
+        let tuning = Tuning {
+            chunk_rows: 100,
+            chunk_bytes: 1000,
+            ..Tuning::default()
+        };
+        batch.push_sized(Event::Rows(vec![row()]), 600);
+        assert!(!batch.full(&tuning), "600 bytes of 1000");
+        batch.push_sized(Event::Rows(vec![row()]), 600);
+        assert!(batch.full(&tuning), "1200 bytes in two rows");
+        batch.take();
+        assert!(!batch.full(&tuning), "taken: nothing counted");
     }
 }
