@@ -143,12 +143,13 @@ pub(crate) async fn long_backlog(s: &Services, a: &Args) -> Result<Json> {
     loop {
         let seen = collector.distinct();
         let rss = rss_mib(run.pid()).unwrap_or(0.0);
-        let wal = retained(&b.client, &slot).await.unwrap_or(0.0);
+        let (wal, unconfirmed) = retained(&b.client, &slot).await.unwrap_or((0.0, 0.0));
         samples.push(json!([
             round(t.elapsed().as_secs_f64(), 1),
             seen,
             round(rss, 1),
-            round(wal / (1u64 << 20) as f64, 1)
+            round(mib(wal), 1),
+            round(mib(unconfirmed), 1)
         ]));
         if seen as i64 >= rows {
             break;
@@ -210,20 +211,31 @@ pub(crate) async fn long_backlog(s: &Services, a: &Args) -> Result<Json> {
         "duplicates": seen.records - seen.first.len(),
         "cpu_s": round(after.cpu_s, 1),
         "peak_rss_mib": round(after.peak_rss_mib, 1),
-        "retained_wal_mib_before": round(before / (1u64 << 20) as f64, 0),
-        "retained_wal_mib_after": round(after_wal / (1u64 << 20) as f64, 1),
-        "samples": {"columns": ["seconds", "records_in_kafka", "rss_mib", "retained_wal_mib"], "rows": samples},
+        "retained_wal_mib_before": round(mib(before.0), 0),
+        "retained_wal_mib_after": round(mib(after_wal.0), 1),
+        "unconfirmed_wal_mib_before": round(mib(before.1), 0),
+        "unconfirmed_wal_mib_after": round(mib(after_wal.1), 1),
+        "samples": {"columns": ["seconds", "records_in_kafka", "rss_mib", "retained_wal_mib", "unconfirmed_wal_mib"], "rows": samples},
     }))
 }
 
-/// The WAL `slot` holds back, in bytes.
-async fn retained(c: &tokio_postgres::Client, slot: &str) -> Result<f64> {
-    Ok(c.query_one(
-        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::float8 FROM pg_replication_slots WHERE slot_name = $1",
-        &[&slot],
-    )
-    .await?
-    .get::<_, f64>(0))
+/// The WAL `slot` holds back (from its `restart_lsn`, which PostgreSQL
+/// moves at its own pace behind what is confirmed), and the WAL past what
+/// the relay confirmed (`confirmed_flush_lsn`), in bytes.
+async fn retained(c: &tokio_postgres::Client, slot: &str) -> Result<(f64, f64)> {
+    let row = c
+        .query_one(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::float8, \
+                    pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::float8 \
+             FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1)))
+}
+
+fn mib(bytes: f64) -> f64 {
+    bytes / f64::from(1u32 << 20)
 }
 
 /// A process's resident memory now.

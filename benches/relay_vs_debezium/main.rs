@@ -265,7 +265,7 @@ async fn bench() -> Result<()> {
         "environment": environment,
         "settings": {
             "rows": a.rows, "payload_bytes": a.payload, "tx_sizes": a.tx_sizes, "rates_msg_s": a.rates,
-            "seconds": a.seconds, "partitions": a.partitions, "repeat": a.repeat, "debezium_tuning": tuning,
+            "seconds": a.seconds, "partitions": a.partitions, "repeat": a.repeat, "curve_repeat": a.curve_repeat, "debezium_tuning": tuning,
             "relay_settings": std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
             "relay_kafka_properties": std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
             "row_traceparent": match a.row_trace { args::RowTrace::Sampled => "sampled", args::RowTrace::Absent => "none" },

@@ -34,6 +34,7 @@ pub(crate) fn markdown(report: &Json) -> String {
         instructions_per_message,
         one_large_transaction,
         where_the_relay_spends,
+        cost_curves,
         peak_memory,
         goals,
     ] {
@@ -412,6 +413,120 @@ fn where_the_relay_spends(md: &mut String, report: &Json) {
         ),
     ] {
         let _ = writeln!(md, "{title}: {}.\n", list(key).join(" · "));
+    }
+}
+
+/// How the cost grows: destinations, payload size, backlog length.
+fn cost_curves(md: &mut String, report: &Json) {
+    let results = results(report);
+    let of = |scenario: &str| -> Vec<&Json> {
+        results
+            .iter()
+            .filter(|r| r["scenario"] == scenario)
+            .collect()
+    };
+    let (dest, payload, long) = (
+        of("curve_destinations"),
+        of("curve_payload"),
+        of("curve_long_backlog"),
+    );
+    if dest.is_empty() && payload.is_empty() && long.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "## How the cost grows\n");
+    let _ = writeln!(md, "Drains of 100-row transactions on a fresh database, as above; each point the median of {} drains \
+        with the lowest and highest in brackets. What each curve's shape comes from, and the settings that move it, is in \
+        [performance.md](performance.md#how-the-cost-grows).\n", report["settings"]["curve_repeat"]);
+    if !dest.is_empty() {
+        let _ = writeln!(md, "### (a) Destinations\n");
+        image(
+            md,
+            report,
+            "benchmark-destinations.svg",
+            "Throughput by number of destinations",
+        );
+        let _ = writeln!(md, "| destinations | topics × partitions | rows | msg/s | relay CPU (s) | peak RSS (MiB) |");
+        let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|");
+        for r in &dest {
+            let _ = writeln!(
+                md,
+                "| {} | {} × {} | {} | {} | {} | {} |",
+                number(&r["destinations"]),
+                number(&r["destinations"]),
+                number(&r["partitions_per_topic"]),
+                number(&r["rows"]),
+                with_spread(r, "throughput_msg_s"),
+                with_spread(r, "cpu_s"),
+                number(&r["peak_rss_mib"])
+            );
+        }
+        let _ = writeln!(md);
+    }
+    if !payload.is_empty() {
+        let _ = writeln!(md, "### (b) Payload size\n");
+        image(
+            md,
+            report,
+            "benchmark-payload.svg",
+            "Payload MB/s by payload size, relay and librdkafka alone",
+        );
+        let _ = writeln!(
+            md,
+            "| payload (bytes) | what | rows | msg/s | payload MB/s | peak RSS (MiB) |"
+        );
+        let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|");
+        for r in &payload {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} |",
+                number(&r["payload_bytes"]),
+                r["engine"].as_str().unwrap_or(""),
+                number(&r["rows"]),
+                with_spread(r, "throughput_msg_s"),
+                with_spread(r, "payload_mb_s"),
+                number(&r["peak_rss_mib"])
+            );
+        }
+        let _ = writeln!(md);
+    }
+    if let Some(r) = long.first() {
+        let _ = writeln!(md, "### (c) A backlog of {} rows\n", number(&r["rows"]));
+        image(
+            md,
+            report,
+            "benchmark-backlog-rss.svg",
+            "Resident memory over the long drain",
+        );
+        image(
+            md,
+            report,
+            "benchmark-backlog-wal.svg",
+            "Retained WAL over the long drain",
+        );
+        let tenths: Vec<String> = r["throughput_msg_s_by_tenth"]
+            .as_array()
+            .map(|v| v.iter().map(number).collect())
+            .unwrap_or_default();
+        let _ = writeln!(md, "| rows | written in (s) | drained in (s) | msg/s | msg/s in each tenth of the drain | peak RSS (MiB) | WAL past the confirmed position, before → after (MiB) | WAL the slot retains, before → after (MiB) | duplicates |");
+        let _ = writeln!(md, "|---:|---:|---:|---:|---|---:|---|---|---:|");
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} → {} | {} → {} | {} |\n",
+            number(&r["rows"]),
+            number(&r["backlog_write_s"]),
+            number(&r["first_to_last_s"]),
+            number(&r["throughput_msg_s"]),
+            tenths.join(" · "),
+            number(&r["peak_rss_mib"]),
+            number(&r["unconfirmed_wal_mib_before"]),
+            number(&r["unconfirmed_wal_mib_after"]),
+            number(&r["retained_wal_mib_before"]),
+            number(&r["retained_wal_mib_after"]),
+            number(&r["duplicates"])
+        );
+        let _ = writeln!(md, "The slot's `restart_lsn` (what it retains) follows its confirmed position at PostgreSQL's pace: \
+            it moves to where the oldest transaction running at an `xl_running_xacts` record the walsender decoded began, \
+            and the background writer logs one every 15 s at most (checkpoints log one too).\n");
     }
 }
 

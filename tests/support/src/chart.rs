@@ -483,6 +483,7 @@ pub fn benchmark(report: &serde_json::Value) -> Vec<(&'static str, String)> {
             groups.push(Group { label, bars });
         }
     }
+    charts.extend(curves(report));
     if !groups.is_empty() {
         charts.push((
             "benchmark-memory.svg",
@@ -494,6 +495,123 @@ pub fn benchmark(report: &serde_json::Value) -> Vec<(&'static str, String)> {
             }
             .svg(),
         ));
+    }
+    charts
+}
+
+/// The cost curves' charts: throughput by destinations, MB/s by payload
+/// size beside librdkafka alone, and the long backlog's memory and retained
+/// WAL over its drain.
+fn curves(report: &serde_json::Value) -> Vec<(&'static str, String)> {
+    let empty = Vec::new();
+    let results = report["results"].as_array().unwrap_or(&empty);
+    let of = |scenario: &str| -> Vec<&serde_json::Value> {
+        results
+            .iter()
+            .filter(|r| r["scenario"].as_str() == Some(scenario))
+            .collect()
+    };
+    let mut charts = Vec::new();
+    let groups: Vec<Group> = of("curve_destinations")
+        .into_iter()
+        .filter_map(|r| {
+            Some(Group {
+                label: format!("{} destinations", figure(r["destinations"].as_f64()?)),
+                bars: vec![Bar {
+                    series: r["engine"].as_str().unwrap_or("?").to_string(),
+                    value: r["throughput_msg_s"].as_f64()?,
+                }],
+            })
+        })
+        .collect();
+    if !groups.is_empty() {
+        charts.push((
+            "benchmark-destinations.svg",
+            Bars {
+                title: "A backlog spread over more destinations (one partition each)".into(),
+                unit: "messages per second, first record to last".into(),
+                scale: Scale::Log,
+                groups,
+            }
+            .svg(),
+        ));
+    }
+    let mut sizes: Vec<u64> = of("curve_payload")
+        .iter()
+        .filter_map(|r| r["payload_bytes"].as_u64())
+        .collect();
+    sizes.dedup();
+    let groups: Vec<Group> = sizes
+        .iter()
+        .map(|size| Group {
+            label: format!("{} B payloads", figure(*size as f64)),
+            bars: of("curve_payload")
+                .into_iter()
+                .filter(|r| r["payload_bytes"].as_u64() == Some(*size))
+                .filter_map(|r| {
+                    Some(Bar {
+                        series: r["engine"].as_str().unwrap_or("?").to_string(),
+                        value: r["payload_mb_s"].as_f64()?,
+                    })
+                })
+                .collect(),
+        })
+        .filter(|g| !g.bars.is_empty())
+        .collect();
+    if !groups.is_empty() {
+        charts.push((
+            "benchmark-payload.svg",
+            Bars {
+                title: "Payload bytes per second by payload size".into(),
+                unit: "MB of payload per second".into(),
+                scale: Scale::Log,
+                groups,
+            }
+            .svg(),
+        ));
+    }
+    if let Some(long) = of("curve_long_backlog").first() {
+        let rows = long["samples"]["rows"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let series = |i: usize| -> Vec<(f64, f64)> {
+            rows.iter()
+                .filter_map(|r| Some((r[0].as_f64()?, r[i].as_f64()?)))
+                .collect()
+        };
+        let n = long["rows"].as_f64().unwrap_or(0.0);
+        for (name, column, title, unit) in [
+            (
+                "benchmark-backlog-rss.svg",
+                2,
+                format!(
+                    "Resident memory while a backlog of {} rows drains",
+                    figure(n)
+                ),
+                "MiB",
+            ),
+            (
+                "benchmark-backlog-wal.svg",
+                4,
+                format!(
+                    "WAL past what the relay confirmed while a backlog of {} rows drains",
+                    figure(n)
+                ),
+                "MiB",
+            ),
+        ] {
+            charts.push((
+                name,
+                Timeline {
+                    title,
+                    unit: unit.into(),
+                    points: series(column),
+                    spans: Vec::new(),
+                }
+                .svg(),
+            ));
+        }
     }
     charts
 }
