@@ -18,7 +18,6 @@ use crate::numbers::{now_ms, round};
 use crate::runs::summary;
 use crate::scenarios::backlog_once;
 use crate::services::Services;
-use crate::DESTINATION;
 
 /// The destinations of curve (a).
 pub(crate) const DESTINATIONS: [i64; 3] = [1, 100, 1000];
@@ -250,22 +249,4 @@ fn rss_mib(pid: u32) -> Option<f64> {
         .parse()
         .ok()?;
     Some(kb / 1024.0)
-}
-
-/// The destination of row `g` when rows are spread over `n`.
-pub(crate) fn destination_sql(g: &str, n: i64) -> String {
-    match n {
-        1 => format!("'{DESTINATION}'"),
-        n => format!("'{DESTINATION}-' || ({g} % {n})"),
-    }
-}
-
-/// The topics of `prefix` for `n` destinations.
-pub(crate) fn topics(prefix: &str, n: i64) -> Vec<String> {
-    match n {
-        1 => vec![format!("{prefix}{DESTINATION}")],
-        n => (0..n)
-            .map(|i| format!("{prefix}{DESTINATION}-{i}"))
-            .collect(),
-    }
 }

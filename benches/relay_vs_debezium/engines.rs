@@ -144,7 +144,7 @@ topic_prefix = "{run}"
         &config_path,
         &["cutover", "--to", target],
     )?;
-    let topics = crate::curves::topics(&prefix, a.destinations);
+    let topics = topics(&prefix, a.destinations);
     create_topics(&s.kafka, &topics, a.partitions).await?;
     let client = s.connect(name).await?;
     Ok(Bench {
@@ -279,7 +279,7 @@ pub(crate) fn insert_values(g: &str, tag: &str, payload: i32) -> String {
 
 /// The rows spread over `destinations` destinations.
 pub(crate) fn insert_values_to(g: &str, tag: &str, payload: i32, destinations: i64) -> String {
-    let destination = crate::curves::destination_sql(g, destinations);
+    let destination = destination_sql(g, destinations);
     let traceparent = match crate::args::ROW_TRACE.get() {
         Some(crate::args::RowTrace::Absent) => "NULL".to_string(),
         _ => format!("'{TRACEPARENT}'"),
@@ -549,4 +549,22 @@ pub(crate) fn debezium_tuning() -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// The destination of row `g` when rows are spread over `n`.
+pub(crate) fn destination_sql(g: &str, n: i64) -> String {
+    match n {
+        1 => format!("'{DESTINATION}'"),
+        n => format!("'{DESTINATION}-' || ({g} % {n})"),
+    }
+}
+
+/// The topics of `prefix` for `n` destinations.
+pub(crate) fn topics(prefix: &str, n: i64) -> Vec<String> {
+    match n {
+        1 => vec![format!("{prefix}{DESTINATION}")],
+        n => (0..n)
+            .map(|i| format!("{prefix}{DESTINATION}-{i}"))
+            .collect(),
+    }
 }

