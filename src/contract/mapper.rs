@@ -282,17 +282,17 @@ fn check_application_headers(value: &Value) -> Result<(), Error> {
     Ok(())
 }
 
-/// Maps a row; `commit_time` is the source transaction's commit time.
-/// The row is consumed: its payload and key move into the record.
-/// The topic `row`'s record goes to, when its destination reads as text
-/// (what [`map`] checks is checked there).
-pub fn topic_of(row: &OutboxRow, topic_prefix: &str) -> Option<String> {
+/// `row`'s destination, when it reads as text (what [`map`] checks is
+/// checked there).
+pub fn destination_of(row: &OutboxRow) -> Option<&str> {
     match row.get(&outbox::DESTINATION) {
-        Value::Text(d) => Some(format!("{topic_prefix}{}", d.as_str())),
+        Value::Text(d) => Some(d.as_str()),
         _ => None,
     }
 }
 
+/// Maps a row; `commit_time` is the source transaction's commit time.
+/// The row is consumed: its payload and key move into the record.
 pub fn map(
     mut row: OutboxRow,
     topic_prefix: &str,

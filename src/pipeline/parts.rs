@@ -325,11 +325,22 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
     /// Looks the unknown destinations of `topics` up at once, a few at a
     /// time: a session's first records for 1 000 new destinations waited
     /// three round trips to the broker each, one after the other (33 s).
-    pub(crate) async fn learn_destinations(&mut self, topics: impl Iterator<Item = String>) {
+    pub(crate) async fn learn_destinations<'r>(
+        &mut self,
+        destinations: impl Iterator<Item = &'r str>,
+    ) {
         use futures_util::StreamExt as _;
-        let mut unknown: Vec<String> = topics
-            .filter(|t| !self.destinations.contains_key(t))
-            .collect();
+        // Known topics, the usual case, cost no allocation.
+        let mut topic = String::new();
+        let mut unknown: Vec<String> = Vec::new();
+        for d in destinations {
+            topic.clear();
+            topic.push_str(&self.shared.topic_prefix);
+            topic.push_str(d);
+            if !self.destinations.contains_key(&topic) {
+                unknown.push(topic.clone());
+            }
+        }
         unknown.sort_unstable();
         unknown.dedup();
         if unknown.len() < 2 {

@@ -326,12 +326,9 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
         rows: Vec<OutboxRow>,
         timestamp: impl Fn(&OutboxRow) -> Timestamp,
     ) {
-        let prefix = &self.parts.shared.topic_prefix;
-        let topics: Vec<String> = rows
-            .iter()
-            .filter_map(|r| mapper::topic_of(r, prefix))
-            .collect();
-        self.parts.learn_destinations(topics.into_iter()).await;
+        self.parts
+            .learn_destinations(rows.iter().filter_map(mapper::destination_of))
+            .await;
         if self.parts.ending.is_some() {
             return;
         }
