@@ -157,6 +157,29 @@ topic_prefix = "{run}"
     })
 }
 
+/// Sends SIGTERM to `pid` and waits until `child` (the same process, or
+/// the one that runs it) exits; kills `child` and fails after `within`.
+pub(crate) async fn terminate(
+    child: &mut Child,
+    pid: u32,
+    within: Duration,
+    what: &str,
+) -> Result<()> {
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()?;
+    let deadline = Instant::now() + within;
+    while child.try_wait()?.is_none() {
+        if Instant::now() > deadline {
+            child.kill()?;
+            bail!("{what} did not stop");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
 pub(crate) fn relay_command(bin: &Path, config: &Path, args: &[&str]) -> Result<()> {
     let out = Command::new(bin)
         .args(args)

@@ -16,7 +16,7 @@ use serde_json::{json, Value as Json};
 use crate::args::Args;
 use crate::collect::Collector;
 use crate::engine::Engine;
-use crate::engines::{drop_bench, prepare, write_backlog};
+use crate::engines::{drop_bench, prepare, terminate, write_backlog};
 use crate::numbers::round;
 use crate::services::Services;
 
@@ -60,18 +60,13 @@ pub(crate) async fn profile(s: &Services, a: &Args) -> Result<Json> {
         .await?;
     // perf's child is the relay: stopping it ends the recording.
     let relay = child_of(perf.id())?;
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(relay.to_string())
-        .status()?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while perf.try_wait()?.is_none() {
-        if Instant::now() > deadline {
-            perf.kill()?;
-            bail!("perf record did not stop after the relay");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    terminate(
+        &mut perf,
+        relay,
+        Duration::from_secs(120),
+        "perf record (after the relay)",
+    )
+    .await?;
     collector.finish()?;
     drop_bench(s, b).await?;
     let folded = fold(&data, &tools)?;

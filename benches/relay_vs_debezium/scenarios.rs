@@ -16,8 +16,8 @@ use crate::cpu::{
 };
 use crate::engine::Engine;
 use crate::engines::{
-    drop_bench, insert_values, prepare, start_collector, write_backlog, write_spread_backlog,
-    Bench, Running, Scraper, INSERT_COLUMNS,
+    drop_bench, insert_values, prepare, start_collector, terminate, write_backlog,
+    write_spread_backlog, Bench, Running, Scraper, INSERT_COLUMNS,
 };
 use crate::numbers::{now_ms, round};
 use crate::services::Services;
@@ -170,18 +170,14 @@ pub(crate) async fn instructions_of(s: &Services, a: &Args, engine: Engine) -> R
         if let Some(s) = scraper {
             s.stop();
         }
-        Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status()?;
-        let deadline = Instant::now() + Duration::from_secs(600);
-        while child.try_wait()?.is_none() {
-            if Instant::now() > deadline {
-                child.kill()?;
-                bail!("the relay under callgrind did not stop");
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let pid = child.id();
+        terminate(
+            &mut child,
+            pid,
+            Duration::from_secs(600),
+            "the relay under callgrind",
+        )
+        .await?;
         collector.finish()?;
         if let Some(mut c) = otel {
             let _ = c.kill();

@@ -214,4 +214,19 @@ mod tests {
         batch.take();
         assert!(!batch.full(tuning.0, tuning.1), "taken: nothing counted");
     }
+
+    #[tokio::test]
+    async fn events_come_out_one_at_a_time_in_the_order_of_their_batches() {
+        let (tx, rx) = mpsc::channel(4);
+        let mut events = Events::new(rx);
+        tx.send(vec![commit(1), commit(2)]).await.unwrap();
+        tx.send(Vec::new()).await.unwrap();
+        tx.send(vec![commit(3)]).await.unwrap();
+        assert_eq!(events.try_recv(), Ok(commit(1)));
+        assert_eq!(events.recv().await, Some(commit(2)));
+        assert_eq!(events.recv().await, Some(commit(3)));
+        assert_eq!(events.try_recv(), Err(mpsc::error::TryRecvError::Empty));
+        drop(tx);
+        assert_eq!(events.recv().await, None);
+    }
 }

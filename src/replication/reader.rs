@@ -613,32 +613,3 @@ async fn send_status_with(
     st.stats.confirmed.store(flush.0, Ordering::Relaxed);
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn commit(n: u64) -> Event {
-        Event::Commit {
-            xid: n as u32,
-            commit_lsn: Lsn(n),
-            end_lsn: Lsn(n + 1),
-            commit_time: Timestamp::from_pg_micros(0),
-        }
-    }
-
-    #[tokio::test]
-    async fn events_come_out_one_at_a_time_in_the_order_of_their_batches() {
-        let (tx, rx) = mpsc::channel(4);
-        let mut events = Events::new(rx);
-        tx.send(vec![commit(1), commit(2)]).await.unwrap();
-        tx.send(Vec::new()).await.unwrap();
-        tx.send(vec![commit(3)]).await.unwrap();
-        assert_eq!(events.try_recv(), Ok(commit(1)));
-        assert_eq!(events.recv().await, Some(commit(2)));
-        assert_eq!(events.recv().await, Some(commit(3)));
-        assert_eq!(events.try_recv(), Err(mpsc::error::TryRecvError::Empty));
-        drop(tx);
-        assert_eq!(events.recv().await, None);
-    }
-}

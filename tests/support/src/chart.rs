@@ -345,18 +345,25 @@ impl Timeline {
     }
 }
 
+/// The results of one scenario.
+fn of_scenario<'r>(report: &'r serde_json::Value, scenario: &str) -> Vec<&'r serde_json::Value> {
+    report["results"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .filter(|r| r["scenario"].as_str() == Some(scenario))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The benchmark's charts from its results file: backlog throughput beside
 /// the shared-CPU bound, commit-to-Kafka latency, peak memory. Each is
 /// (file name, SVG); a chart without data in the results is left out.
 pub fn benchmark(report: &serde_json::Value) -> Vec<(&'static str, String)> {
     let empty = Vec::new();
     let results = report["results"].as_array().unwrap_or(&empty);
-    let of = |scenario: &str| -> Vec<&serde_json::Value> {
-        results
-            .iter()
-            .filter(|r| r["scenario"].as_str() == Some(scenario))
-            .collect()
-    };
+    let of = |scenario: &str| of_scenario(report, scenario);
     let engine = |r: &serde_json::Value| r["engine"].as_str().unwrap_or("?").to_string();
     let mut charts = Vec::new();
 
@@ -503,14 +510,7 @@ pub fn benchmark(report: &serde_json::Value) -> Vec<(&'static str, String)> {
 /// size beside librdkafka alone, and the long backlog's memory and retained
 /// WAL over its drain.
 fn curves(report: &serde_json::Value) -> Vec<(&'static str, String)> {
-    let empty = Vec::new();
-    let results = report["results"].as_array().unwrap_or(&empty);
-    let of = |scenario: &str| -> Vec<&serde_json::Value> {
-        results
-            .iter()
-            .filter(|r| r["scenario"].as_str() == Some(scenario))
-            .collect()
-    };
+    let of = |scenario: &str| of_scenario(report, scenario);
     let mut charts = Vec::new();
     let groups: Vec<Group> = of("curve_destinations")
         .into_iter()
