@@ -322,9 +322,9 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
         self.register(topic, looked)
     }
 
-    /// Looks the unknown destinations of `topics` up at once, a few at a
-    /// time: a session's first records for 1 000 new destinations waited
-    /// three round trips to the broker each, one after the other (33 s).
+    /// Looks the unknown ones of `destinations` up together, a few at a
+    /// time: otherwise a session's first records for many new destinations
+    /// wait three round trips to the broker each, one after the other.
     pub(crate) async fn learn_destinations<'r>(
         &mut self,
         destinations: impl Iterator<Item = &'r str>,
