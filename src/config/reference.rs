@@ -134,7 +134,7 @@ mod tests {
         }
         assert_eq!(
             default_of("relay.max_in_flight_messages").as_deref(),
-            Some("5000")
+            Some("2500")
         );
         assert_eq!(default_of("postgres.dbname"), None);
     }

@@ -479,7 +479,7 @@ mod tests {
         assert!(text.contains("outbox_cdc_slot_wal_status{status=\"lost\"} 0"));
         assert!(text.contains("outbox_cdc_slot_safe_wal_size_bytes 30"));
         assert!(text.contains("outbox_cdc_commit_to_ack_seconds_bucket{le=\"0.02\"} 1"));
-        assert!(text.contains("outbox_cdc_in_flight_messages_limit 5000"));
+        assert!(text.contains("outbox_cdc_in_flight_messages_limit 2500"));
     }
 
     #[test]

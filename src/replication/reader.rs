@@ -318,11 +318,11 @@ impl Reader {
                         Some(Err(e)) => return Err(lost(e)),
                         None => return Err(Error::new(Code::PG_CONNECTION_LOST, "the server closed the stream")),
                     };
-                    st.silence = Silence::heard();
+                    st.silence.hear();
                     match message {
                         Message::CopyData(body) => {
-                            // The frame's own bytes: decoding copies the values out, so the
-                            // read buffer is free again once this returns.
+                            // The frame's own bytes: an inserted row's values are slices of
+                            // them (a copy per row was measured: the refcounts cost the same).
                             let data = body.into_bytes();
                             if data.first() == Some(&b'k') {
                                 // A keepalive may ask for a reply: report what is settled now.
@@ -370,6 +370,7 @@ impl Reader {
                     report(&mut conn, &mut st, &settled_rx).await?;
                     // Silence counts only while the reader listens: a full
                     // batch waiting on the consumer leaves the socket unread.
+                    st.silence = st.silence.at_tick();
                     if pending.full(tuning.chunk_rows, tuning.chunk_bytes) {
                         st.silence = Silence::heard();
                     }

@@ -104,7 +104,7 @@ async fn the_endpoint_serves_metrics_prometheus_scrapes_and_a_standby_is_healthy
     assert_eq!(sample(&text, "outbox_cdc_in_flight_messages"), Some(0.0));
     assert_eq!(
         sample(&text, "outbox_cdc_in_flight_messages_limit"),
-        Some(5000.0)
+        Some(2500.0)
     );
     assert_eq!(sample(&text, "outbox_cdc_ready"), Some(1.0));
     assert_eq!(sample(&text, "outbox_cdc_standby"), Some(0.0));
