@@ -290,7 +290,8 @@ impl Plan {
                 skipped.transactions, skipped.rows, partial(*p)
             ),
             Plan::Resend { offset: Some(o), partial: p, .. } => format!(
-                "Debezium's offset (transactions to {o}) is not past the slot: every transaction after {confirmed} is new{}",
+                "Debezium's offset (transactions to {o}) is not past the slot: every transaction after {confirmed} is sent \
+                 (what Debezium published after it stored that offset, if anything, is sent again){}",
                 partial(*p)
             ),
             Plan::Resend { bound, .. } => format!(

@@ -122,6 +122,11 @@ pub fn serve_topics(bootstrap: &str, topics: &[&str]) {
 
 /// The sum of `topic`'s partitions' high watermarks: what has been written.
 pub fn written(bootstrap: &str, topic: &str) -> i64 {
+    ends(bootstrap, topic).iter().sum()
+}
+
+/// `topic`'s partitions' high watermarks, by partition.
+pub fn ends(bootstrap: &str, topic: &str) -> Vec<i64> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -133,7 +138,7 @@ pub fn written(bootstrap: &str, topic: &str) -> i64 {
                 .unwrap()
                 .1
         })
-        .sum()
+        .collect()
 }
 
 /// Partition counts of topics (waiting for them to exist).
