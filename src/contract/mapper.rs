@@ -312,7 +312,10 @@ pub fn map(
         )),
     };
     let destination = text(&outbox::DESTINATION)?;
-    let topic = format!("{topic_prefix}{destination}");
+    // Not `format!`: its machinery cost 3 % of a drain's CPU here.
+    let mut topic = String::with_capacity(topic_prefix.len() + destination.len());
+    topic.push_str(topic_prefix);
+    topic.push_str(destination);
     if destination.is_empty() || !outbox::is_legal_topic_name(&topic) {
         return Err(refuse(
             Code::ILLEGAL_TOPIC_NAME,

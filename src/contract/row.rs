@@ -10,6 +10,50 @@ use super::outbox::{self, Column, PgType};
 use super::value::{self, Timestamp, Uuid};
 use crate::error::{Code, Error};
 
+/// A value's bytes inside the buffer they arrived in, sliced out only when
+/// the row keeps them (a slice is a shared count: two atomic operations).
+#[derive(Debug, Clone)]
+pub struct ValueBytes<'a> {
+    buffer: &'a Bytes,
+    range: std::ops::Range<usize>,
+}
+
+impl<'a> ValueBytes<'a> {
+    /// `range` of `buffer`; a range outside it stands for no bytes.
+    pub fn new(buffer: &'a Bytes, range: std::ops::Range<usize>) -> Self {
+        let range = match buffer.get(range.clone()) {
+            Some(_) => range,
+            None => 0..0,
+        };
+        ValueBytes { buffer, range }
+    }
+
+    pub fn whole(buffer: &'a Bytes) -> Self {
+        ValueBytes {
+            buffer,
+            range: 0..buffer.len(),
+        }
+    }
+
+    pub fn as_slice(&self) -> &'a [u8] {
+        self.buffer.get(self.range.clone()).unwrap_or_default()
+    }
+
+    /// The bytes, sharing the buffer.
+    pub fn to_bytes(&self) -> Bytes {
+        self.buffer.slice(self.range.clone())
+    }
+
+    /// Without the first `n` bytes (all of them if fewer).
+    fn skip(&self, n: usize) -> Self {
+        let start = (self.range.start + n).min(self.range.end);
+        ValueBytes {
+            buffer: self.buffer,
+            range: start..self.range.end,
+        }
+    }
+}
+
 /// A typed column value.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Value {
@@ -112,7 +156,10 @@ impl OutboxRow {
         for (name, text) in columns {
             if let Some(index) = outbox::COLUMNS.iter().position(|c| c.name == name) {
                 match text {
-                    Some(t) => decoder.text(index, Bytes::copy_from_slice(t.as_bytes())),
+                    Some(t) => {
+                        let bytes = Bytes::copy_from_slice(t.as_bytes());
+                        decoder.text(index, ValueBytes::whole(&bytes));
+                    }
                     None => decoder.null(index),
                 }
             }
@@ -158,11 +205,11 @@ impl RowDecoder {
     }
 
     /// A column's text form.
-    pub fn text(&mut self, index: usize, bytes: Bytes) {
+    pub fn text(&mut self, index: usize, bytes: ValueBytes<'_>) {
         let Some(column) = outbox::COLUMNS.get(index) else {
             return;
         };
-        let decoded = match std::str::from_utf8(&bytes) {
+        let decoded = match std::str::from_utf8(bytes.as_slice()) {
             Ok(text) => {
                 decode_text(column, text, &bytes).map_err(|e| format!("{}: {e}", column.name))
             }
@@ -177,7 +224,7 @@ impl RowDecoder {
     /// The row; a NULL in a NOT NULL column is a problem of the row.
     /// A value in PostgreSQL's binary form, of the column's actual type
     /// (`type_oid`, which the relation check let stand for the definition's).
-    pub fn binary(&mut self, index: usize, type_oid: u32, bytes: Bytes) {
+    pub fn binary(&mut self, index: usize, type_oid: u32, bytes: ValueBytes<'_>) {
         let Some(column) = outbox::COLUMNS.get(index) else {
             return;
         };
@@ -204,14 +251,18 @@ impl RowDecoder {
 }
 
 /// `text` is `bytes` checked as UTF-8: text columns keep the bytes.
-fn decode_text(column: &Column, text: &str, bytes: &Bytes) -> Result<Value, value::ValueError> {
+fn decode_text(
+    column: &Column,
+    text: &str,
+    bytes: &ValueBytes<'_>,
+) -> Result<Value, value::ValueError> {
     let int_err = |kind| value::ValueError {
         kind,
         text: text.chars().take(40).collect(),
     };
     Ok(match column.ty {
-        PgType::Text => Value::Text(Text(bytes.clone())),
-        PgType::Jsonb => Value::Json(Text(bytes.clone())),
+        PgType::Text => Value::Text(Text(bytes.to_bytes())),
+        PgType::Jsonb => Value::Json(Text(bytes.to_bytes())),
         PgType::Integer => Value::Integer(text.parse().map_err(|_| int_err("not an integer"))?),
         PgType::Bigint => Value::Bigint(text.parse().map_err(|_| int_err("not a bigint"))?),
         PgType::Uuid => Value::Uuid(value::parse_uuid(text)?),
@@ -224,7 +275,7 @@ fn decode_text(column: &Column, text: &str, bytes: &Bytes) -> Result<Value, valu
 /// endian, uuid its 16 bytes, timestamptz microseconds since 2000-01-01 (the
 /// extremes are the infinities), bytea as is, jsonb a version byte (1) and
 /// then its text, text and varchar their UTF-8 bytes.
-fn decode_binary(column: &Column, type_oid: u32, bytes: Bytes) -> Result<Value, String> {
+fn decode_binary(column: &Column, type_oid: u32, value: ValueBytes<'_>) -> Result<Value, String> {
     const INT2: u32 = 21;
     const INT4: u32 = 23;
     let int = |bytes: &[u8]| -> Result<i64, String> {
@@ -235,24 +286,25 @@ fn decode_binary(column: &Column, type_oid: u32, bytes: Bytes) -> Result<Value, 
             (oid, n) => Err(format!("{n} bytes for an integer of type oid {oid}")),
         }
     };
-    let text = |bytes: Bytes| Text::new(bytes).map_err(|_| "not UTF-8".to_string());
+    let text = |v: &ValueBytes<'_>| Text::new(v.to_bytes()).map_err(|_| "not UTF-8".to_string());
+    let bytes = value.as_slice();
     Ok(match column.ty {
-        PgType::Text => Value::Text(text(bytes)?),
+        PgType::Text => Value::Text(text(&value)?),
         PgType::Jsonb => match bytes.first() {
-            Some(1) => Value::Json(text(bytes.slice(1..))?),
+            Some(1) => Value::Json(text(&value.skip(1))?),
             _ => return Err("not jsonb version 1".into()),
         },
         PgType::Integer => Value::Integer(
-            i32::try_from(int(&bytes)?).map_err(|_| "out of integer range".to_string())?,
+            i32::try_from(int(bytes)?).map_err(|_| "out of integer range".to_string())?,
         ),
-        PgType::Bigint => Value::Bigint(int(&bytes)?),
-        PgType::Uuid => Value::Uuid(Uuid(fixed(&bytes)?)),
-        PgType::Timestamptz => Value::Timestamp(match i64::from_be_bytes(fixed(&bytes)?) {
+        PgType::Bigint => Value::Bigint(int(bytes)?),
+        PgType::Uuid => Value::Uuid(Uuid(fixed(bytes)?)),
+        PgType::Timestamptz => Value::Timestamp(match i64::from_be_bytes(fixed(bytes)?) {
             i64::MAX => Timestamp::Infinity,
             i64::MIN => Timestamp::NegInfinity,
             micros => Timestamp::Micros(micros),
         }),
-        PgType::Bytea => Value::Bytes(bytes),
+        PgType::Bytea => Value::Bytes(value.to_bytes()),
     })
 }
 
@@ -267,12 +319,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn value_bytes_share_their_buffer_and_a_range_outside_it_holds_nothing() {
+        let buffer = Bytes::from_static(b"\x01{\"a\": 1}tail");
+        let json = ValueBytes::new(&buffer, 0..9);
+        assert_eq!(json.as_slice(), b"\x01{\"a\": 1}");
+        assert_eq!(json.skip(1).as_slice(), b"{\"a\": 1}");
+        assert_eq!(json.skip(20).as_slice(), b"");
+        let shared = json.to_bytes();
+        assert_eq!(shared.as_ptr(), buffer.as_ptr(), "a slice, not a copy");
+        assert_eq!(ValueBytes::new(&buffer, 10..99).as_slice(), b"");
+        assert_eq!(ValueBytes::new(&buffer, 10..99).to_bytes(), Bytes::new());
+        // jsonb's version byte is skipped, not part of the value.
+        let mut d = RowDecoder::new();
+        let headers = outbox::COLUMNS
+            .iter()
+            .position(|c| c.name == "headers")
+            .unwrap();
+        d.binary(headers, 3802, json);
+        assert_eq!(
+            d.values[headers],
+            Value::Json(Text(Bytes::from_static(b"{\"a\": 1}")))
+        );
+    }
+
+    #[test]
     fn binary_values_decode_as_their_text_forms_do() {
         let index = |name: &str| outbox::COLUMNS.iter().position(|c| c.name == name).unwrap();
         struct D(RowDecoder);
         impl D {
             fn binary(&mut self, index: usize, oid: u32, bytes: &[u8]) {
-                self.0.binary(index, oid, Bytes::copy_from_slice(bytes));
+                let bytes = Bytes::copy_from_slice(bytes);
+                self.0.binary(index, oid, ValueBytes::whole(&bytes));
             }
             fn finish(self) -> OutboxRow {
                 self.0.finish()

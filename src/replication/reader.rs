@@ -300,13 +300,15 @@ impl Reader {
         let mut ticker = tokio::time::interval(tuning.feedback_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         send_status(&mut conn, &mut st).await?;
+        // One registration for the whole stream: a fresh `cancelled()` per
+        // frame registered and dropped a waiter each time (6.7 % of the
+        // relay's CPU in a 1-row drain).
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
 
         loop {
             tokio::select! {
                 biased;
-                _ = cancel.cancelled() => {
-                    return finish(conn, &mut st, &settled_rx).await;
-                }
                 // Read on while frames are at hand and the batch has room;
                 // hand the batch over when the stream pauses or it is full.
                 frame = conn.framed.next(), if !pending.full(tuning.chunk_rows, tuning.chunk_bytes) => {
@@ -354,11 +356,18 @@ impl Reader {
                         return finish(conn, &mut st, &settled_rx).await;
                     };
                     permit.send(pending.take());
-                    // Under a steady backlog the two branches above are always
-                    // ready and the ticker below never polled: report here.
+                    // Under a steady backlog this branch and the one above are
+                    // always ready and the two below never polled: look at the
+                    // cancellation and report here, once a batch.
+                    if cancel.is_cancelled() {
+                        return finish(conn, &mut st, &settled_rx).await;
+                    }
                     if st.last_status.elapsed() >= tuning.feedback_interval {
                         report(&mut conn, &mut st, &settled_rx).await?;
                     }
+                }
+                _ = &mut cancelled => {
+                    return finish(conn, &mut st, &settled_rx).await;
                 }
                 // Settlement is read here rather than on every change: waking
                 // the reader per settled transaction costs more than it gains.
@@ -501,7 +510,7 @@ fn on_pgoutput(st: &mut State, message: PgOutput, pending: &mut Batch) -> Result
                 }
                 Some(true) if tx.skip => {}
                 Some(true) => {
-                    let bytes: usize = tuple.iter().map(pgoutput::TupleValue::len).sum();
+                    let bytes = tuple.value_bytes();
                     let decoded = st
                         .relations
                         .decode(relation, tuple)

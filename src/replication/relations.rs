@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::pgoutput::{Relation, TupleValue};
+use super::pgoutput::{Relation, Tuple, TupleValue};
 use crate::contract::convert::Optionality;
 use crate::contract::definition::Contract;
 use crate::contract::outbox;
@@ -170,16 +170,19 @@ impl Relations {
     }
 
     /// Decodes an inserted tuple of the outbox relation.
-    pub(crate) fn decode(&self, oid: u32, tuple: Vec<TupleValue>) -> Option<Decoded> {
+    pub(crate) fn decode(&self, oid: u32, tuple: Tuple) -> Option<Decoded> {
         let map = match self.by_oid.get(&oid)? {
             Known::Outbox(map) => map,
             Known::Routed(plan) => {
                 // `Stream::open` asks for text forms when the contract is
                 // routed, so a value is never binary here.
                 let values = tuple
-                    .into_iter()
+                    .values()
+                    .iter()
                     .map(|v| match v {
-                        TupleValue::Text(bytes) | TupleValue::Binary(bytes) => Some(bytes),
+                        TupleValue::Text(r) | TupleValue::Binary(r) => {
+                            Some(tuple.bytes(r).to_bytes())
+                        }
                         TupleValue::Null | TupleValue::Unchanged => None,
                     })
                     .collect();
@@ -188,20 +191,21 @@ impl Relations {
             Known::Other => return None,
         };
         let mut row = RowDecoder::new();
-        if tuple.len() != map.len() {
+        let values = tuple.values();
+        if values.len() != map.len() {
             row.problem(
                 Code::ROW_SHAPE_MISMATCH,
-                format!("{} values for {} columns", tuple.len(), map.len()),
+                format!("{} values for {} columns", values.len(), map.len()),
             );
         }
-        for (value, index) in tuple.into_iter().zip(map) {
+        for (value, index) in values.iter().zip(map) {
             let Some((i, type_oid)) = *index else {
                 continue;
             };
             match value {
                 TupleValue::Null => row.null(i),
-                TupleValue::Text(bytes) => row.text(i, bytes),
-                TupleValue::Binary(bytes) => row.binary(i, type_oid, bytes),
+                TupleValue::Text(r) => row.text(i, tuple.bytes(r)),
+                TupleValue::Binary(r) => row.binary(i, type_oid, tuple.bytes(r)),
                 TupleValue::Unchanged => row.problem(
                     Code::ROW_UNDECODABLE,
                     format!("{}: unexpected tuple value kind", outbox::COLUMNS[i].name),
