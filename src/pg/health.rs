@@ -20,6 +20,9 @@ fn journal(o: &OutboxConfig) -> String {
 }
 
 /// Rows PENDING and not in the journal, and the oldest one's age in seconds.
+/// The journal's ids are unnested so the server can hash them once (an
+/// anti-join): `= ANY(ids)` per row scanned every journal entry for every
+/// row, minutes on a 10 000 000-row backlog.
 pub(crate) async fn pending(c: &Client, o: &OutboxConfig) -> Result<(i64, Option<f64>), Error> {
     let row = c
         .query_one(
@@ -28,7 +31,8 @@ pub(crate) async fn pending(c: &Client, o: &OutboxConfig) -> Result<(i64, Option
                    FROM {table} t
                   WHERE t.{status} = $2
                     AND NOT EXISTS (SELECT 1 FROM {journal} j
-                                     WHERE j.{OUTBOX_TABLE} = $1 AND t.{id} = ANY(j.{MESSAGE_IDS}))",
+                                      CROSS JOIN LATERAL unnest(j.{MESSAGE_IDS}) AS i(id)
+                                     WHERE j.{OUTBOX_TABLE} = $1 AND i.id = t.{id})",
                 created = outbox::CREATED_AT.name,
                 status = outbox::STATUS.name,
                 id = outbox::MESSAGE_ID.name,

@@ -70,7 +70,16 @@ impl Watch {
     /// The guard's connection, made again after a failure.
     async fn client<'a>(&self, sql: &'a mut Option<Client>) -> Result<&'a Client, Error> {
         if sql.as_ref().is_none_or(|c| c.is_closed()) {
-            *sql = Some(connect::connect(&self.postgres, &*self.env).await?);
+            let c = connect::connect(&self.postgres, &*self.env).await?;
+            // The server ends a statement before the relay gives its
+            // connection up: a query left running on a dropped connection
+            // keeps its backend busy, and each tick would add another.
+            let limit = self.query_timeout.as_millis() * 3 / 4;
+            c.batch_execute(&format!("SET statement_timeout = {limit}"))
+                .await
+                .map_err(crate::pg::sqlstate::query_error(Code::PG_QUERY_FAILED))
+                .map_err(|e| e.context("limiting the guard's statements"))?;
+            *sql = Some(c);
         }
         sql.as_ref()
             .ok_or_else(|| Error::new(Code::INTERNAL, "no SQL connection"))

@@ -145,3 +145,68 @@ async fn status_reports_a_lost_slot() {
     drop(db);
     drop(extra);
 }
+
+/// The slot guard's count of the rows not yet published ends on the server
+/// when the relay stops waiting for it: a count that cannot finish (a lock
+/// here; a 10 000 000-row backlog in production) never leaves one busy
+/// backend behind per tick.
+#[tokio::test]
+async fn a_count_the_guard_gives_up_on_ends_on_the_server_too() {
+    let services = require_services!();
+    let prefix = common::unique_prefix("guardq");
+    let db = common::cdc_db(&services, "guardq", &prefix).await;
+    let slot = format!("{}_relay", db.name);
+    let path = relay::config(
+        &services,
+        &db.name,
+        &prefix,
+        &slot,
+        "slot_check_interval_secs = 1",
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("[postgres]\n"), "{text}");
+    std::fs::write(
+        &path,
+        text.replacen("[postgres]\n", "[postgres]\nquery_timeout_secs = 2\n", 1),
+    )
+    .unwrap();
+    let mut running = RelayProcess::spawn(&path);
+    rep::wait_streaming(&db.client, &slot).await;
+    // Another session holds the table: every count waits for its lock.
+    let holder = services.connect(&db.name).await;
+    holder
+        .batch_execute("BEGIN; LOCK TABLE public.messaging_outbox IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let mut most = 0i64;
+    for _ in 0..16 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let waiting: i64 = db
+            .client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        most = most.max(waiting);
+    }
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let log = running.log_text();
+    assert!(
+        log.contains("cannot count the rows not yet published"),
+        "the guard counted through the lock: {log}"
+    );
+    assert_eq!(most, 1, "counts waiting for the lock at once: {log}");
+    running.signal("TERM");
+    let status = running.wait(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{}",
+        running.log_text()
+    );
+    rep::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+}
