@@ -82,7 +82,7 @@ fn header(md: &mut String, report: &Json) {
         let _ = writeln!(
             md,
             "**This run is invalid**: a relay drain passed the shared-CPU bound of its \
-            transaction size ({}), so the baselines do not bound what this machine did. Run it again.\n",
+            transaction size by more than its tolerance ({}), so the baselines do not bound what this machine did. Run it again.\n",
             over.join("; ")
         );
     }
@@ -203,8 +203,8 @@ fn throughput(md: &mut String, report: &Json) {
             µs/msg), each counted from its first message to its last, as throughputs are (start-up and the tail cost \
             the same CPU whatever the backlog, and a drain's throughput leaves them out), and each at its cheapest \
             repetition (background work only adds to a window; the baselines run before every repetition of the drains \
-            and once after the last): {}. A run in which a relay drain passes it is marked \
-            invalid.", bounds.join(", "));
+            and once after the last): {}. A run in which a relay drain passes it by more \
+            than {:.0} % is marked invalid.", bounds.join(", "), crate::report::BOUND_TOLERANCE * 100.0);
     }
 }
 
