@@ -277,6 +277,6 @@ pub(crate) const MEANINGS: &[(&str, &str)] = &[
     ("postgres.publication", "created by `migrate`; read by the relay and by Debezium"),
     ("postgres.connect_timeout_secs", "per host tried: the TCP connect, the TLS handshake and the log-in together"),
     ("postgres.wal_receiver_timeout_secs", "how long the replication stream may stay silent before the relay gives the connection up and opens another; halfway, it asks the server for a reply, so an idle stream never reaches it. See [Network faults](../operating/network-faults.md)"),
-    ("postgres.query_timeout_secs", "how long the relay waits for the answer to one of its own statements (bookkeeping, the slot guard) before it gives that connection up; also the connections' `TCP_USER_TIMEOUT`"),
+    ("postgres.query_timeout_secs", "how long the relay waits for the answer to one of its own statements (bookkeeping, the slot guard) before it gives that connection up; also the connections' `TCP_USER_TIMEOUT`; the slot guard's statements end on the server at three quarters of it (`statement_timeout`)"),
     ("postgres.failover_slot", "create the relay's slot with `FAILOVER` (PostgreSQL 17+), and turn it on for an existing slot at start-up; see [PostgreSQL versions and failover](../operating/postgresql.md)"),
 ];
