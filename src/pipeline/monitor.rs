@@ -75,10 +75,13 @@ impl Watch {
             // connection up: a query left running on a dropped connection
             // keeps its backend busy, and each tick would add another.
             let limit = self.query_timeout.as_millis() * 3 / 4;
-            c.batch_execute(&format!("SET statement_timeout = {limit}"))
-                .await
-                .map_err(crate::pg::sqlstate::query_error(Code::PG_QUERY_FAILED))
-                .map_err(|e| e.context("limiting the guard's statements"))?;
+            let setting = async {
+                c.batch_execute(&format!("SET statement_timeout = {limit}"))
+                    .await
+                    .map_err(crate::pg::sqlstate::query_error(Code::PG_QUERY_FAILED))
+                    .map_err(|e| e.context("limiting the guard's statements"))
+            };
+            connect::answered(self.query_timeout, "the guard's statement_timeout", setting).await?;
             *sql = Some(c);
         }
         sql.as_ref()
