@@ -96,7 +96,7 @@ pub(crate) async fn steady_once(s: &Services, a: &Args, engine: Engine, rate: u3
         .iter()
         .filter_map(|(id, at)| {
             seen.first
-                .get(id)
+                .get(&crate::collect::id_key(id.as_bytes()))
                 .map(|k| *k as f64 + APPEND_TIME_MIDPOINT_MS - at)
         })
         .collect();

@@ -223,7 +223,7 @@ pub const BUILD_INFO: Def = gauge(
 /// Every metric, in exposition order.
 pub const ROWS_PENDING: Def = gauge(
     "outbox_cdc_rows_pending",
-    "Rows of the platform's table not yet published (PENDING and not in the journal), read every relay.slot_check_interval_secs; 0 for a table that keeps no status (its dead letters: outbox_cdc_dead_letters_total).",
+    "Rows of the platform's table not yet published (PENDING and not in the journal), read every relay.slot_check_interval_secs, or when a count is slow, ten times its length after it; 0 for a table that keeps no status (its dead letters: outbox_cdc_dead_letters_total).",
     &[],
 );
 /// The process collector's metrics (Linux), under Prometheus's standard
