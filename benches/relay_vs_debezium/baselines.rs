@@ -7,14 +7,14 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Result};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::producer::{Producer, ThreadedProducer};
 use serde_json::{json, Value as Json};
 use tokio_postgres::Client;
 
 use outbox_cdc::config::{Config, Secret, SslMode};
 use outbox_cdc::contract::mapper::{self, Record};
 use outbox_cdc::contract::outbox;
+use outbox_cdc::kafka::enqueue::{Enqueuer, Outgoing};
 use outbox_cdc::kafka::settings;
 use outbox_cdc::lsn::Lsn;
 use outbox_cdc::replication::{
@@ -270,7 +270,9 @@ pub(crate) async fn produce_once(
     let cluster = cfg.kafka_cluster(&|_| None).map_err(|e| anyhow!("{e}"))?;
     let cc = settings::producer_config(&cluster, None);
     // As the relay produces: a polling thread serves delivery reports.
+    // and records go in through the relay's own topic handles.
     let producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext> = cc.create()?;
+    let out = Enqueuer::new(std::sync::Arc::new(producer));
     let n = records.len();
     let procs0 = processes();
     let fields0 = machine_fields();
@@ -292,32 +294,28 @@ pub(crate) async fn produce_once(
         }
         id.clear();
         write!(id, "00000000-0000-4000-8000-{n:012}")?;
-        let mut headers = OwnedHeaders::new_with_capacity(r.headers().len());
-        for (name, value) in r.headers() {
-            let value = match name == outbox::ID_HEADER.name {
-                true => Some(id.as_bytes()),
-                false => value,
-            };
-            headers = headers.insert(Header { key: name, value });
-        }
-        let mut rec = BaseRecord::<[u8], [u8]>::to(&topic)
-            .key(&r.key)
-            .payload(&r.value)
-            .headers(headers);
-        if let Some(ts) = r.timestamp_ms {
-            rec = rec.timestamp(ts);
-        }
         loop {
-            match producer.send(rec) {
+            let headers = r
+                .headers()
+                .map(|(name, value)| match name == outbox::ID_HEADER.name {
+                    true => (name, Some(id.as_bytes())),
+                    false => (name, value),
+                });
+            let parts = Outgoing {
+                topic: &topic,
+                key: r.key_bytes(),
+                value: r.value_bytes(),
+                headers,
+                partition: None,
+                timestamp_ms: r.timestamp_ms,
+            };
+            match out.enqueue(parts, ()) {
                 Ok(()) => break,
-                Err((_, back)) => {
-                    rec = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
             }
         }
     }
-    producer.flush(Duration::from_secs(120))?;
+    out.producer().flush(Duration::from_secs(120))?;
     let wall = start.elapsed().as_secs_f64();
     collector.wait_for(n, Duration::from_secs(300)).await?;
     let cpu1 = machine_cpu();

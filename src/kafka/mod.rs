@@ -3,6 +3,7 @@
 //! `tail` consumer.
 
 pub(crate) mod access;
+pub mod enqueue;
 pub mod limits;
 pub mod placement;
 pub(crate) mod probe;

@@ -19,11 +19,11 @@
 
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use tokio::sync::mpsc;
 
+use super::enqueue::{Enqueuer, Outgoing};
 use super::send_now::{self, SendNow};
 use crate::contract::mapper::Record;
 use crate::error::{Cause, Code, Error};
@@ -245,7 +245,8 @@ pub(crate) struct Publisher<T: Copy + Send + Sync + 'static> {
     /// `None` when the producer lingers not at all. Dropped first: its
     /// thread holds the producer and ends before the producer is dropped.
     send_now: Option<SendNow>,
-    producer: std::sync::Arc<ThreadedProducer<DeliveryContext<T>>>,
+    /// The producer, with a topic handle per destination.
+    out: Enqueuer<DeliveryContext<T>>,
 }
 
 /// How long a transaction call (init, commit, abort) may block.
@@ -350,7 +351,13 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
                 })?)
             }
         };
-        Ok((Publisher { producer, send_now }, rx))
+        Ok((
+            Publisher {
+                send_now,
+                out: Enqueuer::new(producer),
+            },
+            rx,
+        ))
     }
 
     /// What librdkafka holds is sent without waiting out `linger.ms`: the
@@ -369,7 +376,7 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
             + Send
             + 'static,
     ) -> Result<R, Error> {
-        let producer = self.producer.clone();
+        let producer = self.out.producer().clone();
         match tokio::task::spawn_blocking(move || call(&producer)).await {
             Ok(result) => result.map_err(|e| transaction_error(&e, during)),
             Err(e) => Err(Error::new(Code::INTERNAL, format!("{during}: {e}"))),
@@ -383,7 +390,7 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
         topic: &str,
         within: std::time::Duration,
     ) -> Result<(), Error> {
-        let producer = self.producer.clone();
+        let producer = self.out.producer().clone();
         let name = topic.to_string();
         tokio::task::spawn_blocking(move || {
             super::readiness::wait_until_served(producer.client(), &name, within)
@@ -415,7 +422,8 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
     }
 
     pub(crate) fn begin_transaction(&self) -> Result<(), Error> {
-        self.producer
+        self.out
+            .producer()
             .begin_transaction()
             .map_err(|e| transaction_error(&e, "beginning a Kafka transaction"))
     }
@@ -446,7 +454,7 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
 
     /// The producer's fatal error, if it has one (a fenced producer has).
     pub(crate) fn fatal_error(&self) -> Option<Error> {
-        let (code, reason) = self.producer.client().fatal_error()?;
+        let (code, reason) = self.out.producer().client().fatal_error()?;
         Some(fenced_or(
             transaction_code(code, Severity::Fatal),
             "the producer failed for good",
@@ -456,31 +464,12 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
 
     /// Enqueues a record; its report arrives on the receiver.
     pub(crate) fn send(&self, record: &Record, ticket: Ticket<T>) -> Result<(), SendError> {
-        let mut headers = OwnedHeaders::new_with_capacity(record.headers().len());
-        for (name, value) in record.headers() {
-            headers = headers.insert(Header { key: name, value });
-        }
-        let mut br = BaseRecord::with_opaque_to(&record.topic, Box::new(ticket)).headers(headers);
-        if let Some(key) = record.key_bytes() {
-            br = br.key(key);
-        }
-        if let Some(value) = record.value_bytes() {
-            br = br.payload(value);
-        }
-        if let Some(partition) = record.partition {
-            br = br.partition(partition);
-        }
-        if let Some(ts) = record.timestamp_ms {
-            br = br.timestamp(ts);
-        }
-        match self.producer.send(br) {
+        match self.out.enqueue(Outgoing::of(record), Box::new(ticket)) {
             Ok(()) => Ok(()),
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                Err(SendError::QueueFull)
-            }
-            Err((e, _)) => {
+            Err(RDKafkaErrorCode::QueueFull) => Err(SendError::QueueFull),
+            Err(code) => {
+                let e = KafkaError::MessageProduction(code);
                 let detail = format!("topic {}: {}", record.topic, crate::error::chain(&e));
-                let code = e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Unknown);
                 let cause = Cause::Kafka(code);
                 Err(match permanent(code) {
                     Some(code) => SendError::Rejected(Error::new(code, detail).caused_by(cause)),
@@ -495,7 +484,8 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
     /// Drops whatever is queued or in flight (before a rebuild). Their
     /// reports arrive as failures and are ignored by the caller.
     pub(crate) fn purge(&self) {
-        self.producer
+        self.out
+            .producer()
             .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
     }
 }
