@@ -269,8 +269,8 @@ pub(crate) async fn produce_once(
         Config::parse(&text, Path::new("bench.toml"), &|_| None).map_err(|e| anyhow!("{e}"))?;
     let cluster = cfg.kafka_cluster(&|_| None).map_err(|e| anyhow!("{e}"))?;
     let cc = settings::producer_config(&cluster, None);
-    // As the relay produces: a polling thread serves delivery reports.
-    // and records go in through the relay's own topic handles.
+    // As the relay produces: a polling thread serves delivery reports, and
+    // records go in through the relay's own topic handles.
     let producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext> = cc.create()?;
     let out = Enqueuer::new(std::sync::Arc::new(producer));
     let n = records.len();
