@@ -417,36 +417,34 @@ impl Relay {
     /// A replication command the server refused names no specific code (a
     /// dropped publication, an invalidated slot share SQLSTATEs with other
     /// conditions): the preflight's rules read the catalog and name it.
+    /// The walsender decodes a commit once it is in the WAL, a moment before
+    /// the committing backend leaves the process array: a catalog read in
+    /// that moment still sees the old state, so a clean read is repeated
+    /// [`DIAGNOSIS_READS`] times before the server's own words stand.
     async fn diagnose(&self, sql: &Client, e: Error) -> Error {
-        if e.code() != Code::PG_SERVER_ERROR {
-            return e;
-        }
+        name_refusal(e, || self.catalog_findings(sql), DIAGNOSIS_PAUSE).await
+    }
+
+    /// The preflight's rules for the publication and the slot, as the
+    /// catalog stands now.
+    async fn catalog_findings(&self, sql: &Client) -> Result<(), Error> {
         let src = &self.source;
-        let found = async {
-            let server = checks::server(sql).await?;
-            let publication =
-                checks::publication(sql, &src.publication, &src.schema, &src.table).await?;
-            let slot = checks::slot(sql, &src.slot).await?;
-            finding::obey(
-                When::Session,
-                [
-                    checks::publication_finding(
-                        publication.as_ref(),
-                        &src.publication,
-                        &self.objects.qualified_table(),
-                        self.shared.status,
-                    ),
-                    checks::slot_finding(slot.as_ref(), &src.slot, &server, Purpose::Report),
-                ],
-            )
-        }
-        .await;
-        match found {
-            Err(specific) if specific.code() != e.code() => {
-                specific.context(format!("the server stopped the stream ({})", e.detail()))
-            }
-            _ => e,
-        }
+        let server = checks::server(sql).await?;
+        let publication =
+            checks::publication(sql, &src.publication, &src.schema, &src.table).await?;
+        let slot = checks::slot(sql, &src.slot).await?;
+        finding::obey(
+            When::Session,
+            [
+                checks::publication_finding(
+                    publication.as_ref(),
+                    &src.publication,
+                    &self.objects.qualified_table(),
+                    self.shared.status,
+                ),
+                checks::slot_finding(slot.as_ref(), &src.slot, &server, Purpose::Report),
+            ],
+        )
     }
 
     async fn finish_marks(&mut self) {
@@ -456,6 +454,35 @@ impl Relay {
             recorder.finish(within).await;
         }
     }
+}
+
+/// Catalog reads a refusal without a specific code gets before the server's
+/// words stand, [`DIAGNOSIS_PAUSE`] apart: enough for a commit the walsender
+/// already decoded to become visible.
+const DIAGNOSIS_READS: u32 = 3;
+const DIAGNOSIS_PAUSE: Duration = Duration::from_millis(200);
+
+/// The specific code `read` finds for a refusal the server gave no specific
+/// code, or the refusal as it came.
+async fn name_refusal<F, Fut>(e: Error, mut read: F, pause: Duration) -> Error
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), Error>>,
+{
+    if e.code() != Code::PG_SERVER_ERROR {
+        return e;
+    }
+    for n in 1..=DIAGNOSIS_READS {
+        match read().await {
+            Err(specific) if specific.code() != e.code() => {
+                return specific.context(format!("the server stopped the stream ({})", e.detail()));
+            }
+            Err(_) => return e,
+            Ok(()) if n < DIAGNOSIS_READS => tokio::time::sleep(pause).await,
+            Ok(()) => {}
+        }
+    }
+    e
 }
 
 /// Attempts a one-off backlog gets to learn topics' limits: a few topics' worth.
@@ -551,5 +578,63 @@ fn shared(
         poison: std::sync::Mutex::new(HashSet::new()),
         limits: limits::Limits::default(),
         otel: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    fn refused() -> Error {
+        Error::new(
+            Code::PG_SERVER_ERROR,
+            "streaming from slot s: publication \"p\" does not exist (SQLSTATE 42704)",
+        )
+    }
+
+    /// Answers `clean` reads that find nothing wrong, then one that names
+    /// the publication missing; counts the reads.
+    fn catalog(
+        clean: u32,
+        reads: &Cell<u32>,
+    ) -> impl FnMut() -> std::future::Ready<Result<(), Error>> + '_ {
+        move || {
+            reads.set(reads.get() + 1);
+            std::future::ready(match reads.get() > clean {
+                true => Err(Error::new(
+                    Code::PUBLICATION_MISSING,
+                    "publication p does not exist",
+                )),
+                false => Ok(()),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_named_by_a_catalog_that_shows_the_drop_a_moment_late() {
+        let reads = Cell::new(0);
+        let named = name_refusal(refused(), catalog(2, &reads), Duration::ZERO).await;
+        assert_eq!(named.code(), Code::PUBLICATION_MISSING);
+        assert!(named.to_string().contains("SQLSTATE 42704"), "{named}");
+        assert_eq!(reads.get(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_catalog_that_stays_clean_leaves_the_servers_words_after_three_reads() {
+        let reads = Cell::new(0);
+        let kept = name_refusal(refused(), catalog(u32::MAX, &reads), Duration::ZERO).await;
+        assert_eq!(kept.code(), Code::PG_SERVER_ERROR);
+        assert_eq!(reads.get(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_with_its_own_code_reads_nothing() {
+        let reads = Cell::new(0);
+        let lost = Error::new(Code::SLOT_MISSING, "slot s does not exist");
+        let kept = name_refusal(lost, catalog(0, &reads), Duration::ZERO).await;
+        assert_eq!(kept.code(), Code::SLOT_MISSING);
+        assert_eq!(reads.get(), 0);
     }
 }
