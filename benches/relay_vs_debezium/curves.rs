@@ -29,29 +29,45 @@ const PAYLOAD_BYTES_PER_DRAIN: i64 = 1 << 30;
 
 /// (a) The same backlog spread evenly over 1, 100 and 1 000 destinations
 /// (topics of one partition each): throughput and peak RSS.
+/// The relay's builds among `--engines` (`outbox-cdc-baseline` pairs the
+/// points with another build, run for run), else the relay alone.
 pub(crate) async fn destinations(s: &Services, a: &Args) -> Result<Vec<Json>> {
+    let mut engines: Vec<Engine> = a
+        .engines
+        .iter()
+        .copied()
+        .filter(|e| matches!(e, Engine::Relay | Engine::RelayBaseline))
+        .collect();
+    if engines.is_empty() {
+        engines.push(Engine::Relay);
+    }
     let mut out = Vec::new();
     for n in DESTINATIONS {
-        let mut runs = Vec::new();
+        let mut runs = vec![Vec::new(); engines.len()];
         for i in 0..a.curve_repeat {
-            eprintln!(
-                "[bench] curve: {} rows over {n} destinations ({}/{})",
-                a.rows,
-                i + 1,
-                a.curve_repeat
-            );
-            let spread = Args {
-                destinations: n,
-                partitions: 1,
-                ..a.clone()
-            };
-            runs.push(backlog_once(s, &spread, Engine::Relay, 100).await?);
+            for (engine, runs) in engines.iter().zip(runs.iter_mut()) {
+                eprintln!(
+                    "[bench] curve: {} rows over {n} destinations, {} ({}/{})",
+                    a.rows,
+                    engine.tag(),
+                    i + 1,
+                    a.curve_repeat
+                );
+                let spread = Args {
+                    destinations: n,
+                    partitions: 1,
+                    ..a.clone()
+                };
+                runs.push(backlog_once(s, &spread, *engine, 100).await?);
+            }
         }
-        out.push(summary(
-            json!({"scenario": "curve_destinations", "engine": Engine::Relay.tag(),
-                   "destinations": n, "partitions_per_topic": 1, "rows": a.rows, "rows_per_transaction": 100}),
-            runs,
-        ));
+        for (engine, runs) in engines.iter().zip(runs) {
+            out.push(summary(
+                json!({"scenario": "curve_destinations", "engine": engine.tag(),
+                       "destinations": n, "partitions_per_topic": 1, "rows": a.rows, "rows_per_transaction": 100}),
+                runs,
+            ));
+        }
     }
     Ok(out)
 }

@@ -445,12 +445,20 @@ fn cost_curves(md: &mut String, report: &Json) {
             "benchmark-destinations.svg",
             "Throughput by number of destinations",
         );
+        // A paired run (`--engines outbox-cdc,outbox-cdc-baseline`) names
+        // each point's build.
+        let paired = dest.iter().any(|r| r["engine"] != dest[0]["engine"]);
+        let engine = |r: &Json| match paired {
+            true => format!("{} ", r["engine"].as_str().unwrap_or_default()),
+            false => String::new(),
+        };
         let _ = writeln!(md, "| destinations | topics × partitions | rows | msg/s | relay CPU (s) | peak RSS (MiB) |");
         let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|");
         for r in &dest {
             let _ = writeln!(
                 md,
-                "| {} | {} × {} | {} | {} | {} | {} |",
+                "| {}{} | {} × {} | {} | {} | {} | {} |",
+                engine(r),
                 number(&r["destinations"]),
                 number(&r["destinations"]),
                 number(&r["partitions_per_topic"]),

@@ -99,16 +99,20 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-/// `value` (non-negative, below 10^width) in exactly `width` decimal digits.
+/// `value` (non-negative, below 10^width, width at most 8) in exactly
+/// `width` decimal digits. Filled from the right by constant divisions,
+/// which compile to multiplications; a divisor that varied cost a hardware
+/// division per digit.
 fn push_digits(out: &mut Vec<u8>, value: i64, width: u32) {
-    let mut div = 10i64.pow(width.saturating_sub(1));
-    let mut rest = value;
-    while div > 0 {
-        // Each digit is 0..=9, so the cast cannot truncate.
-        out.push(b'0' + (rest / div % 10) as u8);
-        rest %= div;
-        div /= 10;
+    let mut digits = [b'0'; 8];
+    let width = (width as usize).min(digits.len());
+    let mut rest = value.unsigned_abs();
+    for slot in digits[..width].iter_mut().rev() {
+        // `rest % 10` is 0..=9, so the cast cannot truncate.
+        *slot = b'0' + (rest % 10) as u8;
+        rest /= 10;
     }
+    out.extend_from_slice(&digits[..width]);
 }
 
 impl Timestamp {

@@ -10,7 +10,6 @@
 //! owns from then on (the headers, on success), or that this module made
 //! and destroys before the producer (the topic handles).
 
-use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::os::raw::c_char;
 use std::ptr;
@@ -61,14 +60,14 @@ unsafe impl Send for Handle {}
 /// A producer and a topic handle for each destination it has written to.
 pub struct Enqueuer<C: ProducerContext + 'static> {
     /// Destroyed in `drop`, while `producer` still holds the client.
-    handles: Mutex<HashMap<Box<str>, Handle>>,
+    handles: Mutex<foldhash::HashMap<Box<str>, Handle>>,
     producer: Arc<ThreadedProducer<C>>,
 }
 
 impl<C: ProducerContext + 'static> Enqueuer<C> {
     pub fn new(producer: Arc<ThreadedProducer<C>>) -> Self {
         Enqueuer {
-            handles: Mutex::new(HashMap::new()),
+            handles: Mutex::new(foldhash::HashMap::default()),
             producer,
         }
     }

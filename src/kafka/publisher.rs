@@ -107,10 +107,12 @@ pub(crate) enum PersistStatus {
 
 /// The three-outcome classification of one report about a record for
 /// `topic` (named in the error, since the broker's message does not).
-pub(crate) fn classify(
+/// `topic` is read only for an error's text: librdkafka gives it as a C
+/// string, measured and checked as UTF-8 at each call.
+pub(crate) fn classify<'t>(
     error: Option<&KafkaError>,
     status: PersistStatus,
-    topic: &str,
+    topic: impl Fn() -> &'t str,
     offset: i64,
 ) -> Outcome {
     let Some(error) = error else {
@@ -125,14 +127,15 @@ pub(crate) fn classify(
             return Outcome::Ambiguous(Error::new(
                 Code::KAFKA_DELIVERY_AMBIGUOUS,
                 format!(
-                    "topic {topic}: delivered without an offset (the broker reported a duplicate sequence); \
-                     publishing it again rather than trusting it"
+                    "topic {}: delivered without an offset (the broker reported a duplicate sequence); \
+                     publishing it again rather than trusting it",
+                    topic()
                 ),
             ));
         }
         return Outcome::Confirmed;
     };
-    let detail = format!("topic {topic}: {}", crate::error::chain(error));
+    let detail = format!("topic {}: {}", topic(), crate::error::chain(error));
     let cause = error
         .rdkafka_error_code()
         .map(Cause::Kafka)
@@ -193,12 +196,12 @@ impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
         let status = persist_status(result);
         let (outcome, partition, offset) = match result {
             Ok(m) => (
-                classify(None, status, m.topic(), m.offset()),
+                classify(None, status, || m.topic(), m.offset()),
                 m.partition(),
                 m.offset(),
             ),
             Err((e, m)) => (
-                classify(Some(e), status, m.topic(), m.offset()),
+                classify(Some(e), status, || m.topic(), m.offset()),
                 m.partition(),
                 m.offset(),
             ),
@@ -504,11 +507,11 @@ mod tests {
     #[test]
     fn a_success_with_an_offset_is_confirmed() {
         assert!(matches!(
-            classify(None, PersistStatus::Persisted, "t", 0),
+            classify(None, PersistStatus::Persisted, || "t", 0),
             Outcome::Confirmed
         ));
         assert!(matches!(
-            classify(None, PersistStatus::Persisted, "t", 41),
+            classify(None, PersistStatus::Persisted, || "t", 41),
             Outcome::Confirmed
         ));
     }
@@ -516,7 +519,7 @@ mod tests {
     #[test]
     fn a_success_without_an_offset_is_published_again() {
         for offset in [-1, -1001] {
-            let outcome = classify(None, PersistStatus::Persisted, "orders", offset);
+            let outcome = classify(None, PersistStatus::Persisted, || "orders", offset);
             assert!(matches!(outcome, Outcome::Ambiguous(_)), "{offset}");
             assert_eq!(code(&outcome), Some(Code::KAFKA_DELIVERY_AMBIGUOUS));
         }
@@ -555,7 +558,7 @@ mod tests {
             classify(
                 Some(&KafkaError::MessageProduction(TopicAuthorizationFailed)),
                 PersistStatus::NotPersisted,
-                "t",
+                || "t",
                 -1
             ),
             Outcome::Rejected(
@@ -584,11 +587,11 @@ mod tests {
     fn failures_follow_the_persistence_status() {
         let timeout = KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut);
         assert!(matches!(
-            classify(Some(&timeout), PersistStatus::PossiblyPersisted, "t", -1),
+            classify(Some(&timeout), PersistStatus::PossiblyPersisted, || "t", -1),
             Outcome::Ambiguous(_)
         ));
         assert!(matches!(
-            classify(Some(&timeout), PersistStatus::NotPersisted, "t", -1),
+            classify(Some(&timeout), PersistStatus::NotPersisted, || "t", -1),
             Outcome::Retry(_)
         ));
         let too_large = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
@@ -596,7 +599,7 @@ mod tests {
             code(&classify(
                 Some(&too_large),
                 PersistStatus::NotPersisted,
-                "t",
+                || "t",
                 -1
             )),
             Some(Code::MESSAGE_TOO_LARGE)

@@ -78,7 +78,7 @@ pub(crate) struct Parts<'a, K, L> {
     pub(crate) ending: Option<Error>,
     /// Topics seen in this session, by name and by index: a report names
     /// its topic by index, without a lookup by name.
-    destinations: HashMap<String, u32>,
+    destinations: foldhash::HashMap<String, u32>,
     by_index: Vec<Destination>,
     /// The relay's poison rows as this session started: rows are added
     /// only when a session ends, so a copy needs no lock per row.
@@ -467,7 +467,7 @@ impl<'a, K, L> Parts<'a, K, L> {
             published: Vec::new(),
             settles: None,
             ending: None,
-            destinations: HashMap::new(),
+            destinations: foldhash::HashMap::default(),
             by_index: Vec::new(),
             poison: shared.poison(),
             purged: Purged::No,

@@ -5,7 +5,6 @@
 //! messaging contract's against its definition, any other contract by
 //! resolving it against the relation's columns (a [`Plan`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -41,7 +40,7 @@ pub(crate) struct RoutedTable {
 /// Relations seen in the stream, by oid; replaced when re-sent after DDL.
 #[derive(Debug, Default)]
 pub(crate) struct Relations {
-    by_oid: HashMap<u32, Known>,
+    by_oid: foldhash::HashMap<u32, Known>,
     schema: String,
     table: String,
     /// `None`: the messaging contract, decoded into [`OutboxRow`]s.
@@ -61,7 +60,7 @@ impl Relations {
     /// `routed`: a table of another contract than the messaging one.
     pub(crate) fn new(schema: &str, table: &str, routed: Option<RoutedTable>) -> Relations {
         Relations {
-            by_oid: HashMap::new(),
+            by_oid: foldhash::HashMap::default(),
             schema: schema.to_string(),
             table: table.to_string(),
             routed,
