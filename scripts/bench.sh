@@ -19,6 +19,11 @@
 # the other build's binary and add the engine `outbox-cdc-baseline`, e.g.
 #   BENCH_BASELINE_BIN=../old/target/release/outbox-cdc \
 #     scripts/bench.sh --only backlog --engines outbox-cdc,outbox-cdc-baseline --out /tmp/compare
+# BENCH_BASELINE_SETTINGS adds [relay] lines to that engine alone; without
+# BENCH_BASELINE_BIN it runs this build, so two settings compare run for
+# run, e.g.
+#   BENCH_BASELINE_SETTINGS='max_in_flight_messages = 10000' \
+#     scripts/bench.sh --only backlog --engines outbox-cdc,outbox-cdc-baseline --out /tmp/window
 # The rows carry a sampled traceparent unless --traceparent none: what
 # tracing costs at its default sampling is measured on rows without one, e.g.
 #   scripts/bench.sh --only backlog,instructions --traceparent none \

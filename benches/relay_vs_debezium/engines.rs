@@ -68,10 +68,13 @@ pub(crate) async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) 
         "{}\n{}",
         std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
         match engine {
-            Engine::RelayUnmarked => "mark_published = false",
-            Engine::RelayTransactional => "delivery = \"transactional\"",
-            Engine::RelayFixedLinger => "when_caught_up = \"linger\"",
-            _ => "",
+            Engine::RelayUnmarked => "mark_published = false".to_string(),
+            Engine::RelayTransactional => "delivery = \"transactional\"".to_string(),
+            Engine::RelayFixedLinger => "when_caught_up = \"linger\"".to_string(),
+            // The same build under other settings, run for run beside the
+            // default: BENCH_BASELINE_SETTINGS.
+            Engine::RelayBaseline => std::env::var("BENCH_BASELINE_SETTINGS").unwrap_or_default(),
+            _ => String::new(),
         }
     );
     let kafka_properties = format!(

@@ -276,6 +276,7 @@ async fn bench() -> Result<()> {
             "seconds": a.seconds, "partitions": a.partitions, "repeat": a.repeat, "curve_repeat": a.curve_repeat, "debezium_tuning": tuning,
             "relay_settings": std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
             "relay_kafka_properties": std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
+            "baseline_relay_settings": std::env::var("BENCH_BASELINE_SETTINGS").unwrap_or_default(),
             "row_traceparent": match a.row_trace { args::RowTrace::Sampled => "sampled", args::RowTrace::Absent => "none" },
         },
         "results": results,
