@@ -29,6 +29,7 @@ const PAYLOAD_BYTES_PER_DRAIN: i64 = 1 << 30;
 
 /// (a) The same backlog spread evenly over 1, 100 and 1 000 destinations
 /// (topics of one partition each): throughput and peak RSS.
+///
 /// The relay's builds among `--engines` (`outbox-cdc-baseline` pairs the
 /// points with another build, run for run), else the relay alone.
 pub(crate) async fn destinations(s: &Services, a: &Args) -> Result<Vec<Json>> {

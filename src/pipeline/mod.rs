@@ -419,7 +419,7 @@ impl Relay {
     /// conditions): the preflight's rules read the catalog and name it.
     /// The walsender decodes a commit once it is in the WAL, a moment before
     /// the committing backend leaves the process array: a catalog read in
-    /// that moment still sees the old state, so a clean read is repeated
+    /// that moment still sees the old state, so the catalog is read up to
     /// [`DIAGNOSIS_READS`] times before the server's own words stand.
     async fn diagnose(&self, sql: &Client, e: Error) -> Error {
         name_refusal(e, || self.catalog_findings(sql), DIAGNOSIS_PAUSE).await
