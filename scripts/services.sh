@@ -571,6 +571,10 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 log.flush.interval.messages=9223372036854775807
+# Tests publish records stamped years back (a timestamp column decides
+# them): time retention would delete them at its next check, every five
+# minutes, before a test reads them.
+log.retention.ms=-1
 EOF
   cat >"$STATE/kafka-log4j2.properties" <<EOF
 status = warn

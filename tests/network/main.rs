@@ -82,6 +82,8 @@ struct Figures {
     distinct: usize,
     lost: usize,
     restarts: usize,
+    /// The relay's warnings and errors, for a failure's message.
+    warnings: String,
 }
 
 /// The relay's configuration through the proxies, with this suite's budgets.
@@ -274,6 +276,7 @@ async fn run(fault: Fault) -> Figures {
         distinct: distinct.len(),
         lost: missing.len(),
         restarts,
+        warnings: relay::warnings_in(std::slice::from_ref(&log)),
     };
     note(&fault, &figures);
     assert!(
@@ -281,7 +284,7 @@ async fn run(fault: Fault) -> Figures {
         "{}: {} committed rows never reached Kafka:\n{}",
         fault.name,
         missing.len(),
-        relay::warnings_in(std::slice::from_ref(&log))
+        figures.warnings
     );
     assert_eq!(
         workload::out_of_order(&records),
@@ -297,11 +300,9 @@ async fn run(fault: Fault) -> Figures {
     assert_eq!(common::rows_with_status(&db.client, "FAILED").await, 0);
     match fault.expect {
         Expect::Degraded => assert_eq!(
-            restarts,
-            0,
+            restarts, 0,
             "{}: a slow link restarted the pipeline:\n{}",
-            fault.name,
-            relay::warnings_in(std::slice::from_ref(&log))
+            fault.name, figures.warnings
         ),
         Expect::Detected { .. } | Expect::Retried => {}
     }
@@ -337,7 +338,16 @@ const GIVE_UPS: [(&str, &[&str]); 4] = [
         ],
     ),
     ("marks", &["answer marking rows"]),
-    ("guard", &["answer the slot guard", "answer a heartbeat"]),
+    // The guard's tick reads the slot, then counts the unpublished rows: a
+    // fault that falls between the two silences the count.
+    (
+        "guard",
+        &[
+            "answer the slot guard",
+            "answer counting the rows not yet published",
+            "answer a heartbeat",
+        ],
+    ),
 ];
 
 fn gave_up(log: &str, since: std::time::SystemTime) -> Vec<(&'static str, Duration)> {
@@ -433,7 +443,11 @@ async fn a_black_holed_postgres_link_is_noticed_and_left() {
         pg: PgLink::Plain,
     })
     .await;
-    assert!(f.restarts >= 1, "the silent session was replaced");
+    assert!(
+        f.restarts >= 1,
+        "the silent session was not replaced:\n{}",
+        f.warnings
+    );
     // The stream and the guard (which reads every few seconds) each gave up
     // on their own budget, neither waited on TCP; the journal and the marks
     // give up only if they had a statement out (figures in the report).
@@ -444,8 +458,9 @@ async fn a_black_holed_postgres_link_is_noticed_and_left() {
         let after = f.gave_up.iter().find(|(w, _)| *w == what).map(|(_, a)| *a);
         assert!(
             after.is_some_and(|a| a <= budget),
-            "the {what} connection gave up after {after:?} (budget {budget:?}); all: {:?}",
-            f.gave_up
+            "the {what} connection gave up after {after:?} (budget {budget:?}); all: {:?}\n{}",
+            f.gave_up,
+            f.warnings
         );
     }
 }
