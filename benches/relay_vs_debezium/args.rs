@@ -53,6 +53,30 @@ pub(crate) enum RowTrace {
 pub(crate) static ROW_TRACE: std::sync::OnceLock<RowTrace> = std::sync::OnceLock::new();
 
 impl Args {
+    /// These arguments with the sizes a results file's `settings` record,
+    /// so its ratios can be computed again as its run computed them.
+    pub(crate) fn with_settings(&self, settings: &serde_json::Value) -> Args {
+        let ints = |key: &str| -> Option<Vec<i64>> {
+            settings[key]
+                .as_array()
+                .map(|v| v.iter().filter_map(serde_json::Value::as_i64).collect())
+        };
+        let mut a = self.clone();
+        if let Some(rows) = settings["rows"].as_i64() {
+            a.rows = rows;
+        }
+        if let Some(tx) = ints("tx_sizes") {
+            a.tx_sizes = tx;
+        }
+        if let Some(rates) = ints("rates_msg_s") {
+            a.rates = rates
+                .into_iter()
+                .filter_map(|r| u32::try_from(r).ok())
+                .collect();
+        }
+        a
+    }
+
     pub(crate) fn parse() -> Result<Args> {
         let mut a = Args {
             rows: 200_000,

@@ -204,7 +204,11 @@ fn throughput(md: &mut String, report: &Json) {
             the same CPU whatever the backlog, and a drain's throughput leaves them out), and each at its cheapest \
             repetition (background work only adds to a window; the baselines run before every repetition of the drains \
             and once after the last): {}. A run in which a relay drain passes it by more \
-            than {:.0} % is marked invalid.", bounds.join(", "), crate::report::BOUND_TOLERANCE * 100.0);
+            than {:.0} % is marked invalid. That bound is built from the machine's cheapest minutes, where a median drain runs in a \
+            typical one, and the machine's speed moves about 2× from minute to minute: \
+            `throughput_vs_shared_cpu_bound_paired` sets each drain against the bound of the two baseline passes \
+            around it instead (the mean of their costs), and gives the median of those ratios; a drain can pass its \
+            own bound when the machine was faster during it than around it.", bounds.join(", "), crate::report::BOUND_TOLERANCE * 100.0);
     }
 }
 

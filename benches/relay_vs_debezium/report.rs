@@ -107,6 +107,18 @@ pub(crate) fn find<'a>(results: &'a [Json], scenario: &str, engine: &str) -> Opt
         .find(|r| r["scenario"] == scenario && r["engine"] == engine)
 }
 
+/// Puts `fresh`'s keys into `into`, object into object.
+pub(crate) fn merge(into: &mut Json, fresh: Json) {
+    match (into, fresh) {
+        (Json::Object(into), Json::Object(fresh)) => {
+            for (k, v) in fresh {
+                merge(into.entry(k).or_insert(Json::Null), v);
+            }
+        }
+        (into, fresh) => *into = fresh,
+    }
+}
+
 pub(crate) fn ratios(a: &Args, results: &[Json]) -> Json {
     let num = |r: Option<&Json>, path: &[&str]| -> Option<f64> {
         let mut v = r?;
@@ -228,6 +240,15 @@ pub(crate) fn ratios(a: &Args, results: &[Json]) -> Json {
             let k = format!("throughput_vs_shared_cpu_bound_tx{tx}");
             out.insert(k.clone(), json!(round(v.median / bound, 2)));
             spreads.insert(k, json!([round(v.min / bound, 2), round(v.max / bound, 2)]));
+        }
+        // The same ratio drain by drain, each against the bound of the
+        // baselines measured just before and just after it: the machine's
+        // speed moves about 2x from minute to minute, and the bound above
+        // is its fastest minute, where a median drain is a typical one.
+        if let Some(p) = bracketed(results, *tx, relay, cores) {
+            let k = format!("throughput_vs_shared_cpu_bound_paired_tx{tx}");
+            out.insert(k.clone(), json!(round(p.median, 2)));
+            spreads.insert(k, json!([round(p.min, 2), round(p.max, 2)]));
         }
         // A bound a relay passes is no bound: the baselines were measured
         // on a slower machine than some drain, and the run is not valid.
@@ -369,6 +390,38 @@ pub(crate) fn ratios(a: &Args, results: &[Json]) -> Json {
     out.insert("within_spread".into(), Json::Array(within));
     out.insert("spreads".into(), Json::Object(spreads));
     Json::Object(out)
+}
+
+/// Each of `engine`'s drains of `tx`-row transactions against the
+/// shared-CPU bound of the two baseline passes around it (repetition `i`
+/// runs after pass `i` and before pass `i + 1`), over the repetitions.
+fn bracketed(results: &[Json], tx: i64, engine: &str, cores: f64) -> Option<Spread> {
+    let of = |scenario: &str, engine: &str, key: &str| -> Vec<f64> {
+        find(results, scenario, engine)
+            .and_then(|r| r["runs"].as_array())
+            .map(|runs| runs.iter().filter_map(|r| r[key].as_f64()).collect())
+            .unwrap_or_default()
+    };
+    let reads = of(
+        &format!("baseline_slot_read_tx{tx}"),
+        READ_BASELINE,
+        WINDOW_COST,
+    );
+    let produces = of("baseline_produce", PRODUCE_BASELINE, WINDOW_COST);
+    let drains = of(&format!("backlog_tx{tx}"), engine, "throughput_msg_s");
+    let around = |costs: &[f64], i: usize| Some((costs.get(i)? + costs.get(i + 1)?) / 2.0);
+    let ratios: Vec<f64> = drains
+        .iter()
+        .enumerate()
+        .filter_map(|(i, rate)| {
+            let cost = around(&reads, i)? + around(&produces, i)?;
+            Some(rate * cost / (cores * 1e6))
+        })
+        .collect();
+    match ratios.len() == drains.len() {
+        true => spread(ratios.into_iter()),
+        false => None,
+    }
 }
 
 /// The ratio of `engine`'s drain to `other`'s in each repetition, over the
