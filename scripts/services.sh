@@ -24,6 +24,14 @@
 #                                 read Strimzi resources with Strimzi's own model
 #   scripts/services.sh start-proxies  Toxiproxy with a proxy on PostgreSQL 15's
 #                                 link and one on Kafka's (see below)
+#   scripts/services.sh start-cluster|stop-cluster
+#                                 a three-broker Kafka cluster with a controller
+#                                 of its own, beside the single broker (see
+#                                 scripts/kafka-cluster.sh); `stop` stops it too
+#   scripts/services.sh cluster-broker start|stop|kill|freeze|thaw|pid N
+#                                 one of its brokers, for fault tests
+#   scripts/services.sh cluster-tool CLASS ARGS...
+#                                 a Kafka tool against the cluster
 #   scripts/services.sh pg-bin MAJOR
 #                                 install that major's server if missing and print
 #                                 its bin directory (for tests that run their own
@@ -362,8 +370,13 @@ start_toxiproxy() {
   fi
   local api="http://127.0.0.1:$TOXIPROXY_PORT" name listen upstream
   curl -fsS -X POST "$api/reset" >/dev/null || die "Toxiproxy refused a reset"
-  for spec in "pg 127.0.0.1:$PG_PROXY_PORT 127.0.0.1:${OUTBOX_TEST_PG15_PORT:-25329}" \
-              "kafka 127.0.0.1:$KAFKA_PROXY_PORT 127.0.0.1:$KAFKA_PROXIED_PORT"; do
+  local specs=("pg 127.0.0.1:$PG_PROXY_PORT 127.0.0.1:${OUTBOX_TEST_PG15_PORT:-25329}"
+    "kafka 127.0.0.1:$KAFKA_PROXY_PORT 127.0.0.1:$KAFKA_PROXIED_PORT") i
+  # One per broker of the cluster, whether or not it runs.
+  for i in "${CLUSTER_BROKERS[@]}"; do
+    specs+=("kafka-$i 127.0.0.1:$(cluster_port "$i" 3) 127.0.0.1:$(cluster_port "$i" 2)")
+  done
+  for spec in "${specs[@]}"; do
     read -r name listen upstream <<<"$spec"
     curl -fsS -X DELETE "$api/proxies/$name" >/dev/null 2>&1 || true
     curl -fsS -X POST "$api/proxies" -H 'Content-Type: application/json' \
@@ -644,6 +657,9 @@ secure_kafka() {
 
 stop_kafka() { stop_process kafka Kafka; }
 
+# shellcheck source=kafka-cluster.sh
+source "$here/kafka-cluster.sh"
+
 connect_pid() { pid_of connect; }
 
 # A single Kafka Connect worker (distributed mode, so the REST API is the one
@@ -732,6 +748,8 @@ export OUTBOX_TEST_TOXIPROXY_API=http://127.0.0.1:$TOXIPROXY_PORT
 export OUTBOX_TEST_PG_PROXY=127.0.0.1:$PG_PROXY_PORT
 export OUTBOX_TEST_KAFKA_PROXY=127.0.0.1:$KAFKA_PROXY_PORT
 export OUTBOX_TEST_KAFKA_PROXIED=127.0.0.1:$KAFKA_PROXIED_PORT
+export OUTBOX_TEST_KAFKA_CLUSTER_BOOTSTRAP=$(cluster_bootstrap 1)
+export OUTBOX_TEST_KAFKA_CLUSTER_PROXIED_BOOTSTRAP=$(cluster_bootstrap 3)
 EOF
 }
 
@@ -739,15 +757,18 @@ case "${1:-}" in
   install) install ;;
   start) install; start_pg; start_kafka; start_connect; start_toxiproxy; log "services are up (state in $STATE)" ;;
   start-core) install_pg; install_jvm_profile kafka; start_pg; start_kafka; log "PostgreSQL and Kafka are up (state in $STATE)" ;;
-  stop) stop_toxiproxy; stop_connect; stop_kafka; stop_every_pg ;;
+  stop) stop_toxiproxy; stop_connect; stop_cluster; stop_kafka; stop_every_pg ;;
   status)
     if pg_running; then echo "postgresql: running on 127.0.0.1:$PG_PORT"; else echo "postgresql: stopped"; fi
     if kafka_pid >/dev/null; then echo "kafka: running on 127.0.0.1:$KAFKA_PORT"; else echo "kafka: stopped"; fi
     if connect_pid >/dev/null; then echo "connect: running on 127.0.0.1:$CONNECT_PORT"; else echo "connect: stopped"; fi
     if toxiproxy_pid >/dev/null; then echo "toxiproxy: running on 127.0.0.1:$TOXIPROXY_PORT"; else echo "toxiproxy: stopped"; fi
+    for node in "${CLUSTER_BROKERS[@]}"; do
+      if cluster_pid "$node" >/dev/null; then echo "cluster broker $node: running on 127.0.0.1:$(cluster_port "$node" 1)"; else echo "cluster broker $node: stopped"; fi
+    done
     ;;
   env) print_env ;;
-  reset) stop_toxiproxy; stop_connect; stop_kafka; stop_every_pg; rm -rf "$STATE"; log "removed $STATE" ;;
+  reset) stop_toxiproxy; stop_connect; stop_cluster; stop_kafka; stop_every_pg; rm -rf "$STATE"; log "removed $STATE" ;;
   start-proxies) start_toxiproxy ;;
   # For fault tests: one service at a time.
   stop-kafka) stop_kafka ;;
@@ -755,6 +776,10 @@ case "${1:-}" in
   start-connect) install_jvm_profile debezium; start_connect ;;
   start-kafka) install_jvm_profile kafka; start_kafka ;;
   stop-postgres) stop_pg ;;
+  start-cluster) install_jvm_profile kafka; start_cluster ;;
+  stop-cluster) stop_cluster ;;
+  cluster-broker) shift; cluster_broker "$@" ;;
+  cluster-tool) shift; cluster_tool "$@" ;;
   start-postgres) install_pg; start_pg ;;
   # For tests of ACLs: AclCommand's own arguments, e.g.
   #   kafka-acl --add --deny-principal User:relay --operation Write --topic sec.x
@@ -769,5 +794,5 @@ case "${1:-}" in
     OUTBOX_TEST_PG_MAJOR=$2 "$here/services.sh" env | sed -n 's/^export OUTBOX_TEST_PG_BIN=//p'
     ;;
   install-postgres) install_pg ;;
-  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres|kafka-acl ARGS|kafka-configs ARGS|debezium-server PROPERTIES [WORKDIR]|strimzi-model FILE...|pg-bin MAJOR" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|stop|status|env|reset|stop-kafka|start-kafka|stop-postgres|start-postgres|start-cluster|stop-cluster|cluster-broker ACTION N|cluster-tool CLASS ARGS|kafka-acl ARGS|kafka-configs ARGS|debezium-server PROPERTIES [WORKDIR]|strimzi-model FILE...|pg-bin MAJOR" >&2; exit 2 ;;
 esac
