@@ -323,6 +323,24 @@ pub async fn create_topic_with(
     }
 }
 
+/// Creates `topic` with the cluster's default replication factor (-1: the
+/// controller's `default.replication.factor`).
+pub async fn create_replicated_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let t = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
+    for r in admin
+        .create_topics([&t], &AdminOptions::new())
+        .await
+        .unwrap()
+    {
+        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+}
+
 /// Records grouped by message id, in (partition, offset) order per key.
 pub fn by_id(records: &[Consumed]) -> BTreeMap<String, Vec<&Consumed>> {
     let mut map: BTreeMap<String, Vec<&Consumed>> = BTreeMap::new();

@@ -31,6 +31,9 @@ pub struct Proxies {
 pub enum Link {
     Postgres,
     Kafka,
+    /// One broker of the three-broker cluster (1, 2 or 3): its `kafka-N`
+    /// proxy, which that broker's PROXIED listener advertises.
+    ClusterBroker(u8),
 }
 
 impl Link {
@@ -38,6 +41,10 @@ impl Link {
         match self {
             Link::Postgres => "pg",
             Link::Kafka => "kafka",
+            Link::ClusterBroker(1) => "kafka-1",
+            Link::ClusterBroker(2) => "kafka-2",
+            Link::ClusterBroker(3) => "kafka-3",
+            Link::ClusterBroker(n) => panic!("the cluster has brokers 1 to 3, not {n}"),
         }
     }
 }

@@ -1,0 +1,472 @@
+//! Kafka as production runs it (`scripts/services.sh start-cluster`): three
+//! brokers behind a controller of their own, replication factor 3 and
+//! `min.insync.replicas=2`. Each test runs a steady load (2 writers, 1- to
+//! 5-row transactions, 200 keys), injects one fault, heals it, and checks
+//! what a consumer reading the topic end to end finds:
+//!
+//! - lost: 0;
+//! - duplicates: 0 for a `read_committed` consumer in transactional
+//!   delivery; in idempotent delivery, none without a session restart;
+//! - per-key order of first deliveries: no violation.
+//!
+//! It notes the time to detect (`/readyz` stops answering 200), the time to
+//! recover (from the heal to the first row committed after it, in Kafka)
+//! and the session restarts with their codes, in `cluster-faults.jsonl`
+//! under Cargo's test directory; the network-faults page's cluster table
+//! comes from these figures.
+//!
+//! The relay reaches each broker through its own Toxiproxy proxy, so one
+//! broker's link can be cut alone; the checker reads the brokers directly.
+//! Its own binary, one test at a time: the cluster is shared.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use outbox_cdc_testkit as common;
+
+use common::kafka;
+use common::relay::{self, RelayProcess};
+use common::toxiproxy::{Link, Proxies, Toxic};
+use common::workload::{self, Answer, Readiness, Tap, Workload};
+
+mod cluster;
+use cluster::Cluster;
+
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The budgets the relay runs with here (the user guide gives the defaults).
+const SLOT_CHECK_INTERVAL_SECS: u64 = 5;
+
+/// A fault of the cluster, as the issue lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// The leader of the busiest partition SIGKILLed, restarted after 20 s.
+    LeaderKilled,
+    /// Each broker in turn shut down (SIGTERM: a controlled shutdown) and
+    /// started again once the others hold every partition in sync.
+    RollingRestart,
+    /// Every partition's replicas reordered and the preferred leaders
+    /// elected: every leader moves while the relay publishes.
+    Reassignment,
+    /// The leader of the busiest partition SIGSTOPped for 40 s, then
+    /// SIGCONTed.
+    Frozen,
+    /// Two brokers SIGKILLed for 20 s: no partition has two replicas in
+    /// sync, so `acks=all` cannot be met.
+    QuorumLost,
+    /// The link from the relay to the leader of the busiest partition
+    /// black-holed for 20 s; the brokers still see each other.
+    LinkCut,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::LeaderKilled => "leader SIGKILLed",
+            Fault::RollingRestart => "rolling restart",
+            Fault::Reassignment => "reassignment of every leader",
+            Fault::Frozen => "leader frozen (SIGSTOP)",
+            Fault::QuorumLost => "two brokers down",
+            Fault::LinkCut => "relay's link to the leader cut",
+        }
+    }
+}
+
+/// The relay's delivery mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Idempotent,
+    Transactional,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Idempotent => "idempotent",
+            Mode::Transactional => "transactional",
+        }
+    }
+}
+
+/// What one fault did, as the checker found it.
+#[derive(Debug)]
+struct Figures {
+    committed: usize,
+    lost: usize,
+    /// Records read more than once (at read_uncommitted).
+    duplicates: usize,
+    /// For transactional delivery: duplicates a read_committed consumer saw.
+    committed_duplicates: Option<usize>,
+    out_of_order: usize,
+    detection: Option<Duration>,
+    recovery: Duration,
+    /// The codes of the session restarts, in order.
+    restarts: Vec<String>,
+    warnings: String,
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idempotent_a_killed_leader_loses_nothing() {
+    run(Fault::LeaderKilled, Mode::Idempotent).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactional_a_killed_leader_loses_nothing_and_duplicates_nothing() {
+    run(Fault::LeaderKilled, Mode::Transactional).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idempotent_a_rolling_restart_loses_nothing() {
+    run(Fault::RollingRestart, Mode::Idempotent).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactional_a_rolling_restart_loses_nothing_and_duplicates_nothing() {
+    run(Fault::RollingRestart, Mode::Transactional).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idempotent_a_reassignment_of_every_leader_loses_nothing() {
+    run(Fault::Reassignment, Mode::Idempotent).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactional_a_reassignment_of_every_leader_loses_nothing_and_duplicates_nothing() {
+    run(Fault::Reassignment, Mode::Transactional).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idempotent_a_frozen_leader_loses_nothing() {
+    run(Fault::Frozen, Mode::Idempotent).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactional_a_frozen_leader_loses_nothing_and_duplicates_nothing() {
+    run(Fault::Frozen, Mode::Transactional).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idempotent_two_brokers_down_is_not_ready_and_loses_nothing() {
+    run(Fault::QuorumLost, Mode::Idempotent).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactional_two_brokers_down_is_not_ready_and_loses_nothing() {
+    run(Fault::QuorumLost, Mode::Transactional).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idempotent_a_cut_link_to_one_broker_loses_nothing() {
+    run(Fault::LinkCut, Mode::Idempotent).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactional_a_cut_link_to_one_broker_loses_nothing_and_duplicates_nothing() {
+    run(Fault::LinkCut, Mode::Transactional).await;
+}
+
+async fn run(fault: Fault, mode: Mode) -> Figures {
+    let services = common::services().expect("the cluster tests need the services");
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let cluster = Cluster::from_env();
+    let proxies = Proxies::from_env();
+    proxies.reset();
+    cluster.all_up();
+    let prefix = common::unique_prefix("cluster");
+    let db = common::cdc_db(&services, "cluster", &prefix).await;
+    let topic = format!("{prefix}keyed");
+    kafka::create_replicated_topic(&cluster.bootstrap, &topic, 6).await;
+    cluster.wait_in_sync(&topic, Duration::from_secs(60));
+    let http_port = common::free_port();
+    let slot = format!("{}_relay", db.name);
+    let config = relay_config(&services, &cluster, &db.name, &prefix, &slot, mode, http_port);
+    let mut relay = RelayProcess::spawn(&config);
+    let ready = Readiness::watch(http_port);
+    let began = Instant::now();
+    assert!(
+        ready
+            .wait(Answer::Ready, began, Duration::from_secs(90))
+            .is_some(),
+        "the relay never became ready:\n{}",
+        relay.log_text()
+    );
+    let isolation = match mode {
+        Mode::Idempotent => kafka::READ_UNCOMMITTED,
+        Mode::Transactional => kafka::READ_COMMITTED,
+    };
+    let tap = Tap::start(&cluster.bootstrap, std::slice::from_ref(&topic), isolation);
+    let load = Workload::start(
+        &services,
+        &db.name,
+        workload::Load {
+            writers: 2,
+            per_sec: 25,
+            keys: 200,
+            seed: 51,
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    let injected = Instant::now();
+    eprintln!("[cluster] {} ({})", fault.name(), mode.name());
+    inject(fault, &cluster, &proxies, &topic).await;
+    let healed = Instant::now();
+    let detection = ready
+        .first(Answer::NotReady, injected)
+        .filter(|at| *at <= healed)
+        .map(|at| at - injected);
+    let mark = workload::marker(&db.client).await.unwrap();
+    let missing = tap.wait_for(&HashSet::from([mark.clone()]), Duration::from_secs(180));
+    assert!(
+        missing.is_empty(),
+        "{}: nothing published within 180 s of the heal:\n{}",
+        fault.name(),
+        relay::warnings_in(&[relay.log_text()])
+    );
+    let recovery = tap
+        .records()
+        .iter()
+        .find(|r| r.id == mark)
+        .map(|r| r.at.saturating_duration_since(healed))
+        .unwrap_or_default();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let committed = load.stop().await;
+
+    let table: HashSet<String> = common::texts(
+        &db.client,
+        "SELECT message_id::text FROM public.messaging_outbox",
+    )
+    .await
+    .into_iter()
+    .collect();
+    assert!(committed.keys().all(|id| table.contains(id)));
+    let missing = tap.wait_for(&table, Duration::from_secs(180));
+    let records = tap.records();
+    drop(tap);
+    let distinct: HashSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
+    let committed_duplicates = match mode {
+        Mode::Idempotent => None,
+        // Everything a read_committed consumer reads, once more from the
+        // start: the tap read it live, this reads what stayed.
+        Mode::Transactional => {
+            let seen = kafka::consume_all(
+                &cluster.bootstrap,
+                &[topic.as_str()],
+                Duration::from_secs(10),
+                kafka::READ_COMMITTED,
+            );
+            let ids: Vec<String> = seen
+                .iter()
+                .filter_map(|c| c.header("id"))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect();
+            let once: HashSet<&String> = ids.iter().collect();
+            Some(ids.len() - once.len())
+        }
+    };
+    let log = relay.log_text();
+    let figures = Figures {
+        committed: table.len(),
+        lost: missing.len(),
+        duplicates: records.len() - distinct.len(),
+        committed_duplicates,
+        out_of_order: workload::out_of_order(&records).len(),
+        detection,
+        recovery,
+        restarts: restart_codes(&log),
+        warnings: relay::warnings_in(std::slice::from_ref(&log)),
+    };
+    note(fault, mode, &figures);
+
+    assert_eq!(
+        figures.lost,
+        0,
+        "{} ({}): committed rows never reached Kafka:\n{}",
+        fault.name(),
+        mode.name(),
+        figures.warnings
+    );
+    assert_eq!(
+        figures.out_of_order,
+        0,
+        "{} ({}): first deliveries out of per-key commit order",
+        fault.name(),
+        mode.name()
+    );
+    match mode {
+        Mode::Transactional => assert_eq!(
+            figures.committed_duplicates,
+            Some(0),
+            "{}: a read_committed consumer saw duplicates:\n{}",
+            fault.name(),
+            figures.warnings
+        ),
+        // A duplicate is a record sent again by a new session.
+        Mode::Idempotent => assert!(
+            figures.duplicates == 0 || !figures.restarts.is_empty(),
+            "{}: {} duplicates without a session restart:\n{}",
+            fault.name(),
+            figures.duplicates,
+            figures.warnings
+        ),
+    }
+    if fault == Fault::QuorumLost {
+        assert!(
+            figures.detection.is_some(),
+            "{} ({}): /readyz answered 200 while no partition could take a write:\n{}",
+            fault.name(),
+            mode.name(),
+            figures.warnings
+        );
+    }
+    assert!(
+        relay.child.try_wait().unwrap().is_none(),
+        "{}: the relay exited:\n{log}",
+        fault.name()
+    );
+    assert_eq!(common::rows_with_status(&db.client, "FAILED").await, 0);
+    for line in relay::plain(&log).lines() {
+        assert!(
+            !line.contains("awaiting the operator") && !line.contains("class=operator"),
+            "{}: an operator stop for a broker fault: {line}",
+            fault.name()
+        );
+    }
+    relay.signal("TERM");
+    assert!(relay
+        .wait(Duration::from_secs(60))
+        .is_some_and(|s| s.success()));
+    common::replication::drop_slot(&db.client, &slot).await;
+    db.drop(&services).await;
+    figures
+}
+
+/// The relay's configuration: the cluster through the per-broker proxies,
+/// PostgreSQL directly.
+fn relay_config(
+    services: &common::Services,
+    cluster: &Cluster,
+    db: &str,
+    prefix: &str,
+    slot: &str,
+    mode: Mode,
+    http_port: u16,
+) -> std::path::PathBuf {
+    let through = common::Services {
+        pg_host: services.pg_host.clone(),
+        pg_port: services.pg_port,
+        pg_user: services.pg_user.clone(),
+        pg_password: services.pg_password.clone(),
+        kafka_bootstrap: cluster.proxied.clone(),
+    };
+    let mut extra = format!("slot_check_interval_secs = {SLOT_CHECK_INTERVAL_SECS}\n");
+    if mode == Mode::Transactional {
+        extra.push_str("delivery = \"transactional\"\n");
+    }
+    extra.push_str(&format!("\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n"));
+    relay::config(&through, db, prefix, slot, &extra)
+}
+
+/// Injects `fault` and returns once it is healed.
+async fn inject(fault: Fault, cluster: &Cluster, proxies: &Proxies, topic: &str) {
+    const HOLD: Duration = Duration::from_secs(20);
+    match fault {
+        Fault::LeaderKilled => {
+            let leader = cluster.leader_of_busiest(topic);
+            cluster.broker("kill", leader);
+            tokio::time::sleep(HOLD).await;
+            cluster.broker("start", leader);
+        }
+        Fault::RollingRestart => {
+            for broker in Cluster::BROKERS {
+                cluster.broker("stop", broker);
+                cluster.broker("start", broker);
+                cluster.wait_in_sync(topic, Duration::from_secs(60));
+            }
+        }
+        Fault::Reassignment => cluster.move_every_leader(topic),
+        Fault::Frozen => {
+            let leader = cluster.leader_of_busiest(topic);
+            cluster.broker("freeze", leader);
+            tokio::time::sleep(2 * HOLD).await;
+            cluster.broker("thaw", leader);
+        }
+        Fault::QuorumLost => {
+            let leader = cluster.leader_of_busiest(topic);
+            let other = Cluster::BROKERS
+                .into_iter()
+                .find(|b| *b != leader)
+                .unwrap_or(1);
+            cluster.broker("kill", leader);
+            cluster.broker("kill", other);
+            tokio::time::sleep(HOLD).await;
+            cluster.broker("start", leader);
+            cluster.broker("start", other);
+        }
+        Fault::LinkCut => {
+            let leader = cluster.leader_of_busiest(topic);
+            let link = Link::ClusterBroker(leader);
+            proxies.add_both(link, "cut", &Toxic::BlackHole);
+            tokio::time::sleep(HOLD).await;
+            proxies.remove_both(link, "cut");
+        }
+    }
+    cluster.wait_in_sync(topic, Duration::from_secs(90));
+}
+
+/// The codes of the session restarts the relay logged, in order.
+fn restart_codes(log: &str) -> Vec<String> {
+    relay::plain(log)
+        .lines()
+        .filter(|l| l.contains("restarting the pipeline"))
+        .map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("code="))
+                .unwrap_or("?")
+                .to_string()
+        })
+        .collect()
+}
+
+/// Appends the figures to `cluster-faults.jsonl` and prints them.
+fn note(fault: Fault, mode: Mode, f: &Figures) {
+    let secs = |d: Option<Duration>| d.map_or("null".into(), |d| format!("{:.1}", d.as_secs_f64()));
+    let mut by_code: BTreeMap<&str, usize> = BTreeMap::new();
+    for code in &f.restarts {
+        *by_code.entry(code.as_str()).or_default() += 1;
+    }
+    let codes: Vec<String> = by_code
+        .iter()
+        .map(|(code, n)| format!(r#""{code}":{n}"#))
+        .collect();
+    let per_restart = match f.restarts.len() {
+        0 => "null".to_string(),
+        n => format!("{:.1}", f.duplicates as f64 / n as f64),
+    };
+    let line = format!(
+        r#"{{"fault":"{}","mode":"{}","committed":{},"lost":{},"duplicates":{},"committed_duplicates":{},"duplicates_per_restart":{per_restart},"out_of_order":{},"detection_secs":{},"recovery_secs":{:.1},"restarts":{},"restart_codes":{{{}}}}}"#,
+        fault.name(),
+        mode.name(),
+        f.committed,
+        f.lost,
+        f.duplicates,
+        f.committed_duplicates
+            .map_or("null".into(), |n| n.to_string()),
+        f.out_of_order,
+        secs(f.detection),
+        f.recovery.as_secs_f64(),
+        f.restarts.len(),
+        codes.join(",")
+    );
+    eprintln!("{line}");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cluster-faults.jsonl");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
+}
