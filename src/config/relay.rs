@@ -19,6 +19,9 @@ pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 pub const DEFAULT_OPERATOR_ERROR_THRESHOLD: usize = 1;
 pub const DEFAULT_SLOT_CHECK_INTERVAL_SECS: u64 = 15;
 pub const DEFAULT_SLOT_WAL_MARGIN_BYTES: u64 = 1 << 30;
+/// A killed broker's leaders move within about 10 s (the controller's
+/// `broker.session.timeout.ms` is 9 s); a stall past that is no failover.
+pub const DEFAULT_KAFKA_STALL_SECS: u64 = 15;
 pub const DEFAULT_TRANSACTION_MAX_RECORDS: usize = 20_000;
 pub const DEFAULT_TRANSACTION_MAX_BYTES: usize = 32 << 20;
 pub const DEFAULT_TRANSACTION_MAX_MS: u64 = 100;
@@ -66,6 +69,10 @@ pub struct RelayConfig {
     pub slot_wal_margin_bytes: u64,
     /// What records do once the relay has read all the WAL there is.
     pub when_caught_up: WhenCaughtUp,
+    /// Kafka acknowledging none of the records in flight for this long
+    /// makes the relay not ready (`/readyz`): a cluster that cannot meet
+    /// `min.insync.replicas` answers metadata requests but takes no write.
+    pub kafka_stall_secs: u64,
 }
 
 /// What records do once the relay has read all the WAL there is.
@@ -96,6 +103,7 @@ impl Default for RelayConfig {
             slot_check_interval_secs: DEFAULT_SLOT_CHECK_INTERVAL_SECS,
             slot_wal_margin_bytes: DEFAULT_SLOT_WAL_MARGIN_BYTES,
             when_caught_up: WhenCaughtUp::default(),
+            kafka_stall_secs: DEFAULT_KAFKA_STALL_SECS,
         }
     }
 }
@@ -188,6 +196,7 @@ impl RelayConfig {
             max_in_flight_bytes: self.max_in_flight_bytes,
             slot_wal_margin_bytes: self.slot_wal_margin_bytes,
             transactional: self.transactional(),
+            kafka_stall: std::time::Duration::from_secs(self.kafka_stall_secs),
         }
     }
 
@@ -240,6 +249,7 @@ impl RelayConfig {
                 "relay.slot_check_interval_secs",
                 self.slot_check_interval_secs as usize,
             ),
+            ("relay.kafka_stall_secs", self.kafka_stall_secs as usize),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be positive"));
@@ -293,6 +303,7 @@ pub(crate) const MEANINGS: &[(&str, &str)] = &[
     ("relay.heartbeat_interval_secs", "write a transactional `pg_logical_emit_message` this often, for servers whose WAL is written by activity the relay never sees (see [the heartbeat](../operating/monitoring.md#the-slot-guard-and-the-heartbeat)); the role needs `EXECUTE` on it (`check` says)"),
     ("relay.pgoutput_binary", "on PostgreSQL 14+, ask pgoutput for values in binary form: the walsender skips the text output of `bytea` (hex, twice the size), `uuid` and `timestamptz`, and the relay their parsing; ignored before 14"),
     ("relay.slot_check_interval_secs", "how often the slot guard reads the slot's figures (and probes Kafka for readiness)"),
+    ("relay.kafka_stall_secs", "when Kafka acknowledges none of the records in flight for this long, `/readyz` answers 503 and says so (a cluster that cannot meet `min.insync.replicas` answers metadata requests but takes no write); librdkafka keeps retrying them until `message.timeout.ms`"),
     ("relay.slot_wal_margin_bytes", "the slot guard warns (`SLOT_WAL_AT_RISK`) and `check` warns when the slot's `safe_wal_size` is under this"),
     ("relay.when_caught_up", "`send` (the default): once the relay has read all the WAL there is, records go out at once, and `kafka.properties`' `linger.ms` batches a backlog only; `linger`: they wait out `linger.ms` too (fewer, larger produce requests on a busy stream, for that much latency); see [the benchmark](../benchmark.md)"),
     ("relay.transactional.id", "transactional: the producer's `transactional.id` and the group of its progress; one per relay (per outbox and slot), since a relay that starts with it fences the one before: set it when relays of two clusters with the same database and slot names share a Kafka cluster"),

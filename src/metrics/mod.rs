@@ -37,6 +37,8 @@ pub struct Limits {
     pub max_in_flight_bytes: usize,
     pub slot_wal_margin_bytes: u64,
     pub transactional: bool,
+    /// Kafka acknowledging nothing in flight for this long: not ready.
+    pub kafka_stall: std::time::Duration,
 }
 
 pub struct Metrics {
@@ -51,6 +53,7 @@ pub struct Metrics {
     pub(crate) in_flight_bytes: IntGauge,
     pub(crate) commit_to_ack: Histogram,
     seconds_behind: Gauge,
+    kafka_unacknowledged: Gauge,
     /// Commit time (Unix µs) of the oldest transaction read and not yet
     /// settled; 0 when none.
     oldest_unsettled_micros: AtomicI64,
@@ -79,6 +82,10 @@ pub struct Metrics {
 struct Health {
     streaming: AtomicBool,
     kafka_reachable: AtomicBool,
+    /// Since when Kafka has acknowledged none of the records in flight
+    /// (Unix µs), 0 when it acknowledges or nothing is in flight.
+    unacknowledged_since_micros: AtomicI64,
+    kafka_stall_micros: i64,
     standby: AtomicBool,
     /// The relay's loop has ended (stopped or failed): not alive.
     ended: AtomicBool,
@@ -144,6 +151,8 @@ impl Metrics {
             seconds_behind: Gauge::with_opts(opts(&SECONDS_BEHIND_SOURCE))
                 .unwrap_or_else(|e| unreachable_def(&SECONDS_BEHIND_SOURCE, e)),
             oldest_unsettled_micros: AtomicI64::new(0),
+            kafka_unacknowledged: Gauge::with_opts(opts(&KAFKA_UNACKNOWLEDGED))
+                .unwrap_or_else(|e| unreachable_def(&KAFKA_UNACKNOWLEDGED, e)),
             slot_confirmed_lag: int_gauge(&SLOT_CONFIRMED_LAG),
             slot_retained_wal: int_gauge(&SLOT_RETAINED_WAL),
             slot_wal_status: gauge_vec(&SLOT_WAL_STATUS),
@@ -161,7 +170,11 @@ impl Metrics {
             standby: int_gauge(&STANDBY),
             ready: int_gauge(&READY),
             confirmed,
-            health: Health::default(),
+            health: Health {
+                kafka_stall_micros: i64::try_from(relay.kafka_stall.as_micros())
+                    .unwrap_or(i64::MAX),
+                ..Health::default()
+            },
             registry,
         };
         let limits = [
@@ -206,6 +219,10 @@ impl Metrics {
             (&IN_FLIGHT_BYTES, Box::new(m.in_flight_bytes.clone())),
             (&COMMIT_TO_ACK, Box::new(m.commit_to_ack.clone())),
             (&SECONDS_BEHIND_SOURCE, Box::new(m.seconds_behind.clone())),
+            (
+                &KAFKA_UNACKNOWLEDGED,
+                Box::new(m.kafka_unacknowledged.clone()),
+            ),
             (&SLOT_CONFIRMED_LAG, Box::new(m.slot_confirmed_lag.clone())),
             (&SLOT_RETAINED_WAL, Box::new(m.slot_retained_wal.clone())),
             (&SLOT_WAL_STATUS, Box::new(m.slot_wal_status.clone())),
@@ -251,6 +268,8 @@ impl Metrics {
             oldest => ((unix_micros() - oldest).max(0) as f64) / 1e6,
         };
         self.seconds_behind.set(behind);
+        self.kafka_unacknowledged
+            .set(self.unacknowledged_micros() as f64 / 1e6);
         self.standby
             .set(self.health.standby.load(Ordering::Relaxed) as i64);
         self.ready.set(self.is_ready() as i64);
@@ -309,6 +328,32 @@ impl Metrics {
             .store(micros.unwrap_or(0).max(0), Ordering::Relaxed);
     }
 
+    /// Since when Kafka has acknowledged none of the records in flight
+    /// (Unix µs), or `None` while it acknowledges or nothing is in flight.
+    pub(crate) fn set_unacknowledged_since(&self, micros: Option<i64>) {
+        self.health
+            .unacknowledged_since_micros
+            .store(micros.unwrap_or(0).max(0), Ordering::Relaxed);
+    }
+
+    /// How long Kafka has acknowledged none of the records in flight (µs).
+    fn unacknowledged_micros(&self) -> i64 {
+        match self
+            .health
+            .unacknowledged_since_micros
+            .load(Ordering::Relaxed)
+        {
+            0 => 0,
+            since => (unix_micros() - since).max(0),
+        }
+    }
+
+    /// Kafka has acknowledged none of the records in flight for
+    /// `relay.kafka_stall_secs`.
+    fn kafka_stalled(&self) -> bool {
+        self.unacknowledged_micros() >= self.health.kafka_stall_micros
+    }
+
     /// The slot as last read by the guard; `None` when it does not exist.
     pub(crate) fn set_slot(&self, slot: Option<&SlotFigures>) {
         let status = slot.map_or("missing", |s| s.wal_status.as_deref().unwrap_or("missing"));
@@ -343,6 +388,7 @@ impl Metrics {
 
     pub(crate) fn streaming_ended(&self) {
         self.health.streaming.store(false, Ordering::Relaxed);
+        self.set_unacknowledged_since(None);
     }
 
     pub(crate) fn set_role(&self, role: Role) {
@@ -378,6 +424,7 @@ impl Metrics {
     pub fn is_ready(&self) -> bool {
         self.health.streaming.load(Ordering::Relaxed)
             && self.health.kafka_reachable.load(Ordering::Relaxed)
+            && !self.kafka_stalled()
     }
 
     /// `/readyz`'s body: what the relay is doing, and when not ready, why.
@@ -392,6 +439,11 @@ impl Metrics {
         let streaming = h.streaming.load(Ordering::Relaxed);
         let kafka = h.kafka_reachable.load(Ordering::Relaxed);
         match (streaming, kafka) {
+            (true, true) if self.kafka_stalled() => format!(
+                "not ready: streaming from the slot, but Kafka has acknowledged none of the {} records in flight for {:.0} s (relay.kafka_stall_secs); librdkafka retries them until message.timeout.ms",
+                self.in_flight_messages.get(),
+                self.unacknowledged_micros() as f64 / 1e6
+            ),
             (true, true) => "ready: streaming from the slot, Kafka reachable".into(),
             (true, false) => {
                 "not ready: streaming from the slot, but Kafka is not reachable".into()
@@ -514,5 +566,41 @@ mod tests {
         )));
         assert!(!m.is_ready());
         assert!(m.readiness().contains("Kafka"), "{}", m.readiness());
+    }
+
+    #[test]
+    fn kafka_acknowledging_nothing_for_the_stall_time_makes_the_relay_not_ready() {
+        let m = Metrics::new(config().relay.metric_limits());
+        m.set_kafka(&Ok(()));
+        m.streaming_began();
+        m.in_flight_messages.set(7);
+        let unacknowledged = |m: &Metrics| -> f64 {
+            m.render()
+                .lines()
+                .find_map(|l| l.strip_prefix("outbox_cdc_kafka_unacknowledged_seconds "))
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        // The default is 15 s.
+        m.set_unacknowledged_since(Some(unix_micros() - 14_000_000));
+        assert!(m.is_ready(), "{}", m.readiness());
+        m.set_unacknowledged_since(Some(unix_micros() - 16_000_000));
+        assert!(!m.is_ready());
+        assert!(
+            m.readiness()
+                .contains("Kafka has acknowledged none of the 7 records in flight for 16 s"),
+            "{}",
+            m.readiness()
+        );
+        assert!((16.0..60.0).contains(&unacknowledged(&m)));
+        m.set_unacknowledged_since(None);
+        assert!(m.is_ready(), "{}", m.readiness());
+        assert_eq!(unacknowledged(&m), 0.0);
+        // A session that ends takes its wait with it.
+        m.set_unacknowledged_since(Some(unix_micros() - 16_000_000));
+        m.streaming_ended();
+        m.streaming_began();
+        assert!(m.is_ready(), "{}", m.readiness());
     }
 }

@@ -134,6 +134,11 @@ pub const SECONDS_BEHIND_SOURCE: Def = gauge(
     "Age of the oldest source commit read and not yet settled in Kafka; 0 when caught up.",
     &[],
 );
+pub const KAFKA_UNACKNOWLEDGED: Def = gauge(
+    "outbox_cdc_kafka_unacknowledged_seconds",
+    "How long Kafka has acknowledged none of the records in flight; 0 while it acknowledges or nothing is in flight. Past relay.kafka_stall_secs the relay is not ready.",
+    &[],
+);
 pub const SLOT_CONFIRMED_LAG: Def = gauge(
     "outbox_cdc_slot_confirmed_flush_lag_bytes",
     "WAL between the server's current position and the slot's confirmed_flush_lsn.",
@@ -252,6 +257,7 @@ pub const ALL: &[Def] = &[
     IN_FLIGHT_BYTES_LIMIT,
     COMMIT_TO_ACK,
     SECONDS_BEHIND_SOURCE,
+    KAFKA_UNACKNOWLEDGED,
     SLOT_CONFIRMED_LAG,
     SLOT_RETAINED_WAL,
     SLOT_WAL_STATUS,

@@ -208,6 +208,15 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
             _ => None,
         };
         m.set_oldest_unsettled(self.settlement.oldest_unsettled(&self.parts).or(open));
+        let acknowledged = self.parts.in_flight.acknowledged;
+        pace.unacknowledged_since = unacknowledged_since(
+            pace.unacknowledged_since,
+            self.parts.in_flight.messages,
+            acknowledged != pace.acknowledged_seen,
+            crate::metrics::unix_micros(),
+        );
+        pace.acknowledged_seen = acknowledged;
+        m.set_unacknowledged_since(pace.unacknowledged_since);
         let stats = &shared.stats;
         for (to, from) in [
             (&stats.keepalive_at, &reader.keepalive_at),
@@ -568,6 +577,10 @@ struct Pace {
     reports: Vec<Delivery>,
     heartbeats_seen: u64,
     last_progress: Instant,
+    /// Kafka's acknowledgements at the last step, and since when (Unix µs)
+    /// none came while records were in flight.
+    acknowledged_seen: u64,
+    unacknowledged_since: Option<i64>,
 }
 
 impl Pace {
@@ -578,7 +591,25 @@ impl Pace {
             reports: Vec::with_capacity(REPORT_BATCH),
             heartbeats_seen: 0,
             last_progress: Instant::now(),
+            acknowledged_seen: 0,
+            unacknowledged_since: None,
         }
+    }
+}
+
+/// Since when Kafka has acknowledged none of the records in flight: an
+/// acknowledgement starts the wait again, records going in flight start
+/// it, and nothing in flight ends it.
+fn unacknowledged_since(
+    since: Option<i64>,
+    in_flight: usize,
+    acknowledged: bool,
+    now: i64,
+) -> Option<i64> {
+    match (in_flight, acknowledged, since) {
+        (0, _, _) => None,
+        (_, true, _) | (_, false, None) => Some(now),
+        (_, false, Some(since)) => Some(since),
     }
 }
 
@@ -586,5 +617,23 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unacknowledged_since;
+
+    #[test]
+    fn the_wait_for_kafka_starts_with_records_in_flight_and_ends_with_an_acknowledgement() {
+        // Nothing in flight: no wait, acknowledged or not.
+        assert_eq!(unacknowledged_since(Some(5), 0, false, 9), None);
+        assert_eq!(unacknowledged_since(None, 0, true, 9), None);
+        // Records go in flight: the wait starts now.
+        assert_eq!(unacknowledged_since(None, 3, false, 9), Some(9));
+        // No acknowledgement since: it goes on from when it started.
+        assert_eq!(unacknowledged_since(Some(9), 3, false, 20), Some(9));
+        // An acknowledgement with records still in flight starts it again.
+        assert_eq!(unacknowledged_since(Some(9), 3, true, 20), Some(20));
     }
 }

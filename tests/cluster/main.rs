@@ -180,7 +180,9 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
     cluster.wait_in_sync(&topic, Duration::from_secs(60));
     let http_port = common::free_port();
     let slot = format!("{}_relay", db.name);
-    let config = relay_config(&services, &cluster, &db.name, &prefix, &slot, mode, http_port);
+    let config = relay_config(
+        &services, &cluster, &db.name, &prefix, &slot, mode, http_port,
+    );
     let mut relay = RelayProcess::spawn(&config);
     let ready = Readiness::watch(http_port);
     let began = Instant::now();
@@ -243,9 +245,14 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
     .collect();
     assert!(committed.keys().all(|id| table.contains(id)));
     let missing = tap.wait_for(&table, Duration::from_secs(180));
-    let records = tap.records();
+    let mut records = tap.records();
     drop(tap);
+    // A consumer may read an offset again after a leader moves; a
+    // duplicate is a record written twice, at two offsets.
+    let mut offsets = HashSet::new();
+    records.retain(|r| offsets.insert((r.partition, r.offset)));
     let distinct: HashSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
+    let twice = twice_written(&records);
     let committed_duplicates = match mode {
         Mode::Idempotent => None,
         // Everything a read_committed consumer reads, once more from the
@@ -306,7 +313,7 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
         // A duplicate is a record sent again by a new session.
         Mode::Idempotent => assert!(
             figures.duplicates == 0 || !figures.restarts.is_empty(),
-            "{}: {} duplicates without a session restart:\n{}",
+            "{}: {} duplicates without a session restart ({twice}):\n{}",
             fault.name(),
             figures.duplicates,
             figures.warnings
@@ -366,7 +373,17 @@ fn relay_config(
         extra.push_str("delivery = \"transactional\"\n");
     }
     extra.push_str(&format!("\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n"));
-    relay::config(&through, db, prefix, slot, &extra)
+    let path = relay::config(&through, db, prefix, slot, &extra);
+    // OUTBOX_TEST_KAFKA_DEBUG=eos,msg,...: librdkafka's debug contexts, to
+    // read what a fault did to the producer.
+    if let Ok(debug) = std::env::var("OUTBOX_TEST_KAFKA_DEBUG") {
+        let text = std::fs::read_to_string(&path).unwrap().replace(
+            "[kafka.properties]\n",
+            &format!("[kafka.properties]\n\"debug\" = \"{debug}\"\n"),
+        );
+        std::fs::write(&path, text).unwrap();
+    }
+    path
 }
 
 /// Injects `fault` and returns once it is healed.
@@ -414,6 +431,27 @@ async fn inject(fault: Fault, cluster: &Cluster, proxies: &Proxies, topic: &str)
         }
     }
     cluster.wait_in_sync(topic, Duration::from_secs(90));
+}
+
+/// The records written more than once: id, then each copy's partition
+/// and offset.
+fn twice_written(records: &[workload::Arrived]) -> String {
+    let mut by_id: BTreeMap<&str, Vec<&workload::Arrived>> = BTreeMap::new();
+    for r in records {
+        by_id.entry(r.id.as_str()).or_default().push(r);
+    }
+    by_id
+        .into_iter()
+        .filter(|(_, copies)| copies.len() > 1)
+        .map(|(id, copies)| {
+            let at: Vec<String> = copies
+                .iter()
+                .map(|c| format!("{}@{}", c.partition, c.offset))
+                .collect();
+            format!("{id} at {}", at.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The codes of the session restarts the relay logged, in order.

@@ -116,7 +116,12 @@ impl RelayProcess {
         let child = Command::new(crate::cli::bin())
             .args(["run", "--config"])
             .arg(config)
-            .env("OUTBOX_CDC_LOG", "info,rdkafka=warn")
+            // OUTBOX_TEST_RELAY_LOG: another filter, e.g. with
+            // librdkafka=debug to read its debug contexts.
+            .env(
+                "OUTBOX_CDC_LOG",
+                std::env::var("OUTBOX_TEST_RELAY_LOG").unwrap_or("info,rdkafka=warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
