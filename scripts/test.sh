@@ -99,6 +99,7 @@ it_bin=$(exe tests/it/main.rs)
 failover_bin=$(exe tests/failover/main.rs)
 faults_bin=$(exe tests/faults/main.rs)
 network_bin=$(exe tests/network/main.rs)
+cluster_bin=$(exe tests/cluster/main.rs)
 rm -f "$build_log"
 
 # Runs a test executable in the background with its output in a file of
@@ -169,6 +170,18 @@ done
 # again): they restart Kafka, so everything beside them must be done.
 # Transactional delivery's restart test ran on 15.
 joined "$network" "$network_log"
+
+# The Kafka cluster's faults (three brokers, replication factor 3,
+# min.insync.replicas=2; PostgreSQL 15) run beside the restarts: they touch
+# only the cluster and its own proxies, and the restarts only the single
+# broker and PostgreSQL 18. The soak after them resets every proxy, so they
+# are joined before it.
+step "the Kafka cluster's faults, each in both delivery modes (tests/cluster), beside the restarts"
+cluster_began=$SECONDS
+scripts/services.sh start-cluster
+cluster_log=$(mktemp)
+"$cluster_bin" >"$cluster_log" 2>&1 &
+cluster=$!
 if [[ " ${majors[*]} " == *" $NEWEST "* ]]; then
   step "PostgreSQL $NEWEST: the restarts of PostgreSQL and Kafka"
   (
@@ -177,6 +190,9 @@ if [[ " ${majors[*]} " == *" $NEWEST "* ]]; then
   ) 2>&1 | tee -a "$log" || status=$?
   pg "$NEWEST" stop-postgres
 fi
+joined "$cluster" "$cluster_log"
+echo "the Kafka cluster's faults took $((SECONDS - cluster_began)) s" >&2
+scripts/services.sh stop-cluster
 eval "$(OUTBOX_TEST_PG_MAJOR=15 env -u OUTBOX_TEST_PG_PORT scripts/services.sh env)"
 step "the short nemesis soak, both delivery modes (PostgreSQL 15 through Toxiproxy)"
 "$network_bin" soak:: 2>&1 | tee -a "$log" || status=$?

@@ -278,7 +278,11 @@ codes! {
     KAFKA_TRANSACTION_ABORTED => Transient, "transactional delivery: a Kafka transaction was aborted (none of it is visible to read_committed consumers); the session restarts and publishes its source transactions again",
     /// Transactional delivery: a commit's outcome is unknown (it timed
     /// out); the next session learns it from the progress in Kafka.
-    KAFKA_TRANSACTION_OUTCOME_UNKNOWN => Transient, "transactional delivery: a commit timed out; the next session learns its outcome from the progress in Kafka",
+    KAFKA_TRANSACTION_OUTCOME_UNKNOWN => Transient, "transactional delivery: a commit timed out, or a transaction call did not return; the next session learns its outcome from the progress in Kafka",
+    /// Kafka acknowledged none of the records in flight for longer than
+    /// librdkafka's own deadline, and librdkafka reported none of them
+    /// failed: the producer is given up and the session restarts.
+    KAFKA_STALLED => Transient, "Kafka acknowledged none of the records in flight for longer than `message.timeout.ms` (in transactional delivery, `transaction.timeout.ms` when longer) and librdkafka reported none of them failed: the producer is given up and the session publishes them again",
     TOPIC_MISSING => Operator, "a pending row's topic is missing and not auto-creatable (check)",
     /// Warning: a new topic's partitions were not all served by their
     /// leaders in time (the cause says why); the relay produced anyway.

@@ -309,6 +309,7 @@ mod tests {
                 end(Retry),
                 end(Retry),
             ),
+            ("KAFKA_STALLED", Retry, end(Retry), end(Retry)),
             ("TOPIC_MISSING", Stop, end(Stop), end(Stop)),
             ("TOPIC_NOT_SERVED", Retry, end(Retry), end(Retry)),
             ("BATCH_OVER_TOPIC_LIMIT", Retry, end(Retry), end(Retry)),

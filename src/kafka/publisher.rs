@@ -254,6 +254,8 @@ pub(crate) struct Publisher<T: Copy + Send + Sync + 'static> {
 
 /// How long a transaction call (init, commit, abort) may block.
 const TRANSACTION_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long after its own timeout a transaction call is given up.
+const CALL_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What librdkafka's flags say of a failed transaction call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,7 +373,13 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
         }
     }
 
-    /// Runs a blocking librdkafka transaction call off the runtime's threads.
+    /// Runs a blocking librdkafka transaction call off the runtime's threads,
+    /// and gives it up `CALL_GRACE` after its own timeout: librdkafka does
+    /// not always honour it (a group coordinator lost during
+    /// `send_offsets_to_transaction` blocks that call for good,
+    /// librdkafka#5456 and #5511; seen when two of three brokers died). A
+    /// call given up keeps its thread and its producer until it returns;
+    /// the next session's producer fences it.
     async fn blocking<R: Send + 'static>(
         &self,
         during: &'static str,
@@ -380,9 +388,17 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
             + 'static,
     ) -> Result<R, Error> {
         let producer = self.out.producer().clone();
-        match tokio::task::spawn_blocking(move || call(&producer)).await {
-            Ok(result) => result.map_err(|e| transaction_error(&e, during)),
-            Err(e) => Err(Error::new(Code::INTERNAL, format!("{during}: {e}"))),
+        let running = tokio::task::spawn_blocking(move || call(&producer));
+        match tokio::time::timeout(TRANSACTION_CALL_TIMEOUT + CALL_GRACE, running).await {
+            Ok(Ok(result)) => result.map_err(|e| transaction_error(&e, during)),
+            Ok(Err(e)) => Err(Error::new(Code::INTERNAL, format!("{during}: {e}"))),
+            Err(_) => Err(Error::new(
+                Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN,
+                format!(
+                    "{during}: librdkafka did not return within {} s, past its own timeout; the producer is given up",
+                    (TRANSACTION_CALL_TIMEOUT + CALL_GRACE).as_secs()
+                ),
+            )),
         }
     }
 
@@ -439,10 +455,13 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
             rdkafka::consumer::ConsumerGroupMetadata,
         )>,
     ) -> Result<(), Error> {
-        self.blocking("committing a Kafka transaction", move |p| {
-            if let Some((offsets, group)) = &offsets {
-                p.send_offsets_to_transaction(offsets, group, TRANSACTION_CALL_TIMEOUT)?;
-            }
+        if let Some((offsets, group)) = offsets {
+            self.blocking("adding the progress to a Kafka transaction", move |p| {
+                p.send_offsets_to_transaction(&offsets, &group, TRANSACTION_CALL_TIMEOUT)
+            })
+            .await?;
+        }
+        self.blocking("committing a Kafka transaction", |p| {
             p.commit_transaction(TRANSACTION_CALL_TIMEOUT)
         })
         .await

@@ -131,6 +131,27 @@ pub fn producer_config(cluster: &Cluster, transactional_id: Option<&str>) -> Cli
 /// it: one source transaction must be published within it.
 pub const TRANSACTION_TIMEOUT: &str = "transaction.timeout.ms";
 
+const MESSAGE_TIMEOUT: &str = "message.timeout.ms";
+
+/// How long librdkafka may hold a record before it must report it: its
+/// `message.timeout.ms`, or the transaction's timeout when that is longer
+/// (the broker aborts a transaction left open past it).
+pub fn delivery_deadline(cc: &ClientConfig) -> std::time::Duration {
+    let ms = |key: &str| cc.get(key).and_then(|v| v.trim().parse::<u64>().ok());
+    let message = ms(MESSAGE_TIMEOUT).unwrap_or(300_000);
+    let transaction = ms(TRANSACTION_TIMEOUT).unwrap_or(0);
+    std::time::Duration::from_millis(message.max(transaction))
+}
+
+/// The deadline of a producer on the relay's defaults.
+pub fn default_delivery_deadline() -> std::time::Duration {
+    let mut cc = ClientConfig::new();
+    for (k, v) in DEFAULTS {
+        cc.set(k, v);
+    }
+    delivery_deadline(&cc)
+}
+
 /// A consumer's configuration with the operator's connection properties
 /// (TLS, SASL); producer-only settings would make the consumer refuse to start.
 pub fn consumer_config(cluster: &Cluster) -> ClientConfig {
@@ -169,5 +190,31 @@ mod tests {
         );
         assert!(owned("transactional.id").is_some());
         assert!(owned("linger.ms").is_none());
+    }
+
+    #[test]
+    fn the_delivery_deadline_is_the_longer_of_the_message_and_transaction_timeouts() {
+        let cluster = |props: &[(&str, &str)]| Cluster {
+            bootstrap_servers: "b:9092".into(),
+            properties: props
+                .iter()
+                .map(|(k, v)| (k.to_string(), Secret::new(v.to_string())))
+                .collect(),
+        };
+        let secs =
+            |c: &Cluster, id: Option<&str>| delivery_deadline(&producer_config(c, id)).as_secs();
+        assert_eq!(default_delivery_deadline().as_secs(), 120);
+        assert_eq!(secs(&cluster(&[]), None), 120);
+        assert_eq!(secs(&cluster(&[("message.timeout.ms", "30000")]), None), 30);
+        // Transactional: the transaction's timeout when it is longer.
+        let longer = cluster(&[
+            ("message.timeout.ms", "30000"),
+            ("transaction.timeout.ms", "90000"),
+        ]);
+        assert_eq!(secs(&longer, Some("t")), 90);
+        // librdkafka's own default when the value is absent or unreadable.
+        let mut cc = ClientConfig::new();
+        cc.set("message.timeout.ms", "soon");
+        assert_eq!(delivery_deadline(&cc).as_secs(), 300);
     }
 }

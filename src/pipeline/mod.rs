@@ -138,6 +138,7 @@ impl Relay {
             .then(|| PgJournal::new(cfg.postgres.clone(), &cfg.outbox, env.clone()));
         let mut shared = shared(&cfg.relay, &cfg.outbox, journal, stats.clone());
         shared.status = contract.status;
+        shared.delivery_deadline = settings::delivery_deadline(&producer);
         if let Some(o) = &cfg.otel {
             let tracing =
                 crate::otel::Tracing::start(o, &cfg.outbox.topic_prefix, shared.metrics.clone())?;
@@ -578,6 +579,7 @@ fn shared(
         poison: std::sync::Mutex::new(HashSet::new()),
         limits: limits::Limits::default(),
         otel: None,
+        delivery_deadline: settings::default_delivery_deadline(),
     }
 }
 

@@ -126,6 +126,10 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                 return self.parts.ending.take().map_or(Ok(()), Err);
             }
             self.export(reader, &mut pace);
+            let now = crate::metrics::unix_micros();
+            if let Some(e) = pace.kafka.overdue(now, self.parts.shared.delivery_deadline) {
+                return Err(e);
+            }
         }
     }
 
@@ -208,15 +212,13 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
             _ => None,
         };
         m.set_oldest_unsettled(self.settlement.oldest_unsettled(&self.parts).or(open));
-        let acknowledged = self.parts.in_flight.acknowledged;
-        pace.unacknowledged_since = unacknowledged_since(
-            pace.unacknowledged_since,
-            self.parts.in_flight.messages,
-            acknowledged != pace.acknowledged_seen,
+        let in_flight = &self.parts.in_flight;
+        let since = pace.kafka.step(
+            in_flight.messages,
+            in_flight.acknowledged,
             crate::metrics::unix_micros(),
         );
-        pace.acknowledged_seen = acknowledged;
-        m.set_unacknowledged_since(pace.unacknowledged_since);
+        m.set_unacknowledged_since(since);
         let stats = &shared.stats;
         for (to, from) in [
             (&stats.keepalive_at, &reader.keepalive_at),
@@ -577,10 +579,7 @@ struct Pace {
     reports: Vec<Delivery>,
     heartbeats_seen: u64,
     last_progress: Instant,
-    /// Kafka's acknowledgements at the last step, and since when (Unix µs)
-    /// none came while records were in flight.
-    acknowledged_seen: u64,
-    unacknowledged_since: Option<i64>,
+    kafka: KafkaWait,
 }
 
 impl Pace {
@@ -591,25 +590,57 @@ impl Pace {
             reports: Vec::with_capacity(REPORT_BATCH),
             heartbeats_seen: 0,
             last_progress: Instant::now(),
-            acknowledged_seen: 0,
-            unacknowledged_since: None,
+            kafka: KafkaWait::default(),
         }
     }
 }
 
+/// How much longer than librdkafka's own deadline the session waits before
+/// it takes librdkafka to have lost track of its records: time for the
+/// deadline's reports to arrive.
+const STALL_GRACE: Duration = Duration::from_secs(30);
+
 /// Since when Kafka has acknowledged none of the records in flight: an
 /// acknowledgement starts the wait again, records going in flight start
 /// it, and nothing in flight ends it.
-fn unacknowledged_since(
+#[derive(Debug, Default)]
+struct KafkaWait {
+    /// The session's acknowledgements at the last step.
+    acknowledged: u64,
+    /// Unix µs.
     since: Option<i64>,
-    in_flight: usize,
-    acknowledged: bool,
-    now: i64,
-) -> Option<i64> {
-    match (in_flight, acknowledged, since) {
-        (0, _, _) => None,
-        (_, true, _) | (_, false, None) => Some(now),
-        (_, false, Some(since)) => Some(since),
+}
+
+impl KafkaWait {
+    /// The wait after a step that left `in_flight` records out and saw
+    /// `acknowledged` acknowledgements in all.
+    fn step(&mut self, in_flight: usize, acknowledged: u64, now: i64) -> Option<i64> {
+        let moved = acknowledged != self.acknowledged;
+        self.acknowledged = acknowledged;
+        self.since = match (in_flight, moved, self.since) {
+            (0, _, _) => None,
+            (_, true, _) | (_, false, None) => Some(now),
+            (_, false, Some(since)) => Some(since),
+        };
+        self.since
+    }
+
+    /// `KAFKA_STALLED` once the wait is past `deadline` (by which librdkafka
+    /// must have reported every record) and a grace: it lost track of them
+    /// (seen in transactional delivery when two of three brokers died and
+    /// came back), and only a new producer publishes them.
+    fn overdue(&self, now: i64, deadline: Duration) -> Option<Error> {
+        let waited = Duration::from_micros(u64::try_from(now - self.since?).unwrap_or(0));
+        (waited > deadline + STALL_GRACE).then(|| {
+            Error::new(
+                Code::KAFKA_STALLED,
+                format!(
+                    "Kafka acknowledged none of the records in flight for {} s, and librdkafka, whose deadline is {} s, reported none of them; giving the producer up",
+                    waited.as_secs(),
+                    deadline.as_secs()
+                ),
+            )
+        })
     }
 }
 
@@ -622,18 +653,42 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 #[cfg(test)]
 mod tests {
-    use super::unacknowledged_since;
+    use std::time::Duration;
+
+    use super::KafkaWait;
+    use crate::error::Code;
 
     #[test]
     fn the_wait_for_kafka_starts_with_records_in_flight_and_ends_with_an_acknowledgement() {
-        // Nothing in flight: no wait, acknowledged or not.
-        assert_eq!(unacknowledged_since(Some(5), 0, false, 9), None);
-        assert_eq!(unacknowledged_since(None, 0, true, 9), None);
+        let mut wait = KafkaWait::default();
+        // Nothing in flight: no wait.
+        assert_eq!(wait.step(0, 0, 1), None);
         // Records go in flight: the wait starts now.
-        assert_eq!(unacknowledged_since(None, 3, false, 9), Some(9));
+        assert_eq!(wait.step(3, 0, 9), Some(9));
         // No acknowledgement since: it goes on from when it started.
-        assert_eq!(unacknowledged_since(Some(9), 3, false, 20), Some(9));
+        assert_eq!(wait.step(3, 0, 20), Some(9));
         // An acknowledgement with records still in flight starts it again.
-        assert_eq!(unacknowledged_since(Some(9), 3, true, 20), Some(20));
+        assert_eq!(wait.step(3, 2, 25), Some(25));
+        assert_eq!(wait.step(5, 2, 40), Some(25));
+        // Nothing left in flight ends it, acknowledged or not.
+        assert_eq!(wait.step(0, 7, 41), None);
+        assert_eq!(wait.step(0, 7, 50), None);
+    }
+
+    #[test]
+    fn a_wait_past_librdkafkas_deadline_and_the_grace_ends_the_session_as_stalled() {
+        let deadline = Duration::from_secs(120);
+        let mut wait = KafkaWait::default();
+        assert!(wait.overdue(1_000_000_000, deadline).is_none());
+        let start = 1_000_000;
+        wait.step(4, 0, start);
+        let after = |secs: i64| start + secs * 1_000_000;
+        assert!(wait.overdue(after(150), deadline).is_none());
+        let e = wait.overdue(after(151), deadline).expect("overdue");
+        assert_eq!(e.code(), Code::KAFKA_STALLED);
+        assert!(e.to_string().contains("for 151 s"), "{e}");
+        // An acknowledgement starts the wait again.
+        wait.step(4, 1, after(151));
+        assert!(wait.overdue(after(160), deadline).is_none());
     }
 }

@@ -83,6 +83,10 @@ pub(crate) struct Shared {
     pub(crate) poison: Mutex<HashSet<Uuid>>,
     /// Spans for published records; `None` unless `[otel]` is configured.
     pub(crate) otel: Option<Arc<crate::otel::Tracing>>,
+    /// librdkafka reports every record within this
+    /// (`kafka::settings::delivery_deadline`): nothing acknowledged for
+    /// longer means it lost track of them (`KAFKA_STALLED`).
+    pub(crate) delivery_deadline: std::time::Duration,
 }
 
 impl Shared {

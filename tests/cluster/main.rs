@@ -171,7 +171,10 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
     let _alone = ONE_AT_A_TIME.lock().await;
     let cluster = Cluster::from_env();
     let proxies = Proxies::from_env();
-    proxies.reset();
+    // Only the cluster's proxies: the other fault tests may use theirs.
+    for broker in Cluster::BROKERS {
+        proxies.clear(Link::ClusterBroker(broker));
+    }
     cluster.all_up();
     let prefix = common::unique_prefix("cluster");
     let db = common::cdc_db(&services, "cluster", &prefix).await;
@@ -181,7 +184,15 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
     let http_port = common::free_port();
     let slot = format!("{}_relay", db.name);
     let config = relay_config(
-        &services, &cluster, &db.name, &prefix, &slot, mode, http_port,
+        &services,
+        &cluster,
+        &Relayed {
+            db: &db.name,
+            prefix: &prefix,
+            slot: &slot,
+            mode,
+            http_port,
+        },
     );
     let mut relay = RelayProcess::spawn(&config);
     let ready = Readiness::watch(http_port);
@@ -350,17 +361,29 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
     figures
 }
 
+/// The relay one fault runs against.
+struct Relayed<'a> {
+    db: &'a str,
+    prefix: &'a str,
+    slot: &'a str,
+    mode: Mode,
+    http_port: u16,
+}
+
 /// The relay's configuration: the cluster through the per-broker proxies,
 /// PostgreSQL directly.
 fn relay_config(
     services: &common::Services,
     cluster: &Cluster,
-    db: &str,
-    prefix: &str,
-    slot: &str,
-    mode: Mode,
-    http_port: u16,
+    relayed: &Relayed<'_>,
 ) -> std::path::PathBuf {
+    let Relayed {
+        db,
+        prefix,
+        slot,
+        mode,
+        http_port,
+    } = *relayed;
     let through = common::Services {
         pg_host: services.pg_host.clone(),
         pg_port: services.pg_port,

@@ -316,6 +316,7 @@ impl Process {
                 trouble,
                 poison: Default::default(),
                 otel: None,
+                delivery_deadline: std::time::Duration::from_secs(120),
             }),
         }
     }

@@ -157,6 +157,17 @@ impl Proxies {
         self.remove(link, &format!("{name}_up"));
     }
 
+    /// `link`'s proxy without toxics, the others left as they are (a test
+    /// beside another's proxies).
+    pub fn clear(&self, link: Link) {
+        let answer = self.call("GET", &format!("/proxies/{}/toxics", link.proxy()), None);
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or("[]");
+        let toxics: Vec<serde_json::Value> = serde_json::from_str(body).unwrap_or_default();
+        for name in toxics.iter().filter_map(|t| t["name"].as_str()) {
+            self.remove(link, name);
+        }
+    }
+
     /// Every proxy on and without toxics.
     pub fn reset(&self) {
         self.call("POST", "/reset", None);
