@@ -276,7 +276,8 @@ where
     F: std::future::Future<Output = Result<T, Error>> + Send + 'static,
     T: Send + 'static,
 {
-    runtime()?.block_on(async move {
+    let rt = runtime()?;
+    let result = rt.block_on(async move {
         match tokio::spawn(work).await {
             Ok(result) => result,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -285,8 +286,15 @@ where
                 format!("the command's task was cancelled: {e}"),
             )),
         }
-    })
+    });
+    // A librdkafka call the relay gave up (`kafka::publisher`'s blocking
+    // calls) may never return: the exit does not wait for it past this.
+    rt.shutdown_timeout(EXIT_GRACE);
+    result
 }
+
+/// How long the exit waits for blocking calls still running.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     tokio::runtime::Builder::new_multi_thread()

@@ -254,6 +254,11 @@ pub(crate) struct Publisher<T: Copy + Send + Sync + 'static> {
 
 /// How long a transaction call (init, commit, abort) may block.
 const TRANSACTION_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Adding the progress takes milliseconds; it is the call librdkafka can
+/// hang in (see [`Publisher::blocking`]), at every rolling restart that
+/// moves the group's coordinator, so it gets a shorter budget. A slow one
+/// given up costs a replay, never a duplicate.
+const PROGRESS_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long after its own timeout a transaction call is given up.
 const CALL_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -383,20 +388,24 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
     async fn blocking<R: Send + 'static>(
         &self,
         during: &'static str,
-        call: impl FnOnce(&ThreadedProducer<DeliveryContext<T>>) -> Result<R, KafkaError>
+        within: std::time::Duration,
+        call: impl FnOnce(
+                &ThreadedProducer<DeliveryContext<T>>,
+                std::time::Duration,
+            ) -> Result<R, KafkaError>
             + Send
             + 'static,
     ) -> Result<R, Error> {
         let producer = self.out.producer().clone();
-        let running = tokio::task::spawn_blocking(move || call(&producer));
-        match tokio::time::timeout(TRANSACTION_CALL_TIMEOUT + CALL_GRACE, running).await {
+        let running = tokio::task::spawn_blocking(move || call(&producer, within));
+        match tokio::time::timeout(within + CALL_GRACE, running).await {
             Ok(Ok(result)) => result.map_err(|e| transaction_error(&e, during)),
             Ok(Err(e)) => Err(Error::new(Code::INTERNAL, format!("{during}: {e}"))),
             Err(_) => Err(Error::new(
                 Code::KAFKA_TRANSACTION_OUTCOME_UNKNOWN,
                 format!(
                     "{during}: librdkafka did not return within {} s, past its own timeout; the producer is given up",
-                    (TRANSACTION_CALL_TIMEOUT + CALL_GRACE).as_secs()
+                    (within + CALL_GRACE).as_secs()
                 ),
             )),
         }
@@ -426,9 +435,11 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
     /// Registers the transactional id with its coordinator: any older
     /// producer with the same id is fenced and its open transaction aborted.
     pub(crate) async fn init_transactions(&self) -> Result<(), Error> {
-        self.blocking("starting the transactional producer", |p| {
-            p.init_transactions(TRANSACTION_CALL_TIMEOUT)
-        })
+        self.blocking(
+            "starting the transactional producer",
+            TRANSACTION_CALL_TIMEOUT,
+            |p, within| p.init_transactions(within),
+        )
         .await
         .map_err(|e| match e.code() {
             // No transaction of ours is open yet: nothing is unknown, the
@@ -456,21 +467,27 @@ impl<T: Copy + Send + Sync + 'static> Publisher<T> {
         )>,
     ) -> Result<(), Error> {
         if let Some((offsets, group)) = offsets {
-            self.blocking("adding the progress to a Kafka transaction", move |p| {
-                p.send_offsets_to_transaction(&offsets, &group, TRANSACTION_CALL_TIMEOUT)
-            })
+            self.blocking(
+                "adding the progress to a Kafka transaction",
+                PROGRESS_CALL_TIMEOUT,
+                move |p, within| p.send_offsets_to_transaction(&offsets, &group, within),
+            )
             .await?;
         }
-        self.blocking("committing a Kafka transaction", |p| {
-            p.commit_transaction(TRANSACTION_CALL_TIMEOUT)
-        })
+        self.blocking(
+            "committing a Kafka transaction",
+            TRANSACTION_CALL_TIMEOUT,
+            |p, within| p.commit_transaction(within),
+        )
         .await
     }
 
     pub(crate) async fn abort_transaction(&self) -> Result<(), Error> {
-        self.blocking("aborting a Kafka transaction", |p| {
-            p.abort_transaction(TRANSACTION_CALL_TIMEOUT)
-        })
+        self.blocking(
+            "aborting a Kafka transaction",
+            TRANSACTION_CALL_TIMEOUT,
+            |p, within| p.abort_transaction(within),
+        )
         .await
     }
 
