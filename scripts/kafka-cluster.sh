@@ -4,7 +4,8 @@
 # min.insync.replicas=2 by default. Sourced by services.sh, which gives it
 # STATE, JVM_CACHE, log, die, pid_of and stop_process.
 #
-# Ports, from OUTBOX_TEST_KAFKA_CLUSTER_PORT (B, 29200 by default):
+# Ports, from OUTBOX_TEST_KAFKA_CLUSTER_PORT (B, 29300 by default; the
+# misconfigured brokers of `check`'s tests take 29192 to 29237):
 #   B          the controller
 #   B+10i+1    broker i's plain listener (clients and replication), i = 1..3
 #   B+10i+2    broker i's PROXIED listener, behind Toxiproxy's kafka-i proxy
@@ -12,7 +13,7 @@
 #              that bootstraps through the proxies reaches broker i only
 #              through kafka-i, so one broker's link can be cut alone.
 
-CLUSTER_PORT=${OUTBOX_TEST_KAFKA_CLUSTER_PORT:-29200}
+CLUSTER_PORT=${OUTBOX_TEST_KAFKA_CLUSTER_PORT:-29300}
 CLUSTER_STATE=$STATE/cluster
 CLUSTER_BROKERS=(1 2 3)
 CLUSTER_CONTROLLER=100
