@@ -83,6 +83,12 @@ async fn an_invalidated_slot_is_recovered_and_every_row_reaches_kafka_in_key_ord
     rep::wait_streaming(&db.client, &slot).await;
     let writers = common::spawn_write_keyed(&db.name, 3, 2000, 40);
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The guard's first check probes Kafka first: on a busy machine it may
+    // take longer than the pause.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !relay.log_text().contains("SLOT_WAL_AT_RISK") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     relay.signal("KILL");
     let _ = relay.wait(Duration::from_secs(10));
     let guard_log = relay.log_text();
