@@ -2,7 +2,7 @@
 # with a controller of its own (so a broker's fault never takes the quorum
 # with it) and three brokers; topics get replication factor 3 and
 # min.insync.replicas=2 by default. Sourced by services.sh, which gives it
-# STATE, JVM_CACHE, log, die, pid_of and stop_process.
+# STATE, JVM_CACHE, log, die, pid_of, stop_process and kafka_tool_at.
 #
 # Ports, from OUTBOX_TEST_KAFKA_CLUSTER_PORT (B, 29300 by default; the
 # misconfigured brokers of `check`'s tests take 29192 to 29237):
@@ -140,9 +140,4 @@ cluster_broker() {
 
 # A Kafka command-line tool against the cluster, e.g.
 #   cluster-tool org.apache.kafka.tools.reassign.ReassignPartitionsCommand --execute ...
-cluster_tool() {
-  local class=$1
-  shift
-  java -Dlog4j2.configurationFile="$STATE/kafka-log4j2.properties" -cp "$JVM_CACHE/kafka/*" \
-    "$class" --bootstrap-server "$(cluster_bootstrap 1)" "$@"
-}
+cluster_tool() { kafka_tool_at "$(cluster_bootstrap 1)" "$@"; }

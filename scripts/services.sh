@@ -629,13 +629,16 @@ EOF
   secure_kafka
 }
 
-# A Kafka command-line tool, as the super user of the plain listener.
-kafka_tool() {
-  local class=$1
-  shift
+# A Kafka command-line tool against BOOTSTRAP: kafka_tool_at BOOTSTRAP CLASS ARGS...
+kafka_tool_at() {
+  local bootstrap=$1 class=$2
+  shift 2
   java -Dlog4j2.configurationFile="$STATE/kafka-log4j2.properties" -cp "$JVM_CACHE/kafka/*" \
-    "$class" --bootstrap-server "127.0.0.1:$KAFKA_PORT" "$@"
+    "$class" --bootstrap-server "$bootstrap" "$@"
 }
+
+# A Kafka command-line tool, as the super user of the plain listener.
+kafka_tool() { kafka_tool_at "127.0.0.1:$KAFKA_PORT" "$@"; }
 
 # The relay's principal on the secured listener gets exactly what the user guide
 # lists: WRITE and DESCRIBE on the topic prefix, IDEMPOTENT_WRITE on the

@@ -44,9 +44,6 @@ pub(crate) struct Failure {
 pub(crate) struct InFlight {
     pub(crate) messages: usize,
     pub(crate) bytes: usize,
-    /// Records Kafka has acknowledged in this session: whether it still
-    /// acknowledges is read from how this moves.
-    pub(crate) acknowledged: u64,
 }
 
 /// The source transaction being read.
@@ -166,10 +163,7 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
         self.in_flight.bytes = self.in_flight.bytes.saturating_sub(d.ticket.bytes);
         let m = &self.shared.metrics;
         match &d.outcome {
-            Outcome::Confirmed => {
-                self.in_flight.acknowledged += 1;
-                m.confirmed.inc()
-            }
+            Outcome::Confirmed => m.confirmed.inc(),
             Outcome::Rejected(_) => m.delivery(names::REJECTED),
             Outcome::Retry(_) => m.delivery(names::RETRY),
             Outcome::Ambiguous(_) => m.delivery(names::AMBIGUOUS),

@@ -212,10 +212,11 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
             _ => None,
         };
         m.set_oldest_unsettled(self.settlement.oldest_unsettled(&self.parts).or(open));
-        let in_flight = &self.parts.in_flight;
+        // The confirmed deliveries' counter: whether Kafka still
+        // acknowledges is read from how it moves.
         let since = pace.kafka.step(
-            in_flight.messages,
-            in_flight.acknowledged,
+            self.parts.in_flight.messages,
+            m.confirmed.get(),
             crate::metrics::unix_micros(),
         );
         m.set_unacknowledged_since(since);
@@ -605,7 +606,7 @@ const STALL_GRACE: Duration = Duration::from_secs(30);
 /// it, and nothing in flight ends it.
 #[derive(Debug, Default)]
 struct KafkaWait {
-    /// The session's acknowledgements at the last step.
+    /// The relay's acknowledgements at the last step.
     acknowledged: u64,
     /// Unix µs.
     since: Option<i64>,

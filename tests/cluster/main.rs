@@ -239,21 +239,13 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
         relay::warnings_in(&[relay.log_text()])
     );
     let recovery = tap
-        .records()
-        .iter()
-        .find(|r| r.id == mark)
-        .map(|r| r.at.saturating_duration_since(healed))
+        .arrived_at(&mark)
+        .map(|at| at.saturating_duration_since(healed))
         .unwrap_or_default();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let committed = load.stop().await;
 
-    let table: HashSet<String> = common::texts(
-        &db.client,
-        "SELECT message_id::text FROM public.messaging_outbox",
-    )
-    .await
-    .into_iter()
-    .collect();
+    let table = workload::outbox_ids(&db.client).await;
     assert!(committed.keys().all(|id| table.contains(id)));
     let missing = tap.wait_for(&table, Duration::from_secs(180));
     let mut records = tap.records();

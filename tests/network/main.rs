@@ -241,24 +241,12 @@ async fn run(fault: Fault) -> Figures {
         fault.name,
         relay.log_text()
     );
-    let arrived = tap
-        .records()
-        .iter()
-        .find(|r| r.id == mark)
-        .map(|r| r.at)
-        .unwrap();
+    let arrived = tap.arrived_at(&mark).unwrap();
     let recovery = arrived.saturating_duration_since(healed);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let committed = load.stop().await;
 
-    // Every row in the table, whether or not its writer saw the commit.
-    let table: HashSet<String> = common::texts(
-        &db.client,
-        "SELECT message_id::text FROM public.messaging_outbox",
-    )
-    .await
-    .into_iter()
-    .collect();
+    let table = workload::outbox_ids(&db.client).await;
     assert!(committed.keys().all(|id| table.contains(id)));
     let missing = tap.wait_for(&table, Duration::from_secs(120));
     let records = tap.records();

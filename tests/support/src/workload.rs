@@ -200,6 +200,18 @@ pub async fn marker(client: &tokio_postgres::Client) -> Result<String, tokio_pos
         .map(|r| r.get(0))
 }
 
+/// Every row's id in the outbox table, whether or not its writer saw the
+/// commit: what the tap must read.
+pub async fn outbox_ids(client: &tokio_postgres::Client) -> HashSet<String> {
+    crate::texts(
+        client,
+        "SELECT message_id::text FROM public.messaging_outbox",
+    )
+    .await
+    .into_iter()
+    .collect()
+}
+
 /// A record as the tap saw it.
 #[derive(Debug, Clone)]
 pub struct Arrived {
@@ -290,6 +302,16 @@ impl Tap {
             .iter()
             .map(|r| r.id.clone())
             .collect()
+    }
+
+    /// When the record `id` first arrived.
+    pub fn arrived_at(&self, id: &str) -> Option<Instant> {
+        self.records
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.at)
     }
 
     /// Waits until every id of `wanted` arrived, or `within` passed;

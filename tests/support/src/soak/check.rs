@@ -15,13 +15,7 @@ pub(super) async fn check(services: &Services, opts: &Options, finished: Finishe
         start,
     } = finished;
     let client = services.connect(&db.name).await;
-    let table: HashSet<String> = crate::texts(
-        &client,
-        "SELECT message_id::text FROM public.messaging_outbox",
-    )
-    .await
-    .into_iter()
-    .collect();
+    let table = workload::outbox_ids(&client).await;
     assert!(table.len() >= committed_seen);
     let missing = tap.wait_for(&table, Duration::from_secs(240));
     let records = tap.records();

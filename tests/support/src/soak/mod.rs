@@ -309,10 +309,8 @@ pub async fn run(services: &Services, opts: &Options) -> Report {
                 .is_empty()
             {
                 recovery = tap
-                    .records()
-                    .iter()
-                    .find(|r| r.id == mark)
-                    .map(|r| r.at.saturating_duration_since(healed).as_secs_f64());
+                    .arrived_at(&mark)
+                    .map(|at| at.saturating_duration_since(healed).as_secs_f64());
             }
         }
         eprintln!(
