@@ -68,6 +68,8 @@ pub struct Metrics {
     pub(crate) handover_backlog: IntGauge,
     pub(crate) rows_pending: IntGauge,
     pub(crate) journaled: IntCounter,
+    /// Replayed rows found published after a restart, not sent again.
+    pub(crate) left_out_as_published: IntCounter,
     pub(crate) marks_written: IntCounter,
     kafka_transactions: IntCounterVec,
     spans: IntCounterVec,
@@ -164,6 +166,7 @@ impl Metrics {
             handover_backlog: int_gauge(&HANDOVER_BACKLOG),
             rows_pending: int_gauge(&ROWS_PENDING),
             journaled: int_counter(&JOURNALED),
+            left_out_as_published: int_counter(&LEFT_OUT_AS_PUBLISHED),
             marks_written: int_counter(&MARKS_WRITTEN),
             kafka_transactions: counter_vec(&KAFKA_TRANSACTIONS),
             spans: counter_vec(&SPANS),
@@ -237,6 +240,10 @@ impl Metrics {
             (&HANDOVER_BACKLOG, Box::new(m.handover_backlog.clone())),
             (&ROWS_PENDING, Box::new(m.rows_pending.clone())),
             (&JOURNALED, Box::new(m.journaled.clone())),
+            (
+                &LEFT_OUT_AS_PUBLISHED,
+                Box::new(m.left_out_as_published.clone()),
+            ),
             (&MARKS_WRITTEN, Box::new(m.marks_written.clone())),
             (&KAFKA_TRANSACTIONS, Box::new(m.kafka_transactions.clone())),
             (&SPANS, Box::new(m.spans.clone())),

@@ -194,6 +194,11 @@ pub const JOURNALED: Def = counter(
     "Rows Kafka confirmed, recorded in the published journal (the slot passes them only after).",
     &[],
 );
+pub const LEFT_OUT_AS_PUBLISHED: Def = counter(
+    "outbox_cdc_replayed_rows_left_out_total",
+    "Rows the slot sent again after a restart that were already published and recorded (journaled or PUBLISHED): settled without being sent twice.",
+    &[],
+);
 pub const MARKS_WRITTEN: Def = counter(
     "outbox_cdc_rows_marked_published_total",
     "Outbox rows whose status became PUBLISHED (journal folded into the table).",
@@ -269,6 +274,7 @@ pub const ALL: &[Def] = &[
     HEARTBEATS_RECEIVED,
     HANDOVER_BACKLOG,
     JOURNALED,
+    LEFT_OUT_AS_PUBLISHED,
     MARKS_WRITTEN,
     KAFKA_TRANSACTIONS,
     SPANS,

@@ -20,7 +20,7 @@ use tokio_postgres::Client;
 use super::row_status::Marker;
 use super::sqlstate::query_error;
 use crate::config::OutboxConfig;
-use crate::contract::outbox::objects;
+use crate::contract::outbox::{objects, Status, MESSAGE_ID, STATUS};
 use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
@@ -86,6 +86,56 @@ pub struct Journal {
     take: String,
     count: String,
     marker: Marker,
+}
+
+/// Journal entries a restarted session reads besides the table: the
+/// newest ones, at least 1.6 s of recording (an entry is written at least
+/// every 100 ms while rows are confirmed). The slot passes rows soon after they are recorded, so the
+/// rows it sends again were recorded in the last moments before a crash;
+/// one recorded earlier and missed is sent again, as at-least-once allows.
+const RECENT_ENTRIES: u32 = 16;
+
+/// Which of a chunk's ids are published already: PUBLISHED in the table,
+/// or listed in a recent journal entry. One statement, so a fold that moves
+/// ids from the journal to the table between two reads cannot hide them.
+pub struct PublishedAmong {
+    outbox: String,
+    sql: String,
+}
+
+impl PublishedAmong {
+    pub fn new(outbox: &OutboxConfig) -> PublishedAmong {
+        let journal = format!("{}.{}", outbox.schema, objects::PUBLISHED_JOURNAL_TABLE);
+        let table = outbox.qualified_table();
+        let id = MESSAGE_ID.name;
+        let status = STATUS.name;
+        let published = Status::Published.as_str();
+        // `= ANY(array)` on the key, as the marks do (see `row_status`).
+        PublishedAmong {
+            outbox: table.clone(),
+            sql: format!(
+                "SELECT t.{id} FROM {table} t
+                  WHERE t.{id} = ANY($1::uuid[]) AND t.{status} = '{published}'
+                 UNION
+                 SELECT j.m FROM (
+                     SELECT unnest({MESSAGE_IDS}) AS m FROM (
+                         SELECT {MESSAGE_IDS} FROM {journal} WHERE {OUTBOX_TABLE} = $2
+                          ORDER BY {RECORDED_AT} DESC LIMIT {RECENT_ENTRIES}) recent) j
+                  WHERE j.m = ANY($1::uuid[])"
+            ),
+        }
+    }
+
+    /// The ids among `ids` already published.
+    pub async fn among(&self, c: &Client, ids: &[Uuid]) -> Result<Vec<Uuid>, Error> {
+        let rows = c
+            .query(&self.sql, &[&ids, &self.outbox])
+            .await
+            .map_err(query_error(Code::PG_QUERY_FAILED))?;
+        rows.iter()
+            .map(|r| r.try_get(0).map_err(query_error(Code::PG_QUERY_FAILED)))
+            .collect()
+    }
 }
 
 /// How far the server has flushed WAL: the fold's pacing compares it with

@@ -43,6 +43,13 @@ pub(crate) trait Ledger: Send + Sync {
     /// An outbox that keeps no status: writes its refused rows to the
     /// dead-letter table; returns how many.
     fn dead_letters(&self, letters: &[Letter]) -> impl Future<Output = Result<u64, Error>> + Send;
+
+    /// The ids among `ids` that are published already (PUBLISHED, or in
+    /// the journal): a restarted session leaves them out.
+    fn published_among(
+        &self,
+        ids: &[Uuid],
+    ) -> impl Future<Output = Result<Vec<Uuid>, Error>> + Send;
 }
 
 /// The journal of published ids, written by the recorder task.
@@ -63,6 +70,7 @@ pub(crate) struct PgLedger<'a> {
     pub(crate) sql: &'a Client,
     pub(crate) marker: &'a Marker,
     pub(crate) dead_letters: &'a DeadLetters,
+    pub(crate) published: &'a journal::PublishedAmong,
     /// `postgres.query_timeout_secs`: a silent connection ends the session,
     /// and the next one opens another.
     pub(crate) within: Duration,
@@ -82,6 +90,11 @@ impl Ledger for PgLedger<'_> {
     async fn dead_letters(&self, letters: &[Letter]) -> Result<u64, Error> {
         let writing = self.dead_letters.write(self.sql, letters);
         connect::answered(self.within, "writing the dead-letter table", writing).await
+    }
+
+    async fn published_among(&self, ids: &[Uuid]) -> Result<Vec<Uuid>, Error> {
+        let reading = self.published.among(self.sql, ids);
+        connect::answered(self.within, "reading which rows are published", reading).await
     }
 }
 
@@ -126,6 +139,11 @@ impl Ledger for Untouched {
             Code::INTERNAL,
             "a replay wrote to a dead-letter table",
         ))
+    }
+
+    /// A replay publishes every row it is given, whatever its status.
+    async fn published_among(&self, _: &[Uuid]) -> Result<Vec<Uuid>, Error> {
+        Ok(Vec::new())
     }
 }
 

@@ -17,6 +17,7 @@ mod backlog;
 mod ledger;
 mod monitor;
 mod parts;
+mod recheck;
 mod recorder;
 mod session;
 mod settlement;
@@ -51,6 +52,7 @@ use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::pg::checks::{self, Purpose};
 use crate::pg::dead_letter::DeadLetters;
+use crate::pg::journal::PublishedAmong;
 use crate::pg::row_status::Marker;
 use crate::pg::{connect, grants};
 use crate::replication::{self, Feedback, SourceOptions, Stream};
@@ -77,6 +79,7 @@ pub struct Relay {
     marker: Marker,
     /// Where an outbox that keeps no status records what it cannot publish.
     dead_letters: DeadLetters,
+    published: PublishedAmong,
     /// FAILED rows, the hand-over and the preflight; reconnected by the
     /// next session when a restart finds it closed.
     sql: tokio::sync::Mutex<Client>,
@@ -157,6 +160,7 @@ impl Relay {
             watch,
             marker: Marker::new(&cfg.outbox),
             dead_letters: DeadLetters::new(&cfg.outbox),
+            published: PublishedAmong::new(&cfg.outbox),
             postgres: cfg.postgres,
             objects,
             env,
@@ -326,6 +330,7 @@ impl Relay {
             sql,
             marker: &self.marker,
             dead_letters: &self.dead_letters,
+            published: &self.published,
             within: self.postgres.query_timeout(),
         }
     }

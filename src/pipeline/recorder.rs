@@ -38,8 +38,11 @@ use crate::lsn::Lsn;
 use crate::replication::Feedback;
 
 /// PUBLISHED marks go to the recorder at least this often, or per this many.
+/// The interval is the window a crash leaves: rows Kafka confirmed and the
+/// relay had not yet recorded are sent again by the next session (at 250 ms
+/// the kill test's restarts sent about 1.4 times as many again as at 100 ms).
 pub(super) const MARK_BATCH: usize = 5000;
-pub(super) const MARK_INTERVAL: Duration = Duration::from_millis(250);
+pub(super) const MARK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Ids per journal entry (and so per fold's UPDATE).
 const CHUNK: usize = 5000;

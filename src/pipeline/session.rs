@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ledger::Ledger;
 use super::parts::{Current, Failure, Parts};
+use super::recheck::Recheck;
 use super::recorder::MARK_INTERVAL;
 use super::settlement::{Settlement, Start};
 use super::shared::Shared;
@@ -53,6 +54,7 @@ pub(super) struct Session<'a, K, L, S> {
     pub(super) parts: Parts<'a, K, L>,
     pub(super) settlement: S,
     current: Current,
+    recheck: Recheck,
 }
 
 /// What a closed session leaves for the relay.
@@ -89,6 +91,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
             parts: Parts::new(shared, sink, ledger),
             settlement,
             current: Current::Idle,
+            recheck: S::recheck(shared),
         })
     }
 
@@ -243,6 +246,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                 kafka_commits = stats.kafka_commits.load(Ordering::Relaxed),
                 kafka_aborts = stats.kafka_aborts.load(Ordering::Relaxed),
                 already_published = stats.already_published.load(Ordering::Relaxed),
+                left_out_as_published = stats.left_out_as_published.load(Ordering::Relaxed),
                 settled = %shared.feedback.settled(),
                 "progress"
             );
@@ -283,6 +287,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                     .parts
                     .owe_marks(rows.iter().filter_map(OutboxRow::message_id)),
                 Current::Publishing(tx, commit_time) => {
+                    let rows = self.recheck.leave_out(&mut self.parts, tx, rows).await;
                     self.produce_rows(tx, rows, |_| commit_time).await;
                 }
                 Current::Idle => self

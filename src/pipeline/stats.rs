@@ -30,4 +30,7 @@ pub struct RelayStats {
     /// Transactional delivery: source transactions found already in Kafka
     /// at a session's start (marked, not published again).
     pub already_published: AtomicU64,
+    /// Idempotent delivery: replayed rows found published (journaled or
+    /// PUBLISHED) after a restart, and not sent again.
+    pub left_out_as_published: AtomicU64,
 }

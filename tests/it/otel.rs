@@ -395,7 +395,7 @@ async fn a_collector_that_is_down_stalls_nothing() {
     // The lost spans are counted, where an alert can see them.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let dropped = metric(http, "outbox_cdc_spans_total{outcome=\"dropped\"}");
+        let dropped = relay::metric(http, "outbox_cdc_spans_total{outcome=\"dropped\"}");
         if dropped.is_some_and(|n| n > 0.0) {
             break;
         }
@@ -403,12 +403,12 @@ async fn a_collector_that_is_down_stalls_nothing() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(
-        metric(http, "outbox_cdc_spans_total{outcome=\"exported\"}"),
+        relay::metric(http, "outbox_cdc_spans_total{outcome=\"exported\"}"),
         Some(0.0)
     );
     common::wait_until_marked(&db.client).await;
     // Marked means acknowledged: every record's span has ended.
-    let recorded = metric(http, "outbox_cdc_spans_total{outcome=\"recorded\"}");
+    let recorded = relay::metric(http, "outbox_cdc_spans_total{outcome=\"recorded\"}");
     assert_eq!(recorded, Some(5000.0), "one span per record");
     let stopping = Instant::now();
     relay.signal("TERM");
@@ -422,17 +422,4 @@ async fn a_collector_that_is_down_stalls_nothing() {
     eprintln!("stopped in {:?}", stopping.elapsed());
     rep::drop_slot(&db.client, &slot).await;
     db.drop(&services).await;
-}
-
-/// One sample of the relay's `/metrics`.
-fn metric(port: u16, series: &str) -> Option<f64> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(series))
-        .and_then(|v| v.trim().parse().ok())
 }

@@ -24,6 +24,8 @@ use crate::metrics::unix_micros;
 use crate::pg::row_status::Guard;
 use crate::pipeline::ledger::Ledger;
 use crate::pipeline::parts::{Current, Failure, Parts};
+use crate::pipeline::recheck::Recheck;
+use crate::pipeline::shared::Shared;
 use crate::pipeline::sink::{Delivery, Sink};
 use crate::pipeline::watermark::TxSeq;
 
@@ -42,6 +44,15 @@ impl Settlement for Idempotent {
             operator_rejections: 0,
             refused: Vec::new(),
         })
+    }
+
+    /// With marks on, a crashed session's confirmed rows are recorded: a
+    /// lookup finds them.
+    fn recheck(shared: &Shared) -> Recheck {
+        match shared.recorder {
+            Some(_) => Recheck::after_restart(&shared.relay),
+            None => Recheck::Done,
+        }
     }
 
     fn already_published(&self, _: Lsn) -> bool {

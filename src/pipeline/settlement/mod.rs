@@ -26,6 +26,7 @@ pub(crate) use transactional::Transactional;
 
 use super::ledger::Ledger;
 use super::parts::{Current, Parts};
+use super::recheck::Recheck;
 use super::shared::Shared;
 use super::sink::{Delivery, Sink};
 use super::watermark::TxSeq;
@@ -44,6 +45,10 @@ pub(crate) struct Start<'s, K> {
 pub(crate) trait Settlement: Send + Sized {
     /// Readies the sink at a session's start.
     fn start<K: Sink>(start: Start<'_, K>) -> impl Future<Output = Result<Self, Error>> + Send;
+
+    /// Whether a new session looks streamed rows up, to leave out those an
+    /// earlier one published and recorded ([`Recheck`]).
+    fn recheck(shared: &Shared) -> Recheck;
 
     /// Whether the source transaction whose commit record is at
     /// `final_lsn` is in Kafka already (its rows are then only marked).

@@ -27,7 +27,8 @@ use crate::metrics::{names, unix_micros};
 use crate::pg::row_status::Guard;
 use crate::pipeline::ledger::Ledger;
 use crate::pipeline::parts::{Current, Failure, Parts};
-use crate::pipeline::shared::Bounds;
+use crate::pipeline::recheck::Recheck;
+use crate::pipeline::shared::{Bounds, Shared};
 use crate::pipeline::sink::{Delivery, Sink};
 use crate::pipeline::watermark::{TxSeq, Watermark};
 
@@ -106,6 +107,12 @@ impl Settlement for Transactional {
             published_before,
             txn: KafkaTxn::default(),
         })
+    }
+
+    /// The progress in Kafka already says which source transactions are
+    /// there, whole.
+    fn recheck(_: &Shared) -> Recheck {
+        Recheck::Done
     }
 
     fn already_published(&self, final_lsn: Lsn) -> bool {

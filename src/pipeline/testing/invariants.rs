@@ -517,7 +517,7 @@ const CASES: &[Case] = &[
     },
 ];
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(super) fn runtime() -> tokio::runtime::Runtime {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)

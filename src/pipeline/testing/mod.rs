@@ -6,6 +6,7 @@
 mod broker;
 mod invariants;
 mod model;
+mod replays;
 mod script;
 pub(super) mod table;
 pub(super) mod world;

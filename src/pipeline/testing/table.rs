@@ -132,6 +132,18 @@ impl Ledger for Table {
         s.letters.extend_from_slice(letters);
         Ok(letters.len() as u64)
     }
+
+    async fn published_among(&self, ids: &[Uuid]) -> Result<Vec<Uuid>, Error> {
+        let s = self.state();
+        Ok(ids
+            .iter()
+            .filter(|id| {
+                s.rows.get(*id) == Some(&Status::Published)
+                    || s.journal.iter().any(|entry| entry.contains(*id))
+            })
+            .copied()
+            .collect())
+    }
 }
 
 /// The journal side of the table, for the recorder.

@@ -97,6 +97,19 @@ pub fn replays_in(log: &str) -> Vec<outbox_cdc::lsn::Lsn> {
         .collect()
 }
 
+/// One sample (`name` or `name{labels}`) of the relay's `/metrics`.
+pub fn metric(port: u16, series: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 pub struct RelayProcess {
     pub child: Child,
     pub log: PathBuf,
