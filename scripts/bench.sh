@@ -6,12 +6,14 @@
 #   scripts/bench.sh [--rows N] [--payload BYTES] [--tx-sizes 1,100]
 #                    [--rates MSG_PER_S,...] [--seconds S] [--partitions N]
 #                    [--repeat N] [--out DIR] [--traceparent sampled|none]
-#                    [--only baselines,backlog,steady,instructions,bigtx,profile]
+#                    [--only baselines,backlog,steady,instructions,bigtx,profile,curves,replication]
 #
 # Defaults: 200 000 rows of about 500 bytes, transactions of 1 and of 100
 # rows, steady streams of 100 msg/s (one writer) and 2 000 msg/s (eight)
 # for 20 s, every scenario five times, 6 partitions, a profile of a
-# 1 000 000-row drain, results in docs/. BENCH_DEBEZIUM_PROPERTIES=key=value,... changes Debezium's tuning;
+# 1 000 000-row drain, the replication scenario (a backlog and the 2 000
+# msg/s stream on the single broker and on the three-broker cluster, taking
+# turns), results in docs/. BENCH_DEBEZIUM_PROPERTIES=key=value,... changes Debezium's tuning;
 # BENCH_RELAY_SETTINGS and BENCH_KAFKA_PROPERTIES add TOML lines to the
 # relay's [relay] and [kafka.properties] tables, e.g.
 #   BENCH_RELAY_SETTINGS='max_in_flight_messages = 5000' scripts/bench.sh --only backlog
@@ -51,10 +53,26 @@ if [ ! -x "$BENCH_INFERNO_DIR/inferno-flamegraph" ]; then
 fi
 
 was_running=$(scripts/services.sh status | grep -c ': running' || true)
+cluster_was_running=$(scripts/services.sh status | grep -c '^cluster broker .*: running' || true)
 scripts/services.sh start >&2
+# The replication scenario (in a full run, or named in --only) runs on the
+# three-broker cluster too.
+only=""
+prev=""
+for arg in "$@"; do
+  if [ "$prev" = --only ]; then only=$arg; fi
+  prev=$arg
+done
+case ",${only:-replication}," in
+  *,replication,*) scripts/services.sh start-cluster >&2 ;;
+esac
 eval "$(scripts/services.sh env)"
 cleanup() {
-  if [ "$was_running" = 0 ]; then scripts/services.sh stop >&2; fi
+  if [ "$was_running" = 0 ]; then
+    scripts/services.sh stop >&2
+  elif [ "$cluster_was_running" = 0 ]; then
+    scripts/services.sh stop-cluster >&2
+  fi
 }
 trap cleanup EXIT
 # Relay, broker and worker share this machine; nothing else of ours runs.

@@ -94,6 +94,7 @@ impl Args {
                 "bigtx",
                 "profile",
                 "curves",
+                "replication",
             ]
             .map(String::from)
             .to_vec(),

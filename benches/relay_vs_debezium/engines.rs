@@ -148,7 +148,7 @@ topic_prefix = "{run}"
         &["cutover", "--to", target],
     )?;
     let topics = topics(&prefix, a.destinations);
-    create_topics(&s.kafka, &topics, a.partitions).await?;
+    create_topics(&s.kafka, &topics, a.partitions, s.replication).await?;
     let client = s.connect(name).await?;
     Ok(Bench {
         db: name.to_string(),
@@ -248,13 +248,14 @@ pub(crate) async fn delete_topics(bootstrap: &str, topics: &[String]) -> Result<
 }
 
 pub(crate) async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
-    create_topics(bootstrap, &[topic.to_string()], partitions).await
+    create_topics(bootstrap, &[topic.to_string()], partitions, 1).await
 }
 
 pub(crate) async fn create_topics(
     bootstrap: &str,
     topics: &[String],
     partitions: i32,
+    replication: i32,
 ) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -263,7 +264,7 @@ pub(crate) async fn create_topics(
         let new: Vec<NewTopic> = chunk
             .iter()
             .map(|t| {
-                NewTopic::new(t, partitions, TopicReplication::Fixed(1))
+                NewTopic::new(t, partitions, TopicReplication::Fixed(replication))
                     .set("message.timestamp.type", "LogAppendTime")
             })
             .collect();

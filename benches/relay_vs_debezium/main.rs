@@ -19,6 +19,7 @@ mod engines;
 mod markdown;
 mod numbers;
 mod profile;
+mod replication;
 mod report;
 mod runs;
 mod scenarios;
@@ -215,6 +216,9 @@ async fn bench() -> Result<()> {
                 results.push(steady::latency_summary(*engine, *rate, runs));
             }
         }
+    }
+    if runs("replication") {
+        results.extend(replication::replication_cost(&s, &a).await?);
     }
     if runs("instructions") {
         results.extend(instructions(&s, &a).await?);

@@ -19,6 +19,10 @@ pub(crate) struct Services {
     pub(crate) state: PathBuf,
     /// The broker's bootstrap address.
     pub(crate) kafka: String,
+    /// The replication factor of the topics the bench creates: 1 on the
+    /// single broker, 3 on the cluster (whose brokers default to
+    /// `min.insync.replicas=2`).
+    pub(crate) replication: i32,
 }
 
 impl Services {
@@ -35,6 +39,26 @@ impl Services {
             connect_url: var("OUTBOX_TEST_CONNECT_URL")?,
             script: var("OUTBOX_TEST_SERVICES")?.into(),
             state: var("OUTBOX_TEST_STATE_DIR")?.into(),
+            replication: 1,
+        })
+    }
+
+    /// The same services with the three-broker cluster as Kafka
+    /// (`scripts/services.sh start-cluster`).
+    pub(crate) fn on_cluster(&self) -> Result<Services> {
+        let bootstrap = std::env::var("OUTBOX_TEST_KAFKA_CLUSTER_BOOTSTRAP").context(
+            "OUTBOX_TEST_KAFKA_CLUSTER_BOOTSTRAP is not set: eval \"$(scripts/services.sh env)\"",
+        )?;
+        let mut base = outbox_cdc_testkit::services()
+            .context("the services: eval \"$(scripts/services.sh env)\"")?;
+        base.kafka_bootstrap = bootstrap.clone();
+        Ok(Services {
+            base,
+            connect_url: self.connect_url.clone(),
+            script: self.script.clone(),
+            state: self.state.clone(),
+            kafka: bootstrap,
+            replication: 3,
         })
     }
 
