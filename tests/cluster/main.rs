@@ -27,51 +27,15 @@ use outbox_cdc_testkit as common;
 
 use common::kafka;
 use common::relay::{self, RelayProcess};
-use common::toxiproxy::{Link, Proxies, Toxic};
+use common::toxiproxy::{Link, Proxies};
 use common::workload::{self, Answer, Readiness, Tap, Workload};
 
-mod cluster;
-use cluster::Cluster;
+use common::cluster::{Cluster, Fault};
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The budgets the relay runs with here (the user guide gives the defaults).
 const SLOT_CHECK_INTERVAL_SECS: u64 = 5;
-
-/// A fault of the cluster, as the issue lists them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// The leader of the busiest partition SIGKILLed, restarted after 20 s.
-    LeaderKilled,
-    /// Each broker in turn shut down (SIGTERM: a controlled shutdown) and
-    /// started again once the others hold every partition in sync.
-    RollingRestart,
-    /// Every partition's replicas reordered and the preferred leaders
-    /// elected: every leader moves while the relay publishes.
-    Reassignment,
-    /// The leader of the busiest partition SIGSTOPped for 40 s, then
-    /// SIGCONTed.
-    Frozen,
-    /// Two brokers SIGKILLed for 20 s: no partition has two replicas in
-    /// sync, so `acks=all` cannot be met.
-    QuorumLost,
-    /// The link from the relay to the leader of the busiest partition
-    /// black-holed for 20 s; the brokers still see each other.
-    LinkCut,
-}
-
-impl Fault {
-    fn name(self) -> &'static str {
-        match self {
-            Fault::LeaderKilled => "leader SIGKILLed",
-            Fault::RollingRestart => "rolling restart",
-            Fault::Reassignment => "reassignment of every leader",
-            Fault::Frozen => "leader frozen (SIGSTOP)",
-            Fault::QuorumLost => "two brokers down",
-            Fault::LinkCut => "relay's link to the leader cut",
-        }
-    }
-}
 
 /// The relay's delivery mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,7 +188,7 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
 
     let injected = Instant::now();
     eprintln!("[cluster] {} ({})", fault.name(), mode.name());
-    inject(fault, &cluster, &proxies, &topic).await;
+    cluster.inject(fault, &proxies, &topic).await;
     let healed = Instant::now();
     let detection = ready
         .first(Answer::NotReady, injected)
@@ -399,53 +363,6 @@ fn relay_config(
         std::fs::write(&path, text).unwrap();
     }
     path
-}
-
-/// Injects `fault` and returns once it is healed.
-async fn inject(fault: Fault, cluster: &Cluster, proxies: &Proxies, topic: &str) {
-    const HOLD: Duration = Duration::from_secs(20);
-    match fault {
-        Fault::LeaderKilled => {
-            let leader = cluster.leader_of_busiest(topic);
-            cluster.broker("kill", leader);
-            tokio::time::sleep(HOLD).await;
-            cluster.broker("start", leader);
-        }
-        Fault::RollingRestart => {
-            for broker in Cluster::BROKERS {
-                cluster.broker("stop", broker);
-                cluster.broker("start", broker);
-                cluster.wait_in_sync(topic, Duration::from_secs(60));
-            }
-        }
-        Fault::Reassignment => cluster.move_every_leader(topic),
-        Fault::Frozen => {
-            let leader = cluster.leader_of_busiest(topic);
-            cluster.broker("freeze", leader);
-            tokio::time::sleep(2 * HOLD).await;
-            cluster.broker("thaw", leader);
-        }
-        Fault::QuorumLost => {
-            let leader = cluster.leader_of_busiest(topic);
-            let other = Cluster::BROKERS
-                .into_iter()
-                .find(|b| *b != leader)
-                .unwrap_or(1);
-            cluster.broker("kill", leader);
-            cluster.broker("kill", other);
-            tokio::time::sleep(HOLD).await;
-            cluster.broker("start", leader);
-            cluster.broker("start", other);
-        }
-        Fault::LinkCut => {
-            let leader = cluster.leader_of_busiest(topic);
-            let link = Link::ClusterBroker(leader);
-            proxies.add_both(link, "cut", &Toxic::BlackHole);
-            tokio::time::sleep(HOLD).await;
-            proxies.remove_both(link, "cut");
-        }
-    }
-    cluster.wait_in_sync(topic, Duration::from_secs(90));
 }
 
 /// The records written more than once: id, then each copy's partition

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::common;
-use common::soak::{self, Delivery, Options};
+use common::soak::{self, Delivery, Kafka, Options};
 
 /// The suite's seed: a Kafka restart, a black-holed PostgreSQL link, a relay
 /// SIGKILL, PostgreSQL latency and a Kafka bandwidth cap, in that order.
@@ -20,6 +20,7 @@ async fn short(delivery: Delivery) {
             duration: SHORT,
             seed: SEED,
             delivery,
+            kafka: Kafka::Single,
             report_dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("soak"),
         },
     )
@@ -67,6 +68,7 @@ async fn soak_from_the_environment() {
             duration: Duration::from_secs_f64(minutes * 60.0),
             seed: var("OUTBOX_SOAK_SEED").parse().expect("a numeric seed"),
             delivery,
+            kafka: Kafka::parse(&var("OUTBOX_SOAK_KAFKA")).expect("single or cluster"),
             report_dir: var("OUTBOX_SOAK_REPORT_DIR").into(),
         },
     )

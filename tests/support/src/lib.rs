@@ -9,6 +9,7 @@
 //! - `config`: configuration files for the relay under test;
 //! - `chart`: SVG charts for the benchmark's and the soak's reports;
 //! - `cli`: the binary as a command;
+//! - `cluster`: the three-broker Kafka cluster and its faults;
 //! - `container`: the image under podman;
 //! - `relay`: the binary as a child process, with its log;
 //! - `replication`: a reader against a test database;
@@ -16,6 +17,7 @@
 
 pub mod chart;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod container;
 pub mod db;

@@ -5,6 +5,7 @@ use super::*;
 
 pub(super) async fn check(services: &Services, opts: &Options, finished: Finished<'_>) -> Report {
     let Finished {
+        bootstrap,
         db,
         slot,
         topic,
@@ -67,7 +68,7 @@ pub(super) async fn check(services: &Services, opts: &Options, finished: Finishe
     let committed_duplicates = match opts.delivery {
         Delivery::Transactional => {
             let seen = kafka::consume_all(
-                &services.kafka_bootstrap,
+                bootstrap,
                 &[topic],
                 Duration::from_secs(10),
                 kafka::READ_COMMITTED,
@@ -79,6 +80,7 @@ pub(super) async fn check(services: &Services, opts: &Options, finished: Finishe
     let report = Report {
         seed: opts.seed,
         delivery: opts.delivery,
+        kafka: opts.kafka,
         planned_minutes: opts.duration.as_secs_f64() / 60.0,
         minutes: start.elapsed().as_secs_f64() / 60.0,
         faults,

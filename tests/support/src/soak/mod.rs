@@ -2,12 +2,15 @@
 //! on the same slot (both through the proxies), and a nemesis that injects
 //! network and process faults at times drawn from the seed. At the end a
 //! checker that shares no code with the relay reads PostgreSQL and Kafka.
+//! On the three-broker cluster (`--kafka cluster`) the nemesis draws the
+//! cluster's faults (`cluster::Fault`) in place of the single broker's.
 //! `scripts/soak.sh` runs it; the test suite runs a short one.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::cluster::{Cluster, Fault};
 use crate::relay::{self, RelayProcess};
 use crate::toxiproxy::{self, Link, Proxies, Stream, Toxic};
 use crate::workload::{self, Answer, Readiness, Seeded, Tap, Workload};
@@ -42,10 +45,30 @@ impl Delivery {
     }
 }
 
+/// Which Kafka the relays publish to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kafka {
+    /// The single broker, through its proxy.
+    Single,
+    /// The three-broker cluster, each broker through its own proxy.
+    Cluster,
+}
+
+impl Kafka {
+    pub fn parse(text: &str) -> Option<Kafka> {
+        match text {
+            "single" => Some(Kafka::Single),
+            "cluster" => Some(Kafka::Cluster),
+            _ => None,
+        }
+    }
+}
+
 pub struct Options {
     pub duration: Duration,
     pub seed: u64,
     pub delivery: Delivery,
+    pub kafka: Kafka,
     /// Where `soak-<delivery>-<seed>.md` and `.json` go.
     pub report_dir: PathBuf,
 }
@@ -72,6 +95,8 @@ pub enum Kind {
     WalsenderTerminated,
     PostgresRestart,
     KafkaRestart,
+    /// A fault of the three-broker cluster.
+    Cluster(Fault),
 }
 
 const KINDS: [Kind; 11] = [
@@ -88,6 +113,27 @@ const KINDS: [Kind; 11] = [
     Kind::KafkaRestart,
 ];
 
+/// The faults the nemesis draws from on `kafka`: on the cluster, its own
+/// Kafka faults in place of the single broker's.
+fn kinds(kafka: Kafka) -> Vec<Kind> {
+    match kafka {
+        Kafka::Single => KINDS.to_vec(),
+        Kafka::Cluster => KINDS
+            .into_iter()
+            .filter(|k| {
+                !matches!(
+                    k,
+                    Kind::KafkaBlackHole
+                        | Kind::KafkaLatency
+                        | Kind::KafkaBandwidth
+                        | Kind::KafkaRestart
+                )
+            })
+            .chain(Fault::ALL.map(Kind::Cluster))
+            .collect(),
+    }
+}
+
 impl Kind {
     pub fn name(self) -> &'static str {
         match self {
@@ -102,6 +148,7 @@ impl Kind {
             Kind::WalsenderTerminated => "walsender terminated",
             Kind::PostgresRestart => "postgresql restart",
             Kind::KafkaRestart => "kafka restart",
+            Kind::Cluster(f) => f.name(),
         }
     }
 
@@ -115,6 +162,7 @@ impl Kind {
             Kind::PostgresReset => rng.between(2, 5),
             Kind::RelayKill => rng.between(1, 4),
             Kind::WalsenderTerminated | Kind::PostgresRestart | Kind::KafkaRestart => 0,
+            Kind::Cluster(f) => return f.hold(),
         };
         Duration::from_secs(secs)
     }
@@ -153,6 +201,11 @@ impl Member {
 /// topic prefix, the slot they share and the delivery mode.
 struct Stage<'a> {
     proxies: &'a Proxies,
+    /// The relays' Kafka: through the proxies.
+    relay_kafka: &'a str,
+    /// The cluster, when the relays publish to it, and the topic.
+    cluster: Option<&'a Cluster>,
+    topic: &'a str,
     db: &'a str,
     prefix: &'a str,
     slot: &'a str,
@@ -163,6 +216,9 @@ struct Stage<'a> {
 fn config(services: &Services, stage: &Stage<'_>, port: u16) -> PathBuf {
     let Stage {
         proxies,
+        relay_kafka,
+        cluster: _,
+        topic: _,
         db,
         prefix,
         slot,
@@ -173,7 +229,7 @@ fn config(services: &Services, stage: &Stage<'_>, port: u16) -> PathBuf {
         pg_port: toxiproxy::port(&proxies.pg),
         pg_user: services.pg_user.clone(),
         pg_password: services.pg_password.clone(),
-        kafka_bootstrap: proxies.kafka.clone(),
+        kafka_bootstrap: relay_kafka.to_string(),
     };
     let mut extra = format!("slot_check_interval_secs = {SLOT_CHECK_INTERVAL_SECS}\n");
     if delivery == Delivery::Transactional {
@@ -217,10 +273,29 @@ pub async fn run(services: &Services, opts: &Options) -> Report {
     let prefix = crate::unique_prefix("soak");
     let db = crate::cdc_db(services, "soak", &prefix).await;
     let topic = format!("{prefix}keyed");
-    kafka::create_topic(&services.kafka_bootstrap, &topic, 6).await;
+    let cluster = match opts.kafka {
+        Kafka::Single => None,
+        Kafka::Cluster => Some(Cluster::from_env()),
+    };
+    // Where the checker reads, and where the relays publish through.
+    let (bootstrap, relay_kafka) = match &cluster {
+        None => {
+            kafka::create_topic(&services.kafka_bootstrap, &topic, 6).await;
+            (services.kafka_bootstrap.clone(), proxies.kafka.clone())
+        }
+        Some(c) => {
+            c.all_up();
+            kafka::create_replicated_topic(&c.bootstrap, &topic, 6).await;
+            c.wait_in_sync(&topic, Duration::from_secs(60));
+            (c.bootstrap.clone(), c.proxied.clone())
+        }
+    };
     let slot = format!("{}_relay", db.name);
     let stage = Stage {
         proxies: &proxies,
+        relay_kafka: &relay_kafka,
+        cluster: cluster.as_ref(),
+        topic: &topic,
         db: &db.name,
         prefix: &prefix,
         slot: &slot,
@@ -249,7 +324,7 @@ pub async fn run(services: &Services, opts: &Options) -> Report {
     );
     members[1].process = Some(RelayProcess::spawn(&members[1].config));
     let tap = Tap::start(
-        &services.kafka_bootstrap,
+        &bootstrap,
         std::slice::from_ref(&topic),
         kafka::READ_UNCOMMITTED,
     );
@@ -268,10 +343,11 @@ pub async fn run(services: &Services, opts: &Options) -> Report {
     let mut rng = Seeded::new(opts.seed);
     let mut faults = Vec::new();
     let mut direct = services.connect(&db.name).await;
+    let kinds = kinds(opts.kafka);
 
     loop {
         let gap = Duration::from_secs(rng.between(5, 15));
-        let kind = KINDS[rng.between(0, KINDS.len() as u64 - 1) as usize];
+        let kind = kinds[rng.between(0, kinds.len() as u64 - 1) as usize];
         let hold = kind.hold(&mut rng);
         if start.elapsed() + gap + hold >= opts.duration {
             break;
@@ -330,6 +406,7 @@ pub async fn run(services: &Services, opts: &Options) -> Report {
     tokio::time::sleep(left).await;
     let committed = load.stop().await;
     let finished = Finished {
+        bootstrap: &bootstrap,
         db: &db,
         slot: &slot,
         topic: &topic,
@@ -430,6 +507,12 @@ async fn inject(
             services_script("stop-kafka");
             services_script("start-kafka");
         }
+        Kind::Cluster(fault) => {
+            let cluster = stage
+                .cluster
+                .expect("the cluster's faults are drawn on the cluster only");
+            cluster.inject(fault, proxies, stage.topic).await;
+        }
         _ => {}
     }
 }
@@ -443,6 +526,8 @@ fn both(toxic: Toxic) -> Vec<(Stream, Toxic)> {
 
 /// What a soak leaves for its checker.
 struct Finished<'a> {
+    /// Where the checker reads Kafka.
+    bootstrap: &'a str,
     db: &'a crate::TestDb,
     slot: &'a str,
     topic: &'a str,

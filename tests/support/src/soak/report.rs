@@ -8,6 +8,7 @@ use super::*;
 pub struct Report {
     pub seed: u64,
     pub delivery: Delivery,
+    pub kafka: Kafka,
     /// As asked (`--minutes`), for the replay line.
     pub planned_minutes: f64,
     pub minutes: f64,
@@ -122,9 +123,13 @@ impl Report {
             .collect();
         let violations: Vec<String> = self.violations().iter().map(|v| format!("{v:?}")).collect();
         format!(
-            "{{\n  \"seed\": {},\n  \"delivery\": \"{}\",\n  \"minutes\": {:.1},\n  \"faults_injected\": {},\n  \"committed\": {},\n  \"records\": {},\n  \"lost\": {},\n  \"duplicates\": {},\n  \"read_committed_duplicates\": {},\n  \"out_of_order_keys\": {},\n  \"pending_after_stop\": {},\n  \"published_not_in_kafka\": {},\n  \"unexpected_exits\": {},\n  \"recovery_by_kind\": [{}],\n  \"faults\": [\n    {}\n  ],\n  \"throughput_per_10s\": {:?},\n  \"violations\": [{}]\n}}\n",
+            "{{\n  \"seed\": {},\n  \"delivery\": \"{}\",\n  \"kafka\": \"{}\",\n  \"minutes\": {:.1},\n  \"faults_injected\": {},\n  \"committed\": {},\n  \"records\": {},\n  \"lost\": {},\n  \"duplicates\": {},\n  \"read_committed_duplicates\": {},\n  \"out_of_order_keys\": {},\n  \"pending_after_stop\": {},\n  \"published_not_in_kafka\": {},\n  \"unexpected_exits\": {},\n  \"recovery_by_kind\": [{}],\n  \"faults\": [\n    {}\n  ],\n  \"throughput_per_10s\": {:?},\n  \"violations\": [{}]\n}}\n",
             self.seed,
             self.delivery.as_str(),
+            match self.kafka {
+                Kafka::Single => "single",
+                Kafka::Cluster => "cluster",
+            },
             self.minutes,
             self.faults.len(),
             self.committed,
@@ -145,7 +150,10 @@ impl Report {
 
     /// The report's file names without extension.
     pub fn stem(&self) -> String {
-        format!("soak-{}-{}", self.delivery.as_str(), self.seed)
+        match self.kafka {
+            Kafka::Single => format!("soak-{}-{}", self.delivery.as_str(), self.seed),
+            Kafka::Cluster => format!("soak-cluster-{}-{}", self.delivery.as_str(), self.seed),
+        }
     }
 
     /// The throughput over time with the faults shaded.
@@ -159,8 +167,12 @@ impl Report {
     }
 
     pub fn markdown(&self) -> String {
+        let (on, flag) = match self.kafka {
+            Kafka::Single => ("", ""),
+            Kafka::Cluster => (", three-broker cluster", " --kafka cluster"),
+        };
         let mut md = format!(
-            "# Nemesis soak: {} delivery, seed {}, {:.1} minutes\n\nReplay: `scripts/soak.sh --minutes {} --seed {} --delivery {}`\n\n",
+            "# Nemesis soak: {} delivery{on}, seed {}, {:.1} minutes\n\nReplay: `scripts/soak.sh --minutes {} --seed {} --delivery {}{flag}`\n\n",
             self.delivery.as_str(),
             self.seed,
             self.minutes,

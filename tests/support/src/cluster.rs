@@ -1,11 +1,69 @@
 //! The three-broker cluster `scripts/services.sh start-cluster` runs: where
-//! its leaders are, and the faults done to its brokers through that script.
+//! its leaders are, and the faults done to it (its brokers through that
+//! script, the relay's link to one through its proxy), for the cluster's
+//! tests and the soak's nemesis.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+
+use crate::toxiproxy::{Link, Proxies, Toxic};
+
+/// A fault of the cluster, as the issue lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fault {
+    /// The leader of the busiest partition SIGKILLed, restarted after 20 s.
+    LeaderKilled,
+    /// Each broker in turn shut down (SIGTERM: a controlled shutdown) and
+    /// started again once the others hold every partition in sync.
+    RollingRestart,
+    /// Every partition's replicas reordered and the preferred leaders
+    /// elected: every leader moves while the relay publishes.
+    Reassignment,
+    /// The leader of the busiest partition SIGSTOPped for 40 s, then
+    /// SIGCONTed.
+    Frozen,
+    /// Two brokers SIGKILLed for 20 s: no partition has two replicas in
+    /// sync, so `acks=all` cannot be met.
+    QuorumLost,
+    /// The link from the relay to the leader of the busiest partition
+    /// black-holed for 20 s; the brokers still see each other.
+    LinkCut,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 6] = [
+        Fault::LeaderKilled,
+        Fault::RollingRestart,
+        Fault::Reassignment,
+        Fault::Frozen,
+        Fault::QuorumLost,
+        Fault::LinkCut,
+    ];
+
+    /// How long the fault stays before the heal (a rolling restart and a
+    /// reassignment take what they take).
+    pub fn hold(self) -> Duration {
+        match self {
+            Fault::LeaderKilled | Fault::QuorumLost | Fault::LinkCut => Duration::from_secs(20),
+            Fault::Frozen => Duration::from_secs(40),
+            Fault::RollingRestart | Fault::Reassignment => Duration::ZERO,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::LeaderKilled => "leader SIGKILLed",
+            Fault::RollingRestart => "rolling restart",
+            Fault::Reassignment => "reassignment of every leader",
+            Fault::Frozen => "leader frozen (SIGSTOP)",
+            Fault::QuorumLost => "two brokers down",
+            Fault::LinkCut => "relay's link to the leader cut",
+        }
+    }
+}
 
 pub struct Cluster {
     /// The brokers' plain listeners.
@@ -221,5 +279,51 @@ impl Cluster {
             );
             std::thread::sleep(Duration::from_millis(250));
         }
+    }
+
+    /// Injects `fault` and returns once it is healed.
+    pub async fn inject(&self, fault: Fault, proxies: &Proxies, topic: &str) {
+        match fault {
+            Fault::LeaderKilled => {
+                let leader = self.leader_of_busiest(topic);
+                self.broker("kill", leader);
+                tokio::time::sleep(fault.hold()).await;
+                self.broker("start", leader);
+            }
+            Fault::RollingRestart => {
+                for broker in Cluster::BROKERS {
+                    self.broker("stop", broker);
+                    self.broker("start", broker);
+                    self.wait_in_sync(topic, Duration::from_secs(60));
+                }
+            }
+            Fault::Reassignment => self.move_every_leader(topic),
+            Fault::Frozen => {
+                let leader = self.leader_of_busiest(topic);
+                self.broker("freeze", leader);
+                tokio::time::sleep(fault.hold()).await;
+                self.broker("thaw", leader);
+            }
+            Fault::QuorumLost => {
+                let leader = self.leader_of_busiest(topic);
+                let other = Cluster::BROKERS
+                    .into_iter()
+                    .find(|b| *b != leader)
+                    .unwrap_or(1);
+                self.broker("kill", leader);
+                self.broker("kill", other);
+                tokio::time::sleep(fault.hold()).await;
+                self.broker("start", leader);
+                self.broker("start", other);
+            }
+            Fault::LinkCut => {
+                let leader = self.leader_of_busiest(topic);
+                let link = Link::ClusterBroker(leader);
+                proxies.add_both(link, "cut", &Toxic::BlackHole);
+                tokio::time::sleep(fault.hold()).await;
+                proxies.remove_both(link, "cut");
+            }
+        }
+        self.wait_in_sync(topic, Duration::from_secs(90));
     }
 }
