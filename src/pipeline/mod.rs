@@ -582,6 +582,7 @@ fn shared(
         recorder,
         trouble,
         poison: std::sync::Mutex::new(HashSet::new()),
+        rechecked: Default::default(),
         limits: limits::Limits::default(),
         otel: None,
         delivery_deadline: settings::default_delivery_deadline(),

@@ -81,6 +81,12 @@ pub(crate) struct Shared {
     /// Rows Kafka refused inside an aborted transaction, recorded FAILED:
     /// left out when their transaction is published again.
     pub(crate) poison: Mutex<HashSet<Uuid>>,
+    /// The process's first session has opened: only it looks its replay
+    /// up (`pipeline::recheck`). A crash starts a new process; a session
+    /// restarted in the process replays as before, so an await per chunk
+    /// never comes between a refused record and the producer's stop that
+    /// follows it (`enable.gapless.guarantee`).
+    pub(crate) rechecked: std::sync::atomic::AtomicBool,
     /// Spans for published records; `None` unless `[otel]` is configured.
     pub(crate) otel: Option<Arc<crate::otel::Tracing>>,
     /// librdkafka reports every record within this

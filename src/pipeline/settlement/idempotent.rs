@@ -49,9 +49,10 @@ impl Settlement for Idempotent {
     /// With marks on, a crashed session's confirmed rows are recorded: a
     /// lookup finds them.
     fn recheck(shared: &Shared) -> Recheck {
-        match shared.recorder {
-            Some(_) => Recheck::after_restart(&shared.relay),
-            None => Recheck::Done,
+        let first = !shared.rechecked.swap(true, Ordering::Relaxed);
+        match (&shared.recorder, first) {
+            (Some(_), true) => Recheck::after_restart(&shared.relay),
+            _ => Recheck::Done,
         }
     }
 

@@ -315,6 +315,7 @@ impl Process {
                 recorder,
                 trouble,
                 poison: Default::default(),
+                rechecked: Default::default(),
                 otel: None,
                 delivery_deadline: std::time::Duration::from_secs(120),
             }),
