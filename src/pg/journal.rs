@@ -88,11 +88,12 @@ pub struct Journal {
     marker: Marker,
 }
 
-/// Journal entries a restarted session reads besides the table: the
-/// newest ones, at least 1.6 s of recording (an entry is written at least
-/// every 100 ms while rows are confirmed). The slot passes rows soon after they are recorded, so the
-/// rows it sends again were recorded in the last moments before a crash;
-/// one recorded earlier and missed is sent again, as at-least-once allows.
+/// Journal entries the first session after a crash reads besides the
+/// table: the newest ones, at least 1.6 s of recording (an entry is
+/// written at least every 100 ms while rows are confirmed). The slot passes
+/// rows soon after they are recorded, so the rows it sends again were
+/// recorded in the last moments before the crash; one recorded earlier and
+/// missed is sent again, as at-least-once allows.
 const RECENT_ENTRIES: u32 = 16;
 
 /// Which of a chunk's ids are published already: PUBLISHED in the table,

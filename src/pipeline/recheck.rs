@@ -1,10 +1,11 @@
 //! Rows a crashed session published already. After a restart the slot
 //! sends again everything past the position it confirmed, and much of that
 //! was confirmed by Kafka and recorded (journaled, or folded to PUBLISHED)
-//! before the crash. Idempotent delivery with PUBLISHED marks on looks each
-//! chunk of the replay up, in one statement, and leaves out what is
-//! recorded: only the rows Kafka confirmed and the relay had not recorded
-//! yet come twice.
+//! before the crash. In a process's first session, idempotent delivery with
+//! PUBLISHED marks on looks each chunk of the replay up, in one statement,
+//! and leaves out what is recorded: only the rows Kafka confirmed and the
+//! relay had not recorded yet come twice. (`Shared::rechecked` says why a
+//! session the relay restarts itself does not.)
 //!
 //! Invariant (why the lookup may stop): the recorder records ids in the
 //! order Kafka confirmed them, and a session has at most
