@@ -14,6 +14,7 @@
 //! `testing` put in-memory fakes behind them.
 
 mod backlog;
+mod kafka_wait;
 mod ledger;
 mod monitor;
 mod parts;

@@ -23,6 +23,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::kafka_wait::KafkaWait;
 use super::ledger::Ledger;
 use super::parts::{Current, Failure, Parts};
 use super::recheck::Recheck;
@@ -43,6 +44,10 @@ use crate::pg::dead_letter::Content;
 use crate::pg::row_status::Guard;
 use crate::replication::Change;
 use crate::replication::{Event, Events, ReaderStats};
+
+/// How long a session whose producer stopped itself waits for the
+/// reports of what it sent (the refusal's among them).
+const STOPPED_REPORTS_WAIT: Duration = Duration::from_secs(2);
 
 /// Delivery reports taken per step.
 const REPORT_BATCH: usize = 512;
@@ -467,31 +472,41 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                     return;
                 }
                 Err(SendError::Failed(error)) => {
+                    // A producer stopped by a refusal (gapless) fails sends
+                    // before its report is taken: take the reports first, so
+                    // the refused row is recorded FAILED, not refused again
+                    // by every session.
+                    let until = Instant::now() + STOPPED_REPORTS_WAIT;
+                    while self.parts.in_flight.messages > 0
+                        && self.take_reports(REPORT_BATCH, until).await
+                    {}
                     self.parts
                         .end_with(error.context(format!("producing {}", record.message_id)));
                     return;
                 }
-                Err(SendError::QueueFull) => self.take_a_report().await,
+                Err(SendError::QueueFull) => {
+                    self.take_reports(1, Instant::now() + Duration::from_millis(100))
+                        .await;
+                }
             }
         }
     }
 
-    /// Lets a report come, for at most 100 ms (the queue is full).
-    async fn take_a_report(&mut self) {
-        let mut one = Vec::with_capacity(1);
-        let reports = self.parts.sink.reports(&mut one, 1);
-        match tokio::time::timeout(Duration::from_millis(100), reports).await {
-            Ok(0) => self.parts.end_with(Error::new(
-                Code::INTERNAL,
-                "the producer's delivery reports stopped",
-            )),
-            Ok(_) => {
-                for d in one {
-                    self.on_delivery(d);
-                }
+    /// Lets up to `most` reports come until `until`; `false` if none came.
+    async fn take_reports(&mut self, most: usize, until: Instant) -> bool {
+        let mut taken = Vec::with_capacity(most);
+        let reports = self.parts.sink.reports(&mut taken, most);
+        let came = match tokio::time::timeout_at(until, reports).await {
+            Ok(0) => {
+                let stopped = "the producer's delivery reports stopped";
+                self.parts.end_with(Error::new(Code::INTERNAL, stopped));
+                false
             }
-            Err(_) => {}
-        }
+            Ok(_) => true,
+            Err(_) => false,
+        };
+        taken.into_iter().for_each(|d| self.on_delivery(d));
+        came
     }
 
     /// Waits until every record sent is reported (or `shutdown`: `false`).
@@ -601,100 +616,9 @@ impl Pace {
     }
 }
 
-/// How much longer than librdkafka's own deadline the session waits before
-/// it takes librdkafka to have lost track of its records: time for the
-/// deadline's reports to arrive.
-const STALL_GRACE: Duration = Duration::from_secs(30);
-
-/// Since when Kafka has acknowledged none of the records in flight: an
-/// acknowledgement starts the wait again, records going in flight start
-/// it, and nothing in flight ends it.
-#[derive(Debug, Default)]
-struct KafkaWait {
-    /// The relay's acknowledgements at the last step.
-    acknowledged: u64,
-    /// Unix µs.
-    since: Option<i64>,
-}
-
-impl KafkaWait {
-    /// The wait after a step that left `in_flight` records out and saw
-    /// `acknowledged` acknowledgements in all.
-    fn step(&mut self, in_flight: usize, acknowledged: u64, now: i64) -> Option<i64> {
-        let moved = acknowledged != self.acknowledged;
-        self.acknowledged = acknowledged;
-        self.since = match (in_flight, moved, self.since) {
-            (0, _, _) => None,
-            (_, true, _) | (_, false, None) => Some(now),
-            (_, false, Some(since)) => Some(since),
-        };
-        self.since
-    }
-
-    /// `KAFKA_STALLED` once the wait is past `deadline` (by which librdkafka
-    /// must have reported every record) and a grace: it lost track of them
-    /// (seen in transactional delivery when two of three brokers died and
-    /// came back), and only a new producer publishes them.
-    fn overdue(&self, now: i64, deadline: Duration) -> Option<Error> {
-        let waited = Duration::from_micros(u64::try_from(now - self.since?).unwrap_or(0));
-        (waited > deadline + STALL_GRACE).then(|| {
-            Error::new(
-                Code::KAFKA_STALLED,
-                format!(
-                    "Kafka acknowledged none of the records in flight for {} s, and librdkafka, whose deadline is {} s, reported none of them; giving the producer up",
-                    waited.as_secs(),
-                    deadline.as_secs()
-                ),
-            )
-        })
-    }
-}
-
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::KafkaWait;
-    use crate::error::Code;
-
-    #[test]
-    fn the_wait_for_kafka_starts_with_records_in_flight_and_ends_with_an_acknowledgement() {
-        let mut wait = KafkaWait::default();
-        // Nothing in flight: no wait.
-        assert_eq!(wait.step(0, 0, 1), None);
-        // Records go in flight: the wait starts now.
-        assert_eq!(wait.step(3, 0, 9), Some(9));
-        // No acknowledgement since: it goes on from when it started.
-        assert_eq!(wait.step(3, 0, 20), Some(9));
-        // An acknowledgement with records still in flight starts it again.
-        assert_eq!(wait.step(3, 2, 25), Some(25));
-        assert_eq!(wait.step(5, 2, 40), Some(25));
-        // Nothing left in flight ends it, acknowledged or not.
-        assert_eq!(wait.step(0, 7, 41), None);
-        assert_eq!(wait.step(0, 7, 50), None);
-    }
-
-    #[test]
-    fn a_wait_past_librdkafkas_deadline_and_the_grace_ends_the_session_as_stalled() {
-        let deadline = Duration::from_secs(120);
-        let mut wait = KafkaWait::default();
-        assert!(wait.overdue(1_000_000_000, deadline).is_none());
-        let start = 1_000_000;
-        wait.step(4, 0, start);
-        let after = |secs: i64| start + secs * 1_000_000;
-        assert!(wait.overdue(after(150), deadline).is_none());
-        let e = wait.overdue(after(151), deadline).expect("overdue");
-        assert_eq!(e.code(), Code::KAFKA_STALLED);
-        assert!(e.to_string().contains("for 151 s"), "{e}");
-        // An acknowledgement starts the wait again.
-        wait.step(4, 1, after(151));
-        assert!(wait.overdue(after(160), deadline).is_none());
     }
 }

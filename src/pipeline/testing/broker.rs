@@ -334,6 +334,14 @@ impl Sink for FakeSink {
             s.queue_full -= 1;
             return Err(SendError::QueueFull);
         }
+        // librdkafka refuses every produce once the producer has a fatal
+        // error, whether or not the refusal's report was taken.
+        if s.stopped.contains(&self.id) {
+            return Err(SendError::Failed(Error::new(
+                Code::KAFKA_PRODUCE_FAILED,
+                "Fatal",
+            )));
+        }
         *s.sends.entry(record.message_id).or_default() += 1;
         let pending = Pending {
             ticket,
