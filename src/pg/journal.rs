@@ -88,7 +88,7 @@ pub struct Journal {
     marker: Marker,
 }
 
-/// Journal entries the first session after a crash reads besides the
+/// Journal entries a replay's lookup after a crash reads besides the
 /// table: the newest ones, at least 1.6 s of recording (an entry is
 /// written at least every 100 ms while rows are confirmed). The slot passes
 /// rows soon after they are recorded, so the rows it sends again were

@@ -1,11 +1,11 @@
 //! Rows a crashed session published already. After a restart the slot
 //! sends again everything past the position it confirmed, and much of that
 //! was confirmed by Kafka and recorded (journaled, or folded to PUBLISHED)
-//! before the crash. In a process's first session, idempotent delivery with
-//! PUBLISHED marks on looks each chunk of the replay up, in one statement,
-//! and leaves out what is recorded: only the rows Kafka confirmed and the
-//! relay had not recorded yet come twice. (`Shared::rechecked` says why a
-//! session the relay restarts itself does not.)
+//! before the crash. Until a session of the process is past that window
+//! (`Shared::rechecked`), idempotent delivery with PUBLISHED marks on looks
+//! each chunk of the replay up, in one statement, and leaves out what is
+//! recorded: only the rows Kafka confirmed and the relay had not recorded
+//! yet come twice.
 //!
 //! Invariant (why the lookup may stop): the recorder records ids in the
 //! order Kafka confirmed them, and a session has at most
@@ -78,6 +78,7 @@ impl Recheck {
         };
         let recorded = found.len().min(rows.len());
         if let Some(left_out) = self.found(recorded, rows.len() - recorded) {
+            parts.shared.rechecked.store(true, Ordering::Relaxed);
             tracing::info!(
                 left_out,
                 "the replay after the restart is past what an earlier session can have published; rows it found published were left out"

@@ -81,11 +81,10 @@ pub(crate) struct Shared {
     /// Rows Kafka refused inside an aborted transaction, recorded FAILED:
     /// left out when their transaction is published again.
     pub(crate) poison: Mutex<HashSet<Uuid>>,
-    /// The process's first session has opened: only it looks its replay
-    /// up (`pipeline::recheck`). A crash starts a new process; a session
-    /// restarted in the process replays as before, so an await per chunk
-    /// never comes between a refused record and the producer's stop that
-    /// follows it (`enable.gapless.guarantee`).
+    /// A session of this process got past the window its replay is looked
+    /// up in (`pipeline::recheck`): later sessions replay without it. One
+    /// that ended inside it (Kafka still starting, a passing error) leaves
+    /// the lookup to the next.
     pub(crate) rechecked: std::sync::atomic::AtomicBool,
     /// Spans for published records; `None` unless `[otel]` is configured.
     pub(crate) otel: Option<Arc<crate::otel::Tracing>>,

@@ -47,11 +47,10 @@ impl Settlement for Idempotent {
     }
 
     /// With marks on, a crashed session's confirmed rows are recorded: a
-    /// lookup finds them.
+    /// lookup finds them, until a session of this process is past them.
     fn recheck(shared: &Shared) -> Recheck {
-        let first = !shared.rechecked.swap(true, Ordering::Relaxed);
-        match (&shared.recorder, first) {
-            (Some(_), true) => Recheck::after_restart(&shared.relay),
+        match (&shared.recorder, shared.rechecked.load(Ordering::Relaxed)) {
+            (Some(_), false) => Recheck::after_restart(&shared.relay),
             _ => Recheck::Done,
         }
     }
