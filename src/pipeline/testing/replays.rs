@@ -13,7 +13,13 @@ use crate::pipeline::settlement::Mode;
 /// are confirmed, row 1 holds the slot, and the relay is killed.
 fn crash_with_confirmed_rows(journal: Step) -> Vec<Step> {
     let mut steps = before_the_crash(journal);
-    steps.extend([
+    steps.extend(replayed_and_answered());
+    steps
+}
+
+/// The slot's replay, every record of it confirmed.
+fn replayed_and_answered() -> [Step; 3] {
+    [
         Step::Deliver(3),
         Step::Answer {
             partition: None,
@@ -21,8 +27,7 @@ fn crash_with_confirmed_rows(journal: Step) -> Vec<Step> {
             fault: None,
         },
         Step::Wait(1_000),
-    ]);
-    steps
+    ]
 }
 
 fn before_the_crash(journal: Step) -> Vec<Step> {
@@ -98,13 +103,7 @@ fn a_session_that_ends_before_its_lookup_is_done_leaves_it_to_the_next() {
             fault: Some(Fault::Retry),
         },
         Step::Wait(1_000),
-        Step::Deliver(3),
-        Step::Answer {
-            partition: None,
-            n: 10,
-            fault: None,
-        },
-        Step::Wait(1_000),
     ]);
+    steps.extend(replayed_and_answered());
     assert_eq!(copies(steps), [1, 1, 1, 1]);
 }
