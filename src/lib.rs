@@ -27,6 +27,8 @@ pub mod pg;
 pub mod pipeline;
 pub(crate) mod quote;
 pub mod replication;
+pub mod router;
+pub mod row;
 pub mod rules;
 pub mod secret;
 pub mod spelling;

@@ -12,7 +12,7 @@ use serde_json::{json, Value as Json};
 use tokio_postgres::Client;
 
 use outbox_cdc::config::{Config, Secret, SslMode};
-use outbox_cdc::contract::mapper::{self, Record};
+use outbox_cdc::contract::definition::Contract;
 use outbox_cdc::contract::outbox;
 use outbox_cdc::kafka::enqueue::{Enqueuer, Outgoing};
 use outbox_cdc::kafka::settings;
@@ -20,6 +20,7 @@ use outbox_cdc::lsn::Lsn;
 use outbox_cdc::replication::{
     slot, ConnectOptions, Event, Feedback, ReplicationConnection, SourceOptions, Stream,
 };
+use outbox_cdc::router::{Plan, Record};
 
 use crate::args::Args;
 use crate::collect::Collector;
@@ -121,7 +122,7 @@ pub(crate) async fn slot_read(
         };
         let (feedback, _) = Feedback::new(Lsn::ZERO);
         let mut stream = Stream::open(&b.client, &source, &feedback).await?;
-        let prefix = &b.config.outbox.topic_prefix;
+        let plan = Plan::of_definition(&Contract::messaging(&b.config.outbox.topic_prefix))?;
         let mut commit_time = None;
         while (out.len() as i64) < a.rows {
             match stream.events.recv().await {
@@ -131,7 +132,11 @@ pub(crate) async fn slot_read(
                 Some(Event::Rows(r)) => {
                     let at = commit_time.ok_or_else(|| anyhow!("a row outside a transaction"))?;
                     for row in r {
-                        out.push(mapper::map(row, prefix, at).map_err(|e| anyhow!("{e:?}"))?);
+                        let id = row
+                            .message_id()
+                            .ok_or_else(|| anyhow!("a row without an id"))?;
+                        let record = plan.record(&row, id, at.unix_millis());
+                        out.push(record.map_err(|e| anyhow!("{e:?}"))?);
                     }
                 }
                 Some(Event::Commit { end_lsn, .. }) => feedback.settle(end_lsn),

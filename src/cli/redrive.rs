@@ -28,9 +28,10 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let since = match &args.since {
         Some(text) => {
             let us = super::window::instant("since", text, crate::metrics::unix_micros())?;
-            let at = crate::contract::value::Timestamp::from_unix_millis(us / 1000).ok_or_else(
-                || super::window::invalid("since", format!("{text:?} is out of range")),
-            )?;
+            let at =
+                crate::row::value::Timestamp::from_unix_millis(us / 1000).ok_or_else(|| {
+                    super::window::invalid("since", format!("{text:?} is out of range"))
+                })?;
             Some(at.to_rfc3339_millis())
         }
         None => None,

@@ -20,9 +20,9 @@ pub(super) fn instant(flag: &str, text: &str, now_us: i64) -> Result<i64, Error>
         Some(body) => format!("{body}+00"),
         None => iso,
     };
-    crate::contract::value::parse_timestamptz(&iso)
+    crate::row::value::parse_timestamptz(&iso)
         .ok()
-        .filter(|t| matches!(t, crate::contract::value::Timestamp::Micros(_)))
+        .filter(|t| matches!(t, crate::row::value::Timestamp::Micros(_)))
         .map(|t| t.unix_micros())
         .ok_or_else(|| {
             invalid(

@@ -171,6 +171,6 @@ pub(crate) const MEANINGS: &[(&str, &str)] = &[
     ),
     (
         "outbox.router",
-        "the debezium contract's Outbox Event Router options by the router's own names, e.g. `\"table.field.event.key\" = \"order_id\"`: `table.field.event.{id,key,payload,timestamp,schema.version}`, `table.fields.additional.placement`, `table.field.additional.missing`, `route.by.field`, `route.topic.regex`, `route.topic.replacement`, `route.tombstone.on.empty.payload`, `table.expand.json.payload`, `table.json.payload.null.behavior`, `table.op.invalid.behavior`; each unset one has the router's 3.6 default. An expanded payload that fails Debezium's own task (a top-level array, an integer beyond `long`) is refused as a row (`PAYLOAD_NOT_REPRODUCED`)",
+        "the debezium contract's Outbox Event Router options by the router's own names; each unset one has the router's 3.6 default (see `[outbox.router]` below)",
     ),
 ];

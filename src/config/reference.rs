@@ -111,6 +111,28 @@ pub fn reference_markdown() -> String {
             meaning.replace('|', "\\|")
         ));
     }
+    out.push_str(&router_options());
+    out
+}
+
+/// `[outbox.router]`'s keys: the Outbox Event Router's options, from their
+/// one table (`contract::options`).
+fn router_options() -> String {
+    let mut out = String::from(
+        "\n## [outbox.router]\n\nThe `debezium` contract's Outbox Event Router options, by the router's own names \
+         (`\"table.field.event.key\" = \"order_id\"`); an option left out has the router's 3.6 default. \
+         Any other key is refused, with the nearest option named.\n\n\
+         | option | default | meaning |\n|---|---|---|\n",
+    );
+    for o in crate::contract::options::OPTIONS {
+        let default = o.default.map_or("unset".to_string(), |d| format!("`{d}`"));
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            o.key,
+            default.replace('|', "\\|"),
+            o.doc.replace('|', "\\|")
+        ));
+    }
     out
 }
 

@@ -1,14 +1,12 @@
 //! Kafka Connect's converters, by role (key, value, headers), as a
-//! deployment names them and as the relay writes their bytes. A contract
-//! holds one [`Converters`]; the generator writes it back as the
-//! deployment's `key.converter`, `value.converter` and `header.converter`
-//! settings, and `connector-config import` reads it from them, so the three
-//! cannot disagree.
+//! deployment names them, and what each can write without failing
+//! Debezium's task. A contract holds one [`Converters`]; the generator
+//! writes it back as the deployment's `key.converter`, `value.converter`
+//! and `header.converter` settings, and `connector-config import` reads it
+//! from them, so the three cannot disagree. The bytes they write are the
+//! router's (`router::converters`).
 
 use std::collections::BTreeMap;
-
-use super::convert::{self, Datum, Shape};
-use super::schema::ColumnSchema;
 
 /// The converter classes, each once.
 pub mod classes {
@@ -197,7 +195,7 @@ fn schemas(value: Option<&String>) -> Schemas {
 }
 
 impl Converter {
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Converter::String => "StringConverter".into(),
             Converter::Json(Schemas::Enabled) => "JsonConverter (schemas.enable=true)".into(),
@@ -287,37 +285,6 @@ impl Converter {
         }
     }
 
-    /// The bytes this converter writes for a column's value (`None`: a
-    /// null) under the column's schema. The plan refused what fails
-    /// Debezium's task (ByteArray on another type) or has no stable bytes
-    /// (`toString()` of bytes).
-    pub fn column(&self, datum: &Datum, schema: &ColumnSchema<'_>) -> Option<Vec<u8>> {
-        match self {
-            Converter::String => convert::string_bytes(datum),
-            Converter::Json(schemas) => {
-                let mut out = Vec::new();
-                convert::write_json(&mut out, datum);
-                Some(match schemas {
-                    Schemas::Disabled => out,
-                    Schemas::Enabled => {
-                        let mut s = Vec::with_capacity(96);
-                        schema.write(&mut s, None);
-                        super::schema::envelope(&s, &out)
-                    }
-                })
-            }
-            Converter::ByteArray => match datum {
-                Datum::Bytes(b) => Some(b.to_vec()),
-                _ => None,
-            },
-            Converter::BinaryData(delegate) => match (datum, schema.ty.shape()) {
-                (Datum::Bytes(b), _) => Some(b.to_vec()),
-                (Datum::Null, Shape::Bytes) => None,
-                (other, _) => delegate.column(other, schema),
-            },
-        }
-    }
-
     /// Whether it writes `value` of a column whose schema is or is not
     /// BYTES without failing Debezium's task or writing unstable bytes.
     pub fn writes_column(&self, bytes_schema: BytesSchema) -> Result<(), &'static str> {
@@ -362,21 +329,6 @@ impl Converter {
         }
     }
 
-    /// A struct's bytes (an envelope, an expanded payload): its JSON, or
-    /// `Struct.toString()` for StringConverter. The plan refused
-    /// ByteArrayConverter here.
-    pub fn structure(&self, forms: &dyn StructForms) -> Option<Vec<u8>> {
-        match self {
-            Converter::String => Some(forms.java().into_bytes()),
-            Converter::Json(Schemas::Disabled) => Some(forms.json()),
-            Converter::Json(Schemas::Enabled) => {
-                Some(super::schema::envelope(&forms.schema(), &forms.json()))
-            }
-            Converter::ByteArray => None,
-            Converter::BinaryData(d) => d.structure(forms),
-        }
-    }
-
     /// Whether it writes a struct (an envelope, an expanded payload).
     pub fn writes_struct(&self) -> Result<(), &'static str> {
         match self {
@@ -389,16 +341,6 @@ impl Converter {
     }
 }
 
-/// A struct value's forms, each written only when a converter asks.
-pub trait StructForms {
-    /// As JsonConverter writes the value.
-    fn json(&self) -> Vec<u8>;
-    /// `Struct.toString()`, as StringConverter writes it.
-    fn java(&self) -> String;
-    /// The struct's schema, as JsonConverter writes it.
-    fn schema(&self) -> Vec<u8>;
-}
-
 /// Whether a column's Kafka Connect schema is BYTES.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BytesSchema {
@@ -407,19 +349,10 @@ pub enum BytesSchema {
 }
 
 impl HeaderConverter {
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             HeaderConverter::Simple => "SimpleHeaderConverter".into(),
             HeaderConverter::Json(s) => Converter::Json(*s).describe(),
-        }
-    }
-
-    /// A header's bytes; `None` is a null header.
-    pub fn column(&self, datum: &Datum, schema: &ColumnSchema<'_>) -> Option<Vec<u8>> {
-        match self {
-            HeaderConverter::Simple => convert::header_bytes(datum),
-            // Never null: a null value under the column's schema is `null`.
-            HeaderConverter::Json(s) => Converter::Json(*s).column(datum, schema),
         }
     }
 }

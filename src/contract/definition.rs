@@ -1,12 +1,15 @@
 //! A contract as a value: which table, which of its columns make the
 //! record and how (the Outbox Event Router's options), whether the table
-//! keeps status, and which Kafka Connect converters write the bytes. The
-//! mapper, the generator and the catalog check read one [`Contract`].
+//! keeps status, which Kafka Connect converters write the bytes, and what
+//! the platform's table asks of its rows beyond that. The router's plan,
+//! the generator and the catalog check read one [`Contract`]; the two
+//! built-ins are made here.
 
 use std::collections::BTreeMap;
 
+pub use super::options::Role;
+use super::options::{Additional, Placement, RouterOptions};
 use super::outbox;
-use super::router::{Additional, Placement, RouterOptions};
 use crate::error::Error;
 
 /// The built-in contracts, as `[outbox] contract` names them.
@@ -51,44 +54,42 @@ pub use super::converters::Converters;
 /// default logical name.
 pub const DEFAULT_RECORD_NAME: &str = "outbox-cdc.public.outboxevent.Value";
 
-/// What a contract column is for; the catalog check names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    EventId,
-    Key,
-    Payload,
-    RouteBy,
-    Timestamp,
-    SchemaVersion,
-    Header,
-    Envelope,
-    Partition,
-    /// Another column of the platform's table (status, leases, ...).
-    Table,
-}
-
-impl Role {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Role::EventId => "event id",
-            Role::Key => "key",
-            Role::Payload => "payload",
-            Role::RouteBy => "routing field",
-            Role::Timestamp => "event timestamp",
-            Role::SchemaVersion => "schema version",
-            Role::Header => "header",
-            Role::Envelope => "envelope field",
-            Role::Partition => "partition",
-            Role::Table => "the platform's table",
-        }
-    }
-}
-
 /// One column a contract needs, with what it is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requirement {
     pub column: String,
     pub role: Role,
+}
+
+/// Whether a row whose routing value is empty is routed (to a topic that is
+/// the replacement's text alone) or refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmptyRoute {
+    /// As Debezium does.
+    Routed,
+    /// The platform's: a destination names a topic of its own.
+    Refused,
+}
+
+/// What a contract asks of each row beyond the router's options: the
+/// platform's CHECK constraints, kept again on the stream for a table whose
+/// constraints were never validated (`router::checks`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowRules {
+    /// A `jsonb` column of application headers: a flat object of strings,
+    /// none in the platform's namespace; never published.
+    pub application_headers: Option<String>,
+    pub empty_route: EmptyRoute,
+}
+
+impl RowRules {
+    /// Nothing beyond the router's options: Debezium's own behaviour.
+    pub fn none() -> RowRules {
+        RowRules {
+            application_headers: None,
+            empty_route: EmptyRoute::Routed,
+        }
+    }
 }
 
 /// A contract: everything that decides the records of one outbox table.
@@ -98,6 +99,7 @@ pub struct Contract {
     pub router: RouterOptions,
     pub status: Status,
     pub converters: Converters,
+    pub rules: RowRules,
     /// The name of Debezium's schema of the table's rows
     /// (`<topic.prefix>.<schema>.<table>.Value`), after which the router
     /// names an envelope's schema.
@@ -129,6 +131,10 @@ impl Contract {
             },
             status: Status::Kept,
             converters: Converters::platform(),
+            rules: RowRules {
+                application_headers: Some(outbox::HEADERS.name.into()),
+                empty_route: EmptyRoute::Refused,
+            },
             record_name: String::new(),
         }
     }
@@ -145,6 +151,7 @@ impl Contract {
             router,
             status: Status::NotKept,
             converters,
+            rules: RowRules::none(),
             record_name: DEFAULT_RECORD_NAME.into(),
         })
     }
@@ -155,37 +162,28 @@ impl Contract {
         self
     }
 
-    /// The columns the contract reads, each with its first role.
+    /// The columns the contract reads, each with its first role: those
+    /// its router options name, then its row rules'.
     pub fn requirements(&self) -> Vec<Requirement> {
-        let r = &self.router;
+        let rules = self
+            .rules
+            .application_headers
+            .iter()
+            .map(|c| (c.as_str(), Role::ApplicationHeaders));
         let mut out: Vec<Requirement> = Vec::new();
-        let mut need = |column: &str, role: Role| {
+        for (column, role) in self
+            .router
+            .named_columns()
+            .into_iter()
+            .map(|n| (n.column, n.role))
+            .chain(rules)
+        {
             if !out.iter().any(|q| q.column == column) {
                 out.push(Requirement {
                     column: column.to_string(),
                     role,
                 });
             }
-        };
-        need(&r.event_id, Role::EventId);
-        if let Some(key) = &r.event_key {
-            need(key, Role::Key);
-        }
-        need(&r.payload, Role::Payload);
-        need(&r.route_by, Role::RouteBy);
-        if let Some(ts) = &r.event_timestamp {
-            need(ts, Role::Timestamp);
-        }
-        if let Some(v) = &r.schema_version {
-            need(v, Role::SchemaVersion);
-        }
-        for a in &r.additional {
-            let role = match a.placement {
-                Placement::Header => Role::Header,
-                Placement::Envelope => Role::Envelope,
-                Placement::Partition => Role::Partition,
-            };
-            need(&a.column, role);
         }
         out
     }
@@ -214,7 +212,8 @@ mod tests {
             .starts_with("message_type:header:msg.type,message_version:header:msg.version,"));
         assert_eq!(c.status, Status::Kept);
         assert_eq!(c.converters, Converters::platform());
-        assert_eq!(c.requirements().len(), 4 + 15 - 1); // destination is both
+        // Destination is both routing field and header; headers are checked.
+        assert_eq!(c.requirements().len(), 4 + 15 - 1 + 1);
     }
 
     #[test]

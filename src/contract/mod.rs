@@ -1,16 +1,14 @@
-//! The record contract: what an outbox row is and what Kafka record it
-//! becomes. Pure code over the definition in [`outbox`]; no I/O.
-//! `connector` writes the Debezium configuration that emits the same record.
+//! What a record must be: the definition of the platform's outbox table
+//! and its headers (`outbox`), a contract as a value (`definition`: which
+//! columns make the record and how, the built-in contracts, the rules a
+//! platform row must keep), the Outbox Event Router's options, one table of
+//! them (`options`), the topic rule they give (`topic`), and the Kafka
+//! Connect converters a contract names (`converters`). Pure data and
+//! parsing, no bytes written: `router` compiles a contract into the records,
+//! `connector` into the Debezium configuration that emits the same ones.
 
-pub mod convert;
 pub mod converters;
 pub mod definition;
-pub mod expand;
-pub mod mapper;
+pub mod options;
 pub mod outbox;
-pub mod route;
-pub mod router;
-pub mod row;
-pub mod schema;
 pub mod topic;
-pub mod value;

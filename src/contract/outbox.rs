@@ -262,8 +262,8 @@ const fn header(name: &'static str, column: Column) -> Header {
 }
 
 /// The first header of every record: the message id. Debezium's Event Router
-/// adds it under this fixed name.
-pub const ID_HEADER: Header = header("id", MESSAGE_ID);
+/// adds it under its fixed name.
+pub const ID_HEADER: Header = header(super::options::ID_HEADER, MESSAGE_ID);
 
 /// The W3C trace context: the parent of the relay's span, and what
 /// `otel.propagate` writes the relay's span into.

@@ -19,6 +19,23 @@ pub struct TopicRule {
     /// The regex anchored at both ends: `Matcher.matches()`.
     whole: Regex,
     pieces: Vec<Piece>,
+    matcher: Matcher,
+}
+
+/// How a value is matched: the router's default regex, `(?<name>.*)`,
+/// matches every value without a line terminator whole, its group being
+/// the value itself, so every record of the usual rule is written without
+/// running the regex.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Matcher {
+    /// One group, all of the value: `(?<name>.*)`.
+    WholeLine,
+    Regex,
+}
+
+/// Java's line terminators, which `.` does not match without `DOTALL`.
+fn is_line_terminator(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
 }
 
 /// Which half of the rule is refused, and why.
@@ -41,15 +58,42 @@ impl TopicRule {
         let whole =
             Regex::new(&format!("^(?:{regex})$")).map_err(|e| RuleError::Regex(e.to_string()))?;
         let pieces = parse_replacement(replacement, &whole)?;
-        Ok(TopicRule { whole, pieces })
+        let one_group = regex
+            .strip_prefix("(?<")
+            .and_then(|r| r.strip_suffix(">.*)"));
+        let matcher = match one_group {
+            Some(name) if name.chars().all(|c| c.is_ascii_alphanumeric()) => Matcher::WholeLine,
+            _ => Matcher::Regex,
+        };
+        Ok(TopicRule {
+            whole,
+            pieces,
+            matcher,
+        })
     }
 
     /// The topic for a routing value.
     pub fn topic(&self, value: &str) -> String {
-        let Some(caps) = self.whole.captures(value) else {
-            return value.to_string();
-        };
         let mut out = String::with_capacity(value.len() + 16);
+        self.write(value, &mut out);
+        out
+    }
+
+    /// [`TopicRule::topic`] appended to `out`.
+    pub fn write(&self, value: &str, out: &mut String) {
+        if self.matcher == Matcher::WholeLine && !value.contains(is_line_terminator) {
+            for piece in &self.pieces {
+                match piece {
+                    Piece::Literal(s) => out.push_str(s),
+                    // Group 0 and the one group are the value.
+                    Piece::Group(_) | Piece::Named(_) => out.push_str(value),
+                }
+            }
+            return;
+        }
+        let Some(caps) = self.whole.captures(value) else {
+            return out.push_str(value);
+        };
         for piece in &self.pieces {
             match piece {
                 Piece::Literal(s) => out.push_str(s),
@@ -57,7 +101,6 @@ impl TopicRule {
                 Piece::Named(name) => out.push_str(caps.name(name).map_or("", |m| m.as_str())),
             }
         }
-        out
     }
 }
 
@@ -141,6 +184,18 @@ mod tests {
         let rule = TopicRule::new("(?<routedByValue>.*)", "outbox.event.${routedByValue}").unwrap();
         assert_eq!(rule.topic("Order"), "outbox.event.Order");
         assert_eq!(rule.topic(""), "outbox.event.");
+        assert_eq!(rule.matcher, Matcher::WholeLine);
+        // The regex gives what the shortcut gives, and a value with a line
+        // terminator (which Java's `.` does not match) takes the regex.
+        let mut regex = rule.clone();
+        regex.matcher = Matcher::Regex;
+        for value in ["Order", "", "a.b-c_d", "é😀", "a\nb"] {
+            assert_eq!(rule.topic(value), regex.topic(value), "{value:?}");
+        }
+        assert_eq!(rule.topic("a\nb"), "a\nb");
+        let mut out = String::from("x");
+        rule.write("Order", &mut out);
+        assert_eq!(out, "xoutbox.event.Order");
     }
 
     #[test]

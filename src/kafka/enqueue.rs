@@ -20,7 +20,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{Producer, ProducerContext, ThreadedProducer};
 use rdkafka::util::IntoOpaque;
 
-use crate::contract::mapper::Record;
+use crate::router::Record;
 
 /// One record's parts, as they go to librdkafka.
 pub struct Outgoing<'a, H> {
@@ -36,7 +36,7 @@ pub struct Outgoing<'a, H> {
     pub timestamp_ms: Option<i64>,
 }
 
-impl<'a> Outgoing<'a, crate::contract::mapper::HeaderIter<'a>> {
+impl<'a> Outgoing<'a, crate::router::record::HeaderIter<'a>> {
     /// A mapped record's parts.
     pub fn of(record: &'a Record) -> Self {
         Outgoing {

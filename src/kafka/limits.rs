@@ -21,9 +21,9 @@ use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
-use crate::contract::mapper::Record;
 use crate::error::{Cause, Code, Error};
 use crate::kafka::settings::{self, Cluster};
+use crate::router::Record;
 
 /// The topic configuration that bounds a record batch.
 pub const TOPIC_LIMIT: &str = "max.message.bytes";

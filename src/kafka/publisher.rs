@@ -25,8 +25,8 @@ use tokio::sync::mpsc;
 
 use super::enqueue::{Enqueuer, Outgoing};
 use super::send_now::{self, SendNow};
-use crate::contract::mapper::Record;
 use crate::error::{Cause, Code, Error};
+use crate::router::Record;
 
 /// What the relay learns about one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub(crate) enum Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ticket<T> {
     pub(crate) tag: T,
-    pub(crate) message_id: crate::contract::value::Uuid,
+    pub(crate) message_id: crate::row::value::Uuid,
     pub(crate) bytes: usize,
     /// The caller's index of the record's topic (for per-destination counts).
     pub(crate) destination: u32,
@@ -221,10 +221,10 @@ impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
 }
 
 /// A copy of a message Kafka refused, as a record.
-fn returned(m: &rdkafka::message::BorrowedMessage<'_>, id: crate::contract::value::Uuid) -> Record {
+fn returned(m: &rdkafka::message::BorrowedMessage<'_>, id: crate::row::value::Uuid) -> Record {
     use rdkafka::message::Headers as _;
     use rdkafka::Message;
-    let headers = m
+    let headers: Vec<(std::sync::Arc<str>, Option<Vec<u8>>)> = m
         .headers()
         .map(|hs| {
             hs.iter()
@@ -232,13 +232,13 @@ fn returned(m: &rdkafka::message::BorrowedMessage<'_>, id: crate::contract::valu
                 .collect()
         })
         .unwrap_or_default();
-    Record::copied(crate::contract::mapper::Copied {
+    Record::new(crate::router::Parts {
         message_id: id,
         topic: m.topic().to_string(),
         key: m.key().map(bytes::Bytes::copy_from_slice),
         value: m.payload().map(bytes::Bytes::copy_from_slice),
         partition: (m.partition() >= 0).then_some(m.partition()),
-        headers,
+        headers: crate::router::Headers::from_pairs(&headers),
         timestamp_ms: m.timestamp().to_millis(),
     })
 }

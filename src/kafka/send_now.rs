@@ -113,8 +113,12 @@ mod tests {
         })
         .unwrap();
         send_now.ring();
-        // Rung while the first flush runs: one more flush follows it.
-        std::thread::sleep(Duration::from_millis(5));
+        // Rung while the first flush runs (it has begun, and sleeps 20 ms):
+        // one more flush follows it.
+        let began = std::time::Instant::now() + Duration::from_secs(5);
+        while windows.lock().unwrap().is_empty() && std::time::Instant::now() < began {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         send_now.ring();
         send_now.ring();
         let deadline = std::time::Instant::now() + Duration::from_secs(5);

@@ -9,8 +9,8 @@ use rdkafka::message::{Headers, Timestamp as KafkaTimestamp};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::settings;
-use crate::contract::value::Timestamp;
 use crate::error::{Code, Error};
+use crate::row::value::Timestamp;
 
 pub(crate) struct TailOptions {
     pub(crate) topic: String,

@@ -200,7 +200,7 @@ impl Metrics {
         m.register(&BUILD_INFO, Box::new(build));
         // Every label value known in advance is exported at 0, so a rate()
         // over it works from the first scrape.
-        for behavior in crate::contract::router::InvalidOp::ALL {
+        for behavior in crate::contract::options::InvalidOp::ALL {
             m.updates_dropped.with_label_values(&[behavior.as_str()]);
         }
         for outcome in [CONFIRMED, REJECTED, AMBIGUOUS, RETRY] {
@@ -300,7 +300,7 @@ impl Metrics {
 
     /// An UPDATE of a status-less outbox, by what
     /// `table.op.invalid.behavior` made of it.
-    pub(crate) fn update_dropped(&self, behavior: crate::contract::router::InvalidOp) {
+    pub(crate) fn update_dropped(&self, behavior: crate::contract::options::InvalidOp) {
         self.updates_dropped
             .with_label_values(&[behavior.as_str()])
             .inc();

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use crate::config::{Config, Env};
 use crate::contract::definition::Status;
-use crate::contract::value::Timestamp;
 use crate::error::{Code, Error};
 use crate::ops::purge;
 use crate::pg::handover::{self, FailedFilter};
 use crate::pg::{connect, dead_letter};
 use crate::pipeline::{Redriven, Relay};
+use crate::row::value::Timestamp;
 
 /// Which FAILED rows, as the operator gave them.
 pub(crate) struct Selection {

@@ -5,10 +5,10 @@
 use tokio_postgres::Client;
 
 use super::sqlstate::query_error;
-use crate::contract::convert::Optionality;
 use crate::contract::outbox::{self, Column};
-use crate::contract::route::TableColumn;
 use crate::error::{Code, Error};
+use crate::router::columns::Optionality;
+use crate::router::TableColumn;
 
 /// One difference between the definition and the table.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,12 +9,12 @@ use bytes::Bytes;
 use tokio_postgres::Client;
 
 use crate::config::OutboxConfig;
-use crate::contract::mapper::{Copied, Record};
+use crate::contract::options::ID_HEADER;
 use crate::contract::outbox::objects;
-use crate::contract::route::{Plan, ID_HEADER};
 use crate::error::{Code, Error};
 use crate::pg::sqlstate::query_error;
 use crate::quote::ident;
+use crate::router::{Headers, Parts, Plan, Record};
 
 /// What the relay knows of a row it could not publish.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -176,8 +176,10 @@ impl DeadLetters {
                 let names: Vec<String> = r.try_get(4).map_err(decode)?;
                 let values: Vec<Option<Vec<u8>>> = r.try_get(5).map_err(decode)?;
                 let seq: i64 = r.try_get(0).map_err(decode)?;
-                let record = Record::copied(Copied {
-                    message_id: crate::contract::value::Uuid::from_position(0, seq as u64),
+                let pairs: Vec<(Arc<str>, Option<Vec<u8>>)> =
+                    names.into_iter().map(Arc::from).zip(values).collect();
+                let record = Record::new(Parts {
+                    message_id: crate::row::value::Uuid::from_position(0, seq as u64),
                     topic: r.try_get(1).map_err(decode)?,
                     partition: r.try_get(2).map_err(decode)?,
                     key: r
@@ -188,7 +190,7 @@ impl DeadLetters {
                         .try_get::<_, Option<Vec<u8>>>(6)
                         .map_err(decode)?
                         .map(Bytes::from),
-                    headers: names.into_iter().map(Arc::from).zip(values).collect(),
+                    headers: Headers::from_pairs(&pairs),
                     timestamp_ms: None,
                 });
                 Ok(Stored { seq, record })

@@ -8,9 +8,9 @@ use super::rows::{decode, text_columns};
 use super::sqlstate::query_error;
 use crate::config::Objects;
 use crate::contract::outbox::{self, objects, Status};
-use crate::contract::row::OutboxRow;
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
+use crate::row::OutboxRow;
 
 /// Where a hand-over stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,9 +21,9 @@ use super::row_status::Marker;
 use super::sqlstate::query_error;
 use crate::config::OutboxConfig;
 use crate::contract::outbox::{objects, Status, MESSAGE_ID, STATUS};
-use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
+use crate::row::value::Uuid;
 
 /// The journal's columns (`migrations/V004__published_journal.sql`).
 pub(crate) const OUTBOX_TABLE: &str = "outbox_table";

@@ -8,8 +8,8 @@ use tokio_postgres::Client;
 use super::sqlstate::query_error;
 use crate::config::OutboxConfig;
 use crate::contract::outbox::{self, Status};
-use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
+use crate::row::value::Uuid;
 
 /// Which rows an update may touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use tokio_postgres::Client;
 
 use super::sqlstate::query_error;
 use crate::contract::outbox;
-use crate::contract::row::OutboxRow;
 use crate::error::{Code, Error};
+use crate::row::OutboxRow;
 
 /// Sets the session to the text forms pgoutput sends and returns every
 /// contract column as text (qualified by `alias`), for [`decode`].

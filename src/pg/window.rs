@@ -10,8 +10,8 @@ use tokio_postgres::Client;
 use super::rows::{decode, text_columns};
 use super::sqlstate::query_error;
 use crate::contract::outbox;
-use crate::contract::row::OutboxRow;
 use crate::error::{Code, Error};
+use crate::row::OutboxRow;
 
 /// A window of creation times, `[since, until)`, as `timestamptz` text.
 #[derive(Debug, Clone)]
@@ -32,8 +32,8 @@ impl Bounds {
 
 /// A time as `timestamptz` text (UTC).
 pub(crate) fn show_time(us: i64) -> String {
-    crate::contract::value::Timestamp::from_unix_micros(us)
-        .map(crate::contract::value::Timestamp::to_utc_string)
+    crate::row::value::Timestamp::from_unix_micros(us)
+        .map(crate::row::value::Timestamp::to_utc_string)
         .unwrap_or_else(|| format!("{us} us"))
 }
 

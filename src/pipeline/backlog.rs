@@ -20,13 +20,13 @@ use super::settlement::Settlement;
 use super::sink::Sink;
 use crate::config::Objects;
 use crate::contract::outbox;
-use crate::contract::row::{OutboxRow, Value};
-use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 use crate::pg::handover::{self, FailedCursor, FailedFilter, State};
 use crate::pg::row_status::Guard;
 use crate::pg::window::{self, Entries};
+use crate::row::value::{Timestamp, Uuid};
+use crate::row::{Datum, OutboxRow};
 use crate::rules::Rule;
 
 /// Rows read from the list per query.
@@ -38,7 +38,7 @@ const MARK_CHUNK: usize = 5000;
 /// No commit time is known for a backlog row: its creation time stands in.
 pub(super) fn created_at(row: &OutboxRow) -> Timestamp {
     match row.get(&outbox::CREATED_AT) {
-        Value::Timestamp(t) => *t,
+        Datum::Timestamp(t) => *t,
         _ => Timestamp::Micros(0),
     }
 }

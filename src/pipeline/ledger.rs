@@ -15,12 +15,12 @@ use std::time::Duration;
 use tokio_postgres::Client;
 
 use crate::config::{Env, OutboxConfig, PostgresConfig};
-use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
 use crate::pg::dead_letter::{DeadLetters, Letter};
 use crate::pg::row_status::{Guard, Marker};
 use crate::pg::{connect, journal};
+use crate::row::value::Uuid;
 
 /// Row status written on the session's connection.
 pub(crate) trait Ledger: Send + Sync {
@@ -228,7 +228,7 @@ mod tests {
 
     use super::*;
     use crate::config::SslMode;
-    use crate::contract::value::parse_uuid;
+    use crate::row::value::parse_uuid;
 
     /// A server that logs every client in and then never answers: a link
     /// gone silent after the connection was made. Counts the log-ins.

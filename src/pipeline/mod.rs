@@ -57,6 +57,7 @@ use crate::pg::journal::PublishedAmong;
 use crate::pg::row_status::Marker;
 use crate::pg::{connect, grants};
 use crate::replication::{self, Feedback, SourceOptions, Stream};
+use crate::router::Plan;
 use crate::rules::When;
 use ledger::{PgJournal, PgLedger};
 use recorder::{Links, Recorder};
@@ -140,7 +141,10 @@ impl Relay {
         // position alone is the progress.
         let journal = (cfg.relay.mark_published && contract.status == Status::Kept)
             .then(|| PgJournal::new(cfg.postgres.clone(), &cfg.outbox, env.clone()));
-        let mut shared = shared(&cfg.relay, &cfg.outbox, journal, stats.clone());
+        let plan = Arc::new(Plan::of_definition(&Contract::messaging(
+            &cfg.outbox.topic_prefix,
+        ))?);
+        let mut shared = shared(&cfg.relay, plan, journal, stats.clone());
         shared.status = contract.status;
         shared.delivery_deadline = settings::delivery_deadline(&producer);
         if let Some(o) = &cfg.otel {
@@ -556,7 +560,7 @@ async fn start_rules(
 
 fn shared(
     relay: &RelayConfig,
-    outbox: &OutboxConfig,
+    plan: Arc<Plan>,
     journal: Option<PgJournal>,
     stats: Arc<RelayStats>,
 ) -> Shared {
@@ -575,7 +579,7 @@ fn shared(
     });
     Shared {
         relay: relay.clone(),
-        topic_prefix: outbox.topic_prefix.clone(),
+        plan,
         status: Status::Kept,
         metrics,
         stats,

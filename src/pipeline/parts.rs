@@ -15,11 +15,8 @@ use super::shared::Shared;
 use super::sink::{Delivery, Sink, Ticket};
 use super::watermark::{TxSeq, Watermark};
 use crate::contract::definition::Status;
-use crate::contract::mapper::Record;
+use crate::contract::options::InvalidOp;
 use crate::contract::outbox;
-use crate::contract::router::InvalidOp;
-use crate::contract::row::OutboxRow;
-use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{policy, Code, Error};
 use crate::kafka::limits::Limit;
 use crate::kafka::publisher::Outcome;
@@ -28,6 +25,9 @@ use crate::metrics::names;
 use crate::otel::{Acknowledged, Seed};
 use crate::pg::dead_letter::{Content, Letter};
 use crate::pg::row_status::Guard;
+use crate::router::Record;
+use crate::row::value::{Timestamp, Uuid};
+use crate::row::OutboxRow;
 
 /// A rejected or refused row waiting to be recorded.
 #[derive(Debug)]
@@ -325,18 +325,16 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
     /// Looks the unknown ones of `destinations` up together, a few at a
     /// time: otherwise a session's first records for many new destinations
     /// wait three round trips to the broker each, one after the other.
-    pub(crate) async fn learn_destinations<'r>(
-        &mut self,
-        destinations: impl Iterator<Item = &'r str>,
-    ) {
+    pub(crate) async fn learn_destinations(&mut self, rows: &[OutboxRow]) {
         use futures_util::StreamExt as _;
         // Known topics, the usual case, cost no allocation.
         let mut topic = String::new();
         let mut unknown: Vec<String> = Vec::new();
-        for d in destinations {
+        for row in rows {
             topic.clear();
-            topic.push_str(&self.shared.topic_prefix);
-            topic.push_str(d);
+            if !self.shared.plan.write_topic(row, &mut topic) {
+                continue;
+            }
             if !self.destinations.contains_key(&topic) {
                 unknown.push(topic.clone());
             }

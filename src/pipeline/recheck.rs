@@ -23,9 +23,9 @@ use super::ledger::Ledger;
 use super::parts::Parts;
 use super::watermark::TxSeq;
 use crate::config::RelayConfig;
-use crate::contract::row::OutboxRow;
-use crate::contract::value::Uuid;
 use crate::replication::Tuning;
+use crate::row::value::Uuid;
+use crate::row::OutboxRow;
 
 /// Whether a session still looks its streamed rows up before sending them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

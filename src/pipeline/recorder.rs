@@ -31,11 +31,11 @@ use tokio::time::Instant;
 use super::ledger::Journal;
 use super::stats::RelayStats;
 use super::supervisor::Backoff;
-use crate::contract::value::Uuid;
 use crate::error::policy::{self, Directive};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
 use crate::replication::Feedback;
+use crate::row::value::Uuid;
 
 /// PUBLISHED marks go to the recorder at least this often, or per this many.
 /// The interval is the window a crash leaves: rows Kafka confirmed and the

@@ -33,9 +33,6 @@ use super::shared::Shared;
 use super::sink::{Delivery, Sink, Ticket};
 use super::watermark::TxSeq;
 use crate::config::relay::WhenCaughtUp;
-use crate::contract::mapper::{self, Record};
-use crate::contract::row::OutboxRow;
-use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Code, Error};
 use crate::kafka::limits::{self, Limit};
 use crate::kafka::publisher::{Outcome, SendError};
@@ -44,6 +41,9 @@ use crate::pg::dead_letter::Content;
 use crate::pg::row_status::Guard;
 use crate::replication::Change;
 use crate::replication::{Event, Events, ReaderStats};
+use crate::router::Record;
+use crate::row::value::{Timestamp, Uuid};
+use crate::row::OutboxRow;
 
 /// How long a session whose producer stopped itself waits for the
 /// reports of what it sent (the refusal's among them).
@@ -348,9 +348,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
         rows: Vec<OutboxRow>,
         timestamp: impl Fn(&OutboxRow) -> Timestamp,
     ) {
-        self.parts
-            .learn_destinations(rows.iter().filter_map(mapper::destination_of))
-            .await;
+        self.parts.learn_destinations(&rows).await;
         if self.parts.ending.is_some() {
             return;
         }
@@ -368,7 +366,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                 ));
                 return;
             };
-            match mapper::map(row, &self.parts.shared.topic_prefix, at) {
+            match self.parts.shared.plan.record(&row, id, at.unix_millis()) {
                 Ok(record) => self.produce(tx, &record).await,
                 Err(error) => self.parts.failures.push(Failure {
                     tx: Some(tx),
@@ -402,8 +400,8 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
                         self.parts.watermark.settle_one(tx);
                         continue;
                     }
-                    match plan.route(&values, commit_time.unix_millis().unwrap_or_default()) {
-                        Ok(routed) => self.produce(tx, &Record::routed(routed, id)).await,
+                    match plan.record(&values[..], id, commit_time.unix_millis()) {
+                        Ok(record) => self.produce(tx, &record).await,
                         Err(error) => {
                             self.parts
                                 .letters

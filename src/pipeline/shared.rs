@@ -10,10 +10,11 @@ use super::recorder::{Recorder, Trouble};
 use super::stats::RelayStats;
 use crate::config::{Delivery, RelayConfig, TransactionalConfig};
 use crate::contract::definition::Status;
-use crate::contract::value::Uuid;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::replication::Feedback;
+use crate::router::Plan;
+use crate::row::value::Uuid;
 
 /// Whether confirmed rows are recorded (and so marked PUBLISHED):
 /// `relay.mark_published`.
@@ -61,8 +62,10 @@ pub(crate) struct Shared {
     /// `[relay]`: a session reads its settings here, so a new one needs no
     /// plumbing between the section and the place that reads it.
     pub(crate) relay: RelayConfig,
-    /// Records go to `topic_prefix + destination`.
-    pub(crate) topic_prefix: String,
+    /// The messaging contract compiled against its definition: the
+    /// platform's rows ([`crate::row::OutboxRow`]) become records through
+    /// it. A routed outbox's rows bring the plan of their relation.
+    pub(crate) plan: Arc<Plan>,
     /// Whether the outbox keeps status: FAILED marks, or the dead-letter
     /// table for a row that cannot be published.
     pub(crate) status: Status,

@@ -11,12 +11,12 @@ use rdkafka::ClientConfig;
 use tokio::sync::mpsc;
 
 use super::watermark::TxSeq;
-use crate::contract::mapper::Record;
 use crate::error::Error;
 use crate::kafka::limits;
 use crate::kafka::progress::Progress;
 use crate::kafka::publisher::{Publisher, SendError};
 use crate::lsn::Lsn;
+use crate::router::Record;
 
 pub(crate) type Delivery = crate::kafka::publisher::Delivery<TxSeq>;
 pub(crate) type Ticket = crate::kafka::publisher::Ticket<TxSeq>;

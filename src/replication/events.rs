@@ -6,10 +6,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::contract::route::Plan;
-use crate::contract::row::OutboxRow;
-use crate::contract::value::{Timestamp, Uuid};
 use crate::lsn::Lsn;
+use crate::router::Plan;
+use crate::row::value::{Timestamp, Uuid};
+use crate::row::OutboxRow;
 
 /// What the reader delivers, in commit order. Every outbox transaction is
 /// `Begin`, one or more `Rows` chunks, `Commit`; transactions without outbox

@@ -6,8 +6,8 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use crate::contract::row::ValueBytes;
 use crate::lsn::Lsn;
+use crate::row::ValueBytes;
 
 /// A tuple's values as ranges of the message they came in: a value is
 /// sliced out (a shared count: two atomic operations) only when the row

@@ -24,10 +24,10 @@ pub use super::events::{Change, Event, Events};
 use super::liveness::{listen, silent, Listen, Silence};
 use super::pgoutput::{self, PgOutput};
 use super::relations::{Decoded, Relations};
-use crate::contract::row::OutboxRow;
-use crate::contract::value::{Timestamp, Uuid, PG_EPOCH_OFFSET_MICROS};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
+use crate::row::value::{Timestamp, Uuid, PG_EPOCH_OFFSET_MICROS};
+use crate::row::OutboxRow;
 
 /// The consumer's side of acknowledgement.
 #[derive(Debug, Clone)]

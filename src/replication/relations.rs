@@ -10,12 +10,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::pgoutput::{Relation, Tuple, TupleValue};
-use crate::contract::convert::Optionality;
 use crate::contract::definition::Contract;
 use crate::contract::outbox;
-use crate::contract::route::{Plan, TableColumn};
-use crate::contract::row::{OutboxRow, RowDecoder};
 use crate::error::{Code, Error};
+use crate::router::columns::Optionality;
+use crate::router::{Plan, TableColumn};
+use crate::row::{OutboxRow, RowDecoder};
 
 /// A relation the stream announced.
 #[derive(Debug)]

@@ -71,7 +71,7 @@ async fn a_mark_waits_for_a_row_it_cannot_see_yet_and_skips_a_deleted_one() {
     let mut writer = connect(&db).await;
     let tx = writer.transaction().await.unwrap();
     tx.execute(INSERT, &[&late]).await.unwrap();
-    let id = outbox_cdc::contract::value::parse_uuid(late).unwrap();
+    let id = outbox_cdc::row::value::parse_uuid(late).unwrap();
     let marking = {
         let client = connect(&db).await;
         let marker = Marker::new(&cfg.outbox);
@@ -86,12 +86,11 @@ async fn a_mark_waits_for_a_row_it_cannot_see_yet_and_skips_a_deleted_one() {
     // A row that is gone is reported, the others are marked.
     let kept = "00000000-0000-4000-8000-00000000aa02";
     client.execute(INSERT, &[&kept]).await.unwrap();
-    let gone =
-        outbox_cdc::contract::value::parse_uuid("00000000-0000-4000-8000-00000000aa03").unwrap();
+    let gone = outbox_cdc::row::value::parse_uuid("00000000-0000-4000-8000-00000000aa03").unwrap();
     let changed = marker
         .failed(
             &client,
-            &[outbox_cdc::contract::value::parse_uuid(kept).unwrap(), gone],
+            &[outbox_cdc::row::value::parse_uuid(kept).unwrap(), gone],
             "MESSAGE_TOO_LARGE",
             Guard::Pending,
         )
@@ -107,8 +106,8 @@ async fn a_mark_waits_for_a_row_it_cannot_see_yet_and_skips_a_deleted_one() {
         .unwrap();
 }
 
-fn id(n: u32) -> outbox_cdc::contract::value::Uuid {
-    outbox_cdc::contract::value::parse_uuid(&format!("00000000-0000-4000-8000-{n:012}")).unwrap()
+fn id(n: u32) -> outbox_cdc::row::value::Uuid {
+    outbox_cdc::row::value::parse_uuid(&format!("00000000-0000-4000-8000-{n:012}")).unwrap()
 }
 
 async fn statuses(c: &Client) -> Vec<(String, String, bool)> {

@@ -9,7 +9,7 @@ use crate::common::cli::Cli;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use outbox_cdc::contract::route::TableColumn;
+use outbox_cdc::router::TableColumn;
 
 /// The table of Debezium's outbox documentation, as the guide's page on
 /// contracts shows it (its first `sql` block).

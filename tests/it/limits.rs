@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use outbox_cdc::contract::mapper::Record;
 use outbox_cdc::kafka::limits;
+use outbox_cdc::router::Record;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 

@@ -1,11 +1,13 @@
-//! The mapper on fixture rows, decoded through the same path as streamed
-//! rows. Snapshots in `snapshots/` pin the whole mapping; a few literals are
-//! checked directly as well.
+//! The messaging contract's records of fixture rows, decoded through the
+//! same path as streamed rows and routed by the contract's plan, as the
+//! relay routes them. Snapshots in `snapshots/` pin the whole mapping; a few
+//! literals are checked directly as well.
 
-use outbox_cdc::contract::mapper::{self, Record};
-use outbox_cdc::contract::row::OutboxRow;
-use outbox_cdc::contract::value::parse_timestamptz;
+use outbox_cdc::contract::definition::Contract;
 use outbox_cdc::error::Error;
+use outbox_cdc::router::{Plan, Record};
+use outbox_cdc::row::value::parse_timestamptz;
+use outbox_cdc::row::OutboxRow;
 
 type Overrides<'a> = Vec<(&'a str, Option<&'a str>)>;
 
@@ -58,7 +60,12 @@ fn row(overrides: &[(&str, Option<&str>)]) -> OutboxRow {
 
 pub(crate) fn map(overrides: &[(&str, Option<&str>)]) -> Result<Record, Error> {
     let commit = parse_timestamptz("2024-05-06 07:08:10.5+00").unwrap();
-    mapper::map(row(overrides), "outbox.", commit)
+    let plan = Plan::of_definition(&Contract::messaging("outbox.")).unwrap();
+    let row = row(overrides);
+    let id = row
+        .message_id()
+        .unwrap_or(outbox_cdc::row::value::Uuid([0; 16]));
+    plan.record(&row, id, commit.unix_millis())
 }
 
 fn render(result: &Result<Record, Error>) -> String {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::read::{Deployment, Source};
 use crate::contract::converters::Registry;
 use crate::contract::definition::{Contract, ContractName, Converters};
-use crate::contract::router::RouterOptions;
+use crate::contract::options::RouterOptions;
 use crate::error::Code;
 
 /// A setting the relay cannot honour byte for byte.

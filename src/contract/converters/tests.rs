@@ -1,11 +1,6 @@
 use std::collections::BTreeMap;
 
-use bytes::Bytes;
-
 use super::*;
-use crate::contract::convert::{ColumnType, Optionality};
-use crate::contract::row::Text;
-use crate::contract::schema::ColumnSchema;
 
 fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -122,59 +117,4 @@ fn defaults_and_what_the_relay_does_not_write() {
     );
     let missing = Converters::from_settings(&settings(&[])).unwrap_err();
     assert_eq!(missing.len(), 2, "{missing:?}");
-}
-
-fn column(ty: ColumnType) -> ColumnSchema<'static> {
-    ColumnSchema {
-        ty,
-        optionality: Optionality::Optional,
-        default: None,
-    }
-}
-
-#[test]
-fn each_converter_writes_a_column_as_kafka_connect_does() {
-    let text = Datum::String(Text::from("a\"b"));
-    let bytes = Datum::Bytes(Bytes::from_static(&[0, 255]));
-    let (t, b) = (column(ColumnType::Text), column(ColumnType::Bytea));
-    let s = |c: &Converter, d: &Datum, schema: &ColumnSchema<'_>| {
-        c.column(d, schema)
-            .map(|v| String::from_utf8_lossy(&v).into_owned())
-    };
-    assert_eq!(s(&Converter::String, &text, &t), Some("a\"b".into()));
-    assert_eq!(
-        s(&Converter::String, &Datum::Integer(-3), &t),
-        Some("-3".into())
-    );
-    assert_eq!(
-        s(&Converter::Json(Schemas::Disabled), &text, &t),
-        Some("\"a\\\"b\"".into())
-    );
-    assert_eq!(
-        s(&Converter::Json(Schemas::Enabled), &text, &t),
-        Some(r#"{"schema":{"type":"string","optional":true},"payload":"a\"b"}"#.into())
-    );
-    assert_eq!(Converter::ByteArray.column(&bytes, &b), Some(vec![0, 255]));
-    let binary = Converter::BinaryData(Box::new(Converter::String));
-    assert_eq!(binary.column(&bytes, &b), Some(vec![0, 255]));
-    assert_eq!(binary.column(&Datum::Null, &b), None);
-    assert_eq!(s(&binary, &Datum::Boolean(true), &t), Some("true".into()));
-    // A null under JSON without schemas is the text null; as a header too.
-    assert_eq!(
-        s(&Converter::Json(Schemas::Disabled), &Datum::Null, &t),
-        Some("null".into())
-    );
-    assert_eq!(
-        HeaderConverter::Json(Schemas::Disabled).column(&Datum::Null, &t),
-        Some(b"null".to_vec())
-    );
-    assert_eq!(HeaderConverter::Simple.column(&Datum::Null, &t), None);
-
-    assert!(Converter::String.writes_column(BytesSchema::Bytes).is_err());
-    assert!(Converter::ByteArray
-        .writes_column(BytesSchema::Other)
-        .is_err());
-    assert!(Converter::ByteArray.writes_struct().is_err());
-    assert!(binary.writes_column(BytesSchema::Bytes).is_ok());
-    assert!(binary.writes_text());
 }

@@ -18,7 +18,7 @@ use std::hash::{Hash, Hasher};
 
 use super::report::{Finding, Report, TopicReport};
 use super::{Request, GROUP};
-use crate::contract::route::ID_HEADER;
+use crate::contract::options::ID_HEADER;
 use crate::error::{Code, Error};
 use crate::kafka::settings::Cluster;
 use crate::kafka::window::{Found, Window};

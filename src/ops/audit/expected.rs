@@ -4,8 +4,8 @@
 
 use std::hash::{Hash, Hasher};
 
-use crate::contract::mapper::Record;
 use crate::kafka::window::Found;
+use crate::router::Record;
 
 /// The record a row must be, kept small: the value and each header (its
 /// name and value) as a digest.

@@ -33,14 +33,15 @@ use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
 use crate::config::{Env, OutboxConfig, PostgresConfig};
-use crate::contract::mapper;
+use crate::contract::definition::Contract;
 use crate::contract::outbox::Status;
-use crate::contract::value::{Timestamp, Uuid};
 use crate::error::{Code, Error};
 use crate::kafka::settings::Cluster;
 use crate::kafka::window::{Found, Window};
 use crate::pg::connect;
 use crate::pg::window::{self as rows, show_time, Bounds, WindowRow};
+use crate::router::Plan;
+use crate::row::value::{Timestamp, Uuid};
 pub use beside::beside;
 use expected::Expected;
 use pass::{Pass, Rows};
@@ -117,8 +118,9 @@ pub async fn audit(sources: Sources<'_>, env: Arc<Env>, request: Request) -> Res
     let destinations =
         rows::destinations(&sql, &table, &bounds, request.destination.as_deref()).await?;
     let metadata = Window::new(&cluster, GROUP)?;
+    let plan = Plan::of_definition(&Contract::messaging(&outbox.topic_prefix))?;
     for destination in destinations {
-        let topic = format!("{}{}", outbox.topic_prefix, destination);
+        let topic = plan.topic_for(&destination);
         let partitions = metadata.partitions(&topic)?;
         let scan = Scan {
             sql: &sql,
@@ -131,7 +133,7 @@ pub async fn audit(sources: Sources<'_>, env: Arc<Env>, request: Request) -> Res
             partitions: partitions.unwrap_or(1),
             bounds: &bounds,
             request: &request,
-            prefix: &outbox.topic_prefix,
+            plan: &plan,
             unsettled_after: started_us.saturating_sub(request.grace.as_micros() as i64),
         };
         let mut topic_report = TopicReport {
@@ -170,14 +172,17 @@ pub(super) struct Scan<'a> {
     partitions: i32,
     bounds: &'a Bounds,
     request: &'a Request,
-    prefix: &'a str,
+    /// The records the relay makes of the rows.
+    plan: &'a Plan,
     unsettled_after: i64,
 }
 
 impl Scan<'_> {
     fn live(&self, r: WindowRow) -> Option<(Uuid, Live)> {
         let id = r.row.message_id()?;
-        let expected = mapper::map(r.row, self.prefix, Timestamp::from_pg_micros(0))
+        let expected = self
+            .plan
+            .record(&r.row, id, Timestamp::from_pg_micros(0).unix_millis())
             .ok()
             .map(|record| Expected::of(&record));
         Some((

@@ -6,12 +6,12 @@ use std::collections::{HashMap, VecDeque};
 use super::report::{Finding, Report};
 use super::{show_key, Live, Scan, LOOKUP, LOOKUP_BYTES, PAGE, SLACK_US};
 use crate::contract::outbox;
-use crate::contract::value::{parse_uuid, Uuid};
 use crate::error::Error;
 use crate::kafka::placement;
 use crate::kafka::window::Found;
 use crate::pg::connect;
 use crate::pg::window::{self as rows, Entries, Entry, WindowRow};
+use crate::row::value::{parse_uuid, Uuid};
 
 /// The rows of one partition, read a page at a time.
 pub(super) struct Rows<'s, 'a> {

@@ -6,7 +6,7 @@
 use super::Purpose;
 use crate::contract::definition::{Contract, ContractName, Converters, Role, Status};
 use crate::contract::outbox;
-use crate::contract::route::{Misfit, Plan, TableColumn};
+use crate::router::{Misfit, Plan, TableColumn};
 
 use crate::error::policy::Mode;
 use crate::error::Code;
@@ -151,7 +151,7 @@ mod tests {
             type_oid: oid,
             typmod: -1,
             type_name: type_name.into(),
-            optionality: crate::contract::convert::Optionality::Optional,
+            optionality: crate::router::columns::Optionality::Optional,
             default: None,
         }
     }

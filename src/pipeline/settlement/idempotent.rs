@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::{seconds_since, Settlement, Start};
-use crate::contract::value::{Timestamp, Uuid};
 use crate::error::policy::{self, Failure as Refusal, Mode, Next};
 use crate::error::Error;
 use crate::kafka::publisher::Outcome;
@@ -28,6 +27,7 @@ use crate::pipeline::recheck::Recheck;
 use crate::pipeline::shared::Shared;
 use crate::pipeline::sink::{Delivery, Sink};
 use crate::pipeline::watermark::TxSeq;
+use crate::row::value::{Timestamp, Uuid};
 
 pub(crate) struct Idempotent {
     /// Records refused for an operator's reason in this session: they hold

@@ -30,10 +30,10 @@ use super::recheck::Recheck;
 use super::shared::Shared;
 use super::sink::{Delivery, Sink};
 use super::watermark::TxSeq;
-use crate::contract::value::{Timestamp, Uuid};
 use crate::error::Error;
 use crate::lsn::Lsn;
 use crate::pg::row_status::Guard;
+use crate::row::value::{Timestamp, Uuid};
 
 /// What a strategy starts from.
 pub(crate) struct Start<'s, K> {

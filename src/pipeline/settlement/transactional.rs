@@ -18,7 +18,6 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::{seconds_since, Settlement, Start};
-use crate::contract::value::{Timestamp, Uuid};
 use crate::error::policy::{self, Failure as Refusal, Mode, Next};
 use crate::error::{Code, Error};
 use crate::kafka::publisher::Outcome;
@@ -31,6 +30,7 @@ use crate::pipeline::recheck::Recheck;
 use crate::pipeline::shared::{Bounds, Shared};
 use crate::pipeline::sink::{Delivery, Sink};
 use crate::pipeline::watermark::{TxSeq, Watermark};
+use crate::row::value::{Timestamp, Uuid};
 
 /// The open Kafka transaction.
 #[derive(Debug, Default)]

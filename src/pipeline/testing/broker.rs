@@ -14,12 +14,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::mpsc;
 
-use crate::contract::mapper::Record;
-use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::kafka::publisher::{Outcome, SendError};
 use crate::lsn::Lsn;
 use crate::pipeline::sink::{Delivery, Sink, Ticket};
+use crate::router::Record;
+use crate::row::value::Uuid;
 
 /// Partitions per topic.
 pub(crate) const PARTITIONS: u64 = 3;

@@ -6,8 +6,8 @@ use super::broker::{partition_of, Answers, Fault};
 use super::invariants::runtime;
 use super::script::{Runner, Step};
 use super::world::{Row, Setup, World};
-use crate::contract::value::Uuid;
 use crate::pipeline::settlement::Mode;
+use crate::row::value::Uuid;
 
 /// Rows 1 (key a) and 2, 3, 4 (key b) in three transactions; rows 2 and 3
 /// are confirmed, row 1 holds the slot, and the relay is killed.

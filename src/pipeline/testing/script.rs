@@ -9,11 +9,11 @@ use std::time::Duration;
 use super::broker::{Fault, Stored};
 use super::table::Status;
 use super::world::{Op, Process, Row, Run, Setup, World};
-use crate::contract::value::Uuid;
 use crate::error::policy::{self, Directive};
 use crate::error::{Class, Code, Error};
 use crate::lsn::Lsn;
 use crate::pipeline::settlement::{Idempotent, Mode, Transactional};
+use crate::row::value::Uuid;
 
 /// The supervisor's backoff, shortened.
 const RESTART_DELAY: Duration = Duration::from_millis(10);

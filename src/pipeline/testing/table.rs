@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use crate::contract::value::Uuid;
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
 use crate::pg::dead_letter::Letter;
 use crate::pg::row_status::Guard;
 use crate::pipeline::ledger::{Journal, Ledger};
+use crate::row::value::Uuid;
 
 /// A row's status, as the relay leaves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

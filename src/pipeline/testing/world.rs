@@ -19,9 +19,6 @@ use super::broker::{Answers, Broker, LIMIT};
 use super::table::Table;
 use crate::config::{Config, RelayConfig, TransactionalConfig};
 use crate::contract::definition::{Contract, Converters, Status};
-use crate::contract::route::{Plan, TableColumn};
-use crate::contract::row::OutboxRow;
-use crate::contract::value::{Timestamp, Uuid};
 use crate::error::Error;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -31,6 +28,9 @@ use crate::pipeline::settlement::Settlement;
 use crate::pipeline::shared::{Bounds, Marks, Shared};
 use crate::pipeline::stats::RelayStats;
 use crate::replication::{Change, Event, Events, Feedback, ReaderStats};
+use crate::router::{Plan, TableColumn};
+use crate::row::value::{Timestamp, Uuid};
+use crate::row::OutboxRow;
 
 /// What a source transaction does to a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,7 +205,7 @@ impl World {
             type_oid,
             typmod: -1,
             type_name: type_name.into(),
-            optionality: crate::contract::convert::Optionality::Optional,
+            optionality: crate::router::columns::Optionality::Optional,
             default: None,
         };
         let table = [
@@ -308,7 +308,12 @@ impl Process {
                 status,
                 limits: crate::kafka::limits::Limits::default(),
                 relay,
-                topic_prefix: "t.".into(),
+                plan: std::sync::Arc::new(
+                    crate::router::Plan::of_definition(
+                        &crate::contract::definition::Contract::messaging("t."),
+                    )
+                    .unwrap(),
+                ),
                 metrics,
                 stats,
                 feedback,

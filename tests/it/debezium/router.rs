@@ -1,7 +1,7 @@
 //! The Outbox Event Router on tables other than the platform's: real
 //! Debezium 3.6.1 on Kafka Connect runs the configuration `connector-config`
 //! generates for a contract, and the relay's router
-//! (`outbox_cdc::contract::route`) must give the same records, byte for
+//! (`outbox_cdc::router`) must give the same records, byte for
 //! byte, for the same rows. The cases run side by side on the one Connect
 //! worker, one database, connector and slot each.
 //!
@@ -17,7 +17,8 @@
 use super::*;
 
 use bytes::Bytes;
-use outbox_cdc::contract::route::{Plan, Routed};
+use outbox_cdc::router::{Plan, Record};
+use outbox_cdc::row::value::Uuid;
 
 /// One contract on one table.
 struct Case {
@@ -101,22 +102,20 @@ struct Seen {
 
 /// The router's record as a consumer would see it: without a partition
 /// column, a keyed record lands where Kafka's partitioner puts it.
-fn routed(r: &Routed, placed: Placed, partitions: i32) -> Seen {
+fn routed(r: &Record, placed: Placed, partitions: i32) -> Seen {
     let by_key = r
-        .key
-        .as_ref()
+        .key_bytes()
         .map(|k| outbox_cdc::kafka::placement::partition(k, partitions));
     Seen {
         topic: r.topic.clone(),
         partition: r.partition.or(by_key).filter(|_| placed.partition()),
-        key: r.key.as_ref().map(|k| k.to_vec()),
-        value: r.value.as_ref().map(|v| v.to_vec()),
+        key: r.key_bytes().map(|k| k.to_vec()),
+        value: r.value_bytes().map(|v| v.to_vec()),
         headers: r
-            .headers
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.clone()))
+            .headers()
+            .map(|(n, v)| (n.to_string(), v.map(<[u8]>::to_vec)))
             .collect(),
-        timestamp: placed.timestamp().then_some(r.timestamp_ms),
+        timestamp: r.timestamp_ms.filter(|_| placed.timestamp()),
     }
 }
 
@@ -275,7 +274,7 @@ async fn run(case: &Case) -> (usize, Vec<String>) {
             let values: Vec<Option<Bytes>> = (0..columns.len())
                 .map(|i| row.get::<_, Option<String>>(i).map(Bytes::from))
                 .collect();
-            let r = plan.route(&values, 0).unwrap();
+            let r = plan.record(&values[..], Uuid([0; 16]), Some(0)).unwrap();
             let partitions = case
                 .topics
                 .iter()
@@ -476,7 +475,9 @@ async fn where_debeziums_task_fails_on_an_expanded_payload_the_router_refuses_th
     .iter()
     .map(|v| Some(Bytes::copy_from_slice(v.as_bytes())))
     .collect();
-    let refused = plan.route(&values, 0).unwrap_err();
+    let refused = plan
+        .record(&values[..], Uuid([0; 16]), Some(0))
+        .unwrap_err();
     assert_eq!(refused.code(), "PAYLOAD_NOT_REPRODUCED");
 
     // The relay, on the same change: the row goes to the dead-letter table

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use common::replication::{self as rep, Tx, PUBLICATION};
 use outbox_cdc::contract::outbox;
-use outbox_cdc::contract::row::Value;
-use outbox_cdc::contract::value::Timestamp;
 use outbox_cdc::lsn::Lsn;
 use outbox_cdc::replication::ReplicationConnection;
+use outbox_cdc::row::value::Timestamp;
+use outbox_cdc::row::Datum;
 use tokio_postgres::Client;
 
 const INSERT: &str = "INSERT INTO public.messaging_outbox (message_id, destination, message_type, message_version, \
@@ -99,22 +99,22 @@ async fn insert(client: &impl tokio_postgres::GenericClient, r: &Row) {
         .unwrap();
 }
 
-fn text(v: &Value) -> Option<&str> {
+fn text(v: &Datum) -> Option<&str> {
     match v {
-        Value::Text(s) => Some(s.as_str()),
-        Value::Null => None,
+        Datum::String(s) => Some(s.as_str()),
+        Datum::Null => None,
         other => panic!("not text: {other:?}"),
     }
 }
 
-fn ts(v: &Value) -> String {
+fn ts(v: &Datum) -> String {
     match v {
-        Value::Timestamp(t) => t.to_utc_string(),
+        Datum::Timestamp(t) => t.to_utc_string(),
         other => panic!("not a timestamp: {other:?}"),
     }
 }
 
-fn id_of(row: &outbox_cdc::contract::row::OutboxRow) -> String {
+fn id_of(row: &outbox_cdc::row::OutboxRow) -> String {
     row.message_id().expect("a message id").to_string()
 }
 
@@ -192,12 +192,12 @@ async fn every_value_arrives_exactly_as_inserted() {
     assert_eq!(id_of(a), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
     assert_eq!(text(a.get(&outbox::DESTINATION)), Some("orders.v1"));
     assert_eq!(text(a.get(&outbox::MESSAGE_TYPE)), Some("Order\"Placed'"));
-    assert_eq!(a.get(&outbox::MESSAGE_VERSION), &Value::Integer(0));
+    assert_eq!(a.get(&outbox::MESSAGE_VERSION), &Datum::Integer(0));
     assert_eq!(text(a.get(&outbox::CONTENT_TYPE)), Some(""));
-    assert_eq!(a.get(&outbox::PAYLOAD), &Value::Bytes(all_bytes.into()));
+    assert_eq!(a.get(&outbox::PAYLOAD), &Datum::Bytes(all_bytes.into()));
     assert_eq!(
         a.get(&outbox::HEADERS),
-        &Value::Json(r#"{"emoji": "😀", "x-note": "ends with \\"}"#.into())
+        &Datum::String(r#"{"emoji": "😀", "x-note": "ends with \\"}"#.into())
     );
     assert_eq!(
         ts(a.get(&outbox::CREATED_AT)),
@@ -221,12 +221,12 @@ async fn every_value_arrives_exactly_as_inserted() {
     assert_eq!(text(a.get(&outbox::ORDERING_KEY)), None);
     assert_eq!(text(a.get(&outbox::BAGGAGE)), Some("k=v,q='x'"));
     assert_eq!(text(a.get(&outbox::STATUS)), Some("PENDING"));
-    assert_eq!(a.get(&outbox::ATTEMPTS), &Value::Integer(0));
-    assert_eq!(a.get(&outbox::LEASE_TOKEN), &Value::Bigint(0));
+    assert_eq!(a.get(&outbox::ATTEMPTS), &Datum::Integer(0));
+    assert_eq!(a.get(&outbox::LEASE_TOKEN), &Datum::Integer(0));
 
     let b = &rows[1];
-    assert_eq!(b.get(&outbox::PAYLOAD), &Value::Bytes(Default::default()));
-    assert_eq!(b.get(&outbox::MESSAGE_VERSION), &Value::Integer(2147483647));
+    assert_eq!(b.get(&outbox::PAYLOAD), &Datum::Bytes(Default::default()));
+    assert_eq!(b.get(&outbox::MESSAGE_VERSION), &Datum::Integer(2147483647));
     assert_eq!(
         ts(b.get(&outbox::CREATED_AT)),
         "1999-12-31T23:59:59.000000Z"
@@ -236,12 +236,12 @@ async fn every_value_arrives_exactly_as_inserted() {
         Some("00000000-0000-4000-8000-000000000002")
     );
     for column in outbox::COLUMNS.iter().filter(|c| c.nullable) {
-        assert_eq!(b.get(column), &Value::Null, "{}", column.name);
+        assert_eq!(b.get(column), &Datum::Null, "{}", column.name);
     }
     let c = &rows[2];
     assert_eq!(
         c.get(&outbox::MESSAGE_VERSION),
-        &Value::Integer(-2147483648)
+        &Datum::Integer(-2147483648)
     );
     assert_eq!(
         ts(c.get(&outbox::CREATED_AT)),
@@ -376,7 +376,7 @@ async fn large_and_concurrent_transactions_arrive_whole_once_and_in_commit_order
     let mut last_seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut big_tx = None;
     for tx in &txs {
-        let corr = |r: &outbox_cdc::contract::row::OutboxRow| {
+        let corr = |r: &outbox_cdc::row::OutboxRow| {
             text(r.get(&outbox::CORRELATION_ID)).unwrap().to_string()
         };
         let first = corr(&tx.rows[0]);

@@ -2,11 +2,11 @@
 use std::time::Duration;
 
 use outbox_cdc::config::{Secret, SslMode};
-use outbox_cdc::contract::row::OutboxRow;
-use outbox_cdc::contract::value::Timestamp;
 use outbox_cdc::error::Error;
 use outbox_cdc::lsn::Lsn;
 use outbox_cdc::replication::{ConnectOptions, Event, Events, Feedback, SourceOptions, Stream};
+use outbox_cdc::row::value::Timestamp;
+use outbox_cdc::row::OutboxRow;
 
 use crate::Services;
 

@@ -1,13 +1,13 @@
-//! An outbox row as typed values, decoded from PostgreSQL's text forms (what
-//! pgoutput sends and what `::text` casts return), so streamed rows and rows
-//! read with SQL (a cutover's backlog) go through one decoder.
-
-use std::fmt;
+//! The platform's outbox row as typed values, decoded by the definition's
+//! column types from PostgreSQL's text forms (what pgoutput sends before
+//! 14 and what `::text` casts return) or its binary ones, so streamed rows
+//! and rows read with SQL (a cutover's backlog) go through one decoder.
 
 use bytes::Bytes;
 
-use super::outbox::{self, Column, PgType};
+use super::datum::{Datum, Text};
 use super::value::{self, Timestamp, Uuid};
+use crate::contract::outbox::{self, Column, PgType};
 use crate::error::{Code, Error};
 
 /// A value's bytes inside the buffer they arrived in, sliced out only when
@@ -54,92 +54,37 @@ impl<'a> ValueBytes<'a> {
     }
 }
 
-/// A typed column value.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Value {
-    #[default]
-    Null,
-    Text(Text),
-    Integer(i32),
-    Bigint(i64),
-    Uuid(Uuid),
-    Timestamp(Timestamp),
-    Bytes(Bytes),
-    /// jsonb as PostgreSQL prints it.
-    Json(Text),
-}
-
-/// UTF-8 text that shares the buffer it arrived in: a streamed row's text
-/// columns are slices of its replication message, checked once, never
-/// copied (a copy and an allocation per column were a tenth of the relay's
-/// work per message).
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Text(Bytes);
-
-impl Text {
-    /// `bytes` if they are UTF-8.
-    pub fn new(bytes: Bytes) -> Result<Text, std::str::Utf8Error> {
-        std::str::from_utf8(&bytes)?;
-        Ok(Text(bytes))
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-
-    /// The text, checked again (cheap where it is read: short values).
-    pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.0).unwrap_or_default()
-    }
-
-    pub fn into_bytes(self) -> Bytes {
-        self.0
-    }
-}
-
-impl fmt::Debug for Text {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl From<String> for Text {
-    fn from(s: String) -> Text {
-        Text(Bytes::from(s))
-    }
-}
-
-impl From<&str> for Text {
-    fn from(s: &str) -> Text {
-        Text(Bytes::copy_from_slice(s.as_bytes()))
-    }
-}
-
-/// One inserted outbox row, values in [`outbox::COLUMNS`] order. A row that
+/// One inserted row of the platform's table, values in
+/// [`outbox::COLUMNS`] order. A row that
 /// could not be fully decoded still travels with its problem, so the relay
 /// records it as FAILED instead of dropping it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxRow {
-    values: Vec<Value>,
+    values: Vec<Datum>,
     problem: Option<Error>,
 }
 
 impl OutboxRow {
-    pub fn get(&self, column: &Column) -> &Value {
-        self.values.get(column.index).unwrap_or(&Value::Null)
+    pub fn get(&self, column: &Column) -> &Datum {
+        self.values.get(column.index).unwrap_or(&Datum::Null)
+    }
+
+    /// The value at `index` of the definition's columns.
+    pub fn at(&self, index: usize) -> Option<&Datum> {
+        self.values.get(index)
     }
 
     /// Moves a column's value out, leaving NULL (the mapper's payload).
-    pub fn take(&mut self, column: &Column) -> Value {
+    pub fn take(&mut self, column: &Column) -> Datum {
         self.values
             .get_mut(column.index)
             .map(std::mem::take)
-            .unwrap_or(Value::Null)
+            .unwrap_or(Datum::Null)
     }
 
     pub fn message_id(&self) -> Option<Uuid> {
         match self.get(&outbox::MESSAGE_ID) {
-            Value::Uuid(u) => Some(*u),
+            Datum::Uuid(u) => Some(*u),
             _ => None,
         }
     }
@@ -171,7 +116,7 @@ impl OutboxRow {
 /// Builds an [`OutboxRow`] column by column (by index in the definition).
 #[derive(Debug)]
 pub struct RowDecoder {
-    values: Vec<Value>,
+    values: Vec<Datum>,
     problem: Option<Error>,
 }
 
@@ -184,7 +129,7 @@ impl Default for RowDecoder {
 impl RowDecoder {
     pub fn new() -> RowDecoder {
         RowDecoder {
-            values: std::iter::repeat_with(Value::default)
+            values: std::iter::repeat_with(Datum::default)
                 .take(outbox::COLUMNS.len())
                 .collect(),
             problem: None,
@@ -200,7 +145,7 @@ impl RowDecoder {
 
     pub fn null(&mut self, index: usize) {
         if let Some(v) = self.values.get_mut(index) {
-            *v = Value::Null;
+            *v = Datum::Null;
         }
     }
 
@@ -238,7 +183,7 @@ impl RowDecoder {
         if let Some(column) = outbox::COLUMNS
             .iter()
             .zip(&self.values)
-            .find(|(c, v)| !c.nullable && **v == Value::Null)
+            .find(|(c, v)| !c.nullable && **v == Datum::Null)
             .map(|(c, _)| c)
         {
             self.problem(Code::ROW_UNDECODABLE, format!("{} is NULL", column.name));
@@ -255,19 +200,21 @@ fn decode_text(
     column: &Column,
     text: &str,
     bytes: &ValueBytes<'_>,
-) -> Result<Value, value::ValueError> {
+) -> Result<Datum, value::ValueError> {
     let int_err = |kind| value::ValueError {
         kind,
         text: text.chars().take(40).collect(),
     };
     Ok(match column.ty {
-        PgType::Text => Value::Text(Text(bytes.to_bytes())),
-        PgType::Jsonb => Value::Json(Text(bytes.to_bytes())),
-        PgType::Integer => Value::Integer(text.parse().map_err(|_| int_err("not an integer"))?),
-        PgType::Bigint => Value::Bigint(text.parse().map_err(|_| int_err("not a bigint"))?),
-        PgType::Uuid => Value::Uuid(value::parse_uuid(text)?),
-        PgType::Timestamptz => Value::Timestamp(value::parse_timestamptz(text)?),
-        PgType::Bytea => Value::Bytes(value::parse_bytea_hex(text)?.into()),
+        PgType::Text => Datum::String(Text::checked(bytes.to_bytes())),
+        PgType::Jsonb => Datum::String(Text::checked(bytes.to_bytes())),
+        PgType::Integer => Datum::Integer(i64::from(
+            text.parse::<i32>().map_err(|_| int_err("not an integer"))?,
+        )),
+        PgType::Bigint => Datum::Integer(text.parse().map_err(|_| int_err("not a bigint"))?),
+        PgType::Uuid => Datum::Uuid(value::parse_uuid(text)?),
+        PgType::Timestamptz => Datum::Timestamp(value::parse_timestamptz(text)?),
+        PgType::Bytea => Datum::Bytes(value::parse_bytea_hex(text)?.into()),
     })
 }
 
@@ -275,7 +222,7 @@ fn decode_text(
 /// endian, uuid its 16 bytes, timestamptz microseconds since 2000-01-01 (the
 /// extremes are the infinities), bytea as is, jsonb a version byte (1) and
 /// then its text, text and varchar their UTF-8 bytes.
-fn decode_binary(column: &Column, type_oid: u32, value: ValueBytes<'_>) -> Result<Value, String> {
+fn decode_binary(column: &Column, type_oid: u32, value: ValueBytes<'_>) -> Result<Datum, String> {
     const INT2: u32 = 21;
     const INT4: u32 = 23;
     let int = |bytes: &[u8]| -> Result<i64, String> {
@@ -289,22 +236,24 @@ fn decode_binary(column: &Column, type_oid: u32, value: ValueBytes<'_>) -> Resul
     let text = |v: &ValueBytes<'_>| Text::new(v.to_bytes()).map_err(|_| "not UTF-8".to_string());
     let bytes = value.as_slice();
     Ok(match column.ty {
-        PgType::Text => Value::Text(text(&value)?),
+        PgType::Text => Datum::String(text(&value)?),
         PgType::Jsonb => match bytes.first() {
-            Some(1) => Value::Json(text(&value.skip(1))?),
+            Some(1) => Datum::String(text(&value.skip(1))?),
             _ => return Err("not jsonb version 1".into()),
         },
-        PgType::Integer => Value::Integer(
-            i32::try_from(int(bytes)?).map_err(|_| "out of integer range".to_string())?,
+        PgType::Integer => Datum::Integer(
+            i32::try_from(int(bytes)?)
+                .map(i64::from)
+                .map_err(|_| "out of integer range".to_string())?,
         ),
-        PgType::Bigint => Value::Bigint(int(bytes)?),
-        PgType::Uuid => Value::Uuid(Uuid(fixed(bytes)?)),
-        PgType::Timestamptz => Value::Timestamp(match i64::from_be_bytes(fixed(bytes)?) {
+        PgType::Bigint => Datum::Integer(int(bytes)?),
+        PgType::Uuid => Datum::Uuid(Uuid(fixed(bytes)?)),
+        PgType::Timestamptz => Datum::Timestamp(match i64::from_be_bytes(fixed(bytes)?) {
             i64::MAX => Timestamp::Infinity,
             i64::MIN => Timestamp::NegInfinity,
             micros => Timestamp::Micros(micros),
         }),
-        PgType::Bytea => Value::Bytes(value.to_bytes()),
+        PgType::Bytea => Datum::Bytes(value.to_bytes()),
     })
 }
 
@@ -338,7 +287,7 @@ mod tests {
         d.binary(headers, 3802, json);
         assert_eq!(
             d.values[headers],
-            Value::Json(Text(Bytes::from_static(b"{\"a\": 1}")))
+            Datum::String(Text::checked(Bytes::from_static(b"{\"a\": 1}")))
         );
     }
 
@@ -429,7 +378,7 @@ mod tests {
             row.message_id().map(|u| u.to_string()).as_deref(),
             Some("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")
         );
-        assert_eq!(row.get(&outbox::MESSAGE_VERSION), &Value::Integer(7));
+        assert_eq!(row.get(&outbox::MESSAGE_VERSION), &Datum::Integer(7));
         let problem = row.problem().unwrap();
         assert_eq!(problem.code(), "ROW_UNDECODABLE");
         assert_eq!(problem.detail(), "destination is NULL");

@@ -5,7 +5,9 @@
 //! schemas carry their logical names (`io.debezium.data.Json`, ...), the
 //! column's optionality and its parsed default.
 
-use super::convert::{self, ColumnType, Datum, Optionality};
+use super::columns::{ColumnType, Optionality, Slot};
+use super::json::{write_json, write_json_string};
+use crate::row::Datum;
 
 /// A column's Kafka Connect schema, as Debezium's PostgreSQL connector
 /// builds it.
@@ -46,7 +48,7 @@ pub(crate) fn optional(out: &mut Vec<u8>, o: Optionality) {
 pub fn field(out: &mut Vec<u8>, name: Option<&str>) {
     if let Some(name) = name {
         out.extend_from_slice(b",\"field\":");
-        convert::write_json_string(out, name);
+        write_json_string(out, name);
     }
 }
 
@@ -59,12 +61,12 @@ impl ColumnSchema<'_> {
         optional(out, self.optionality);
         if let Some(name) = name {
             out.extend_from_slice(b",\"name\":");
-            convert::write_json_string(out, name);
+            write_json_string(out, name);
             out.extend_from_slice(b",\"version\":1");
         }
         if let Some(default) = self.default {
             out.extend_from_slice(b",\"default\":");
-            convert::write_json(out, default);
+            write_json(out, default);
         }
         field(out, field_name);
         out.push(b'}');
@@ -100,7 +102,7 @@ pub fn structure(out: &mut Vec<u8>, fields: impl FnOnce(&mut Vec<u8>), s: &Struc
     optional(out, s.optionality);
     if let Some(name) = s.name {
         out.extend_from_slice(b",\"name\":");
-        convert::write_json_string(out, name);
+        write_json_string(out, name);
     }
     if let Some(v) = s.version {
         out.extend_from_slice(format!(",\"version\":{v}").as_bytes());
@@ -118,10 +120,21 @@ pub fn optional_primitive(out: &mut Vec<u8>, ty: &str, field_name: Option<&str>)
     out.push(b'}');
 }
 
+impl Slot {
+    /// The column's schema, as Debezium gives it.
+    pub(crate) fn schema(&self) -> ColumnSchema<'_> {
+        ColumnSchema {
+            ty: self.ty,
+            optionality: self.optionality,
+            default: self.default.as_ref(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::row::Text;
+    use crate::row::Text;
 
     #[test]
     fn column_schemas_are_written_as_json_converter_writes_debeziums() {

@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 
-use super::{Plan, Slot, ENVELOPE_PAYLOAD};
-use crate::contract::convert::{self, Datum, Optionality};
-use crate::contract::converters::StructForms;
-use crate::contract::expand::Expansion;
-use crate::contract::schema;
-use crate::error::{Code, Error};
+use super::columns::{Optionality, Slot};
+use super::converters::{string_bytes, StructForms};
+use super::expand::Expansion;
+use super::json::{write_json, write_json_string};
+use super::schema;
+use crate::row::Datum;
 
 /// The envelope schemas' names the router has given, as its
 /// `payloadSchemaCache` and `versionedValueSchema` hold them: the first
@@ -17,67 +17,17 @@ use crate::error::{Code, Error};
 /// version).
 #[derive(Debug, Default)]
 pub(super) struct EnvelopeNames {
-    by_payload: HashMap<Vec<u8>, String>,
+    pub(super) by_payload: HashMap<Vec<u8>, String>,
     /// The version's payload schema and name.
-    by_version: HashMap<Option<i64>, (Vec<u8>, String)>,
+    pub(super) by_version: HashMap<Option<i64>, (Vec<u8>, String)>,
 }
 
 /// The router's bound on `payloadSchemaCache`; past it the relay keeps the
 /// names it has (Debezium evicts the least recently used).
-const ENVELOPE_NAMES: usize = 10_000;
+pub(super) const ENVELOPE_NAMES: usize = 10_000;
 
-impl Plan {
-    /// The envelope's schema name: `<topic.prefix>.<schema>.<table>.` +
-    /// the routed value + `.Value` for the first record of its payload
-    /// schema (or version), that first name for the rest.
-    pub(super) fn envelope_name(
-        &self,
-        version: Option<i64>,
-        routed: &str,
-        payload_schema: &[u8],
-    ) -> Result<String, Error> {
-        let fresh = || match self.record_name.rfind('.') {
-            Some(dot) => format!(
-                "{}{routed}.{}",
-                &self.record_name[..dot + 1],
-                &self.record_name[dot + 1..]
-            ),
-            None => format!("{routed}.{}", self.record_name),
-        };
-        let mut names = self
-            .envelope_names
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if self.schema_version.is_some() {
-            if let Some((schema, name)) = names.by_version.get(&version) {
-                return match schema.as_slice() == payload_schema {
-                    true => Ok(name.clone()),
-                    false => Err(Error::new(
-                        Code::PAYLOAD_NOT_REPRODUCED,
-                        "a payload of another schema under a schema version the router has seen: Debezium's task fails on it (Struct schemas do not match)",
-                    )),
-                };
-            }
-            let name = fresh();
-            if names.by_version.len() < ENVELOPE_NAMES {
-                names
-                    .by_version
-                    .insert(version, (payload_schema.to_vec(), name.clone()));
-            }
-            return Ok(name);
-        }
-        if let Some(name) = names.by_payload.get(payload_schema) {
-            return Ok(name.clone());
-        }
-        let name = fresh();
-        if names.by_payload.len() < ENVELOPE_NAMES {
-            names
-                .by_payload
-                .insert(payload_schema.to_vec(), name.clone());
-        }
-        Ok(name)
-    }
-}
+/// The value struct's first field when the contract has envelope fields.
+pub const ENVELOPE_PAYLOAD: &str = "payload";
 
 /// The payload's schema as JsonConverter writes it, as a struct's field
 /// named `payload`.
@@ -126,17 +76,17 @@ impl StructForms for EnvelopeForms<'_> {
     fn json(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         out.push(b'{');
-        convert::write_json_string(&mut out, ENVELOPE_PAYLOAD);
+        write_json_string(&mut out, ENVELOPE_PAYLOAD);
         out.push(b':');
         match self.expanded {
             Some((e, _)) => out.extend_from_slice(e.json()),
-            None => convert::write_json(&mut out, self.payload),
+            None => write_json(&mut out, self.payload),
         }
         for (alias, value, _) in &self.fields {
             out.push(b',');
-            convert::write_json_string(&mut out, alias);
+            write_json_string(&mut out, alias);
             out.push(b':');
-            convert::write_json(&mut out, value);
+            write_json(&mut out, value);
         }
         out.push(b'}');
         out
@@ -144,8 +94,7 @@ impl StructForms for EnvelopeForms<'_> {
 
     /// `Struct.toString()`: the fields that are not null.
     fn java(&self) -> String {
-        let text =
-            |d: &Datum| convert::string_bytes(d).map(|b| String::from_utf8_lossy(&b).into_owned());
+        let text = |d: &Datum| string_bytes(d).map(|b| String::from_utf8_lossy(&b).into_owned());
         let payload = match self.expanded {
             Some((e, _)) => Some(e.java()),
             None => text(self.payload),

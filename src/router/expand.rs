@@ -13,7 +13,7 @@
 //! (a schema inferred, the value not convertible: a top-level array, an
 //! integer beyond `long`), the relay refuses the row instead.
 
-use super::router::JsonNull;
+use crate::contract::options::JsonNull;
 
 /// A JSON value as Jackson's tree holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,7 +98,7 @@ impl Expansion {
 /// field's key is `key.field`; an array's objects are named after the
 /// array, the elements of an array in an array after nothing.
 fn schema_json(out: &mut Vec<u8>, schema: &Schema, key: Option<&str>, field: Option<&str>) {
-    use super::convert::Optionality;
+    use super::columns::Optionality;
     use super::schema;
     match schema {
         Schema::String => schema::optional_primitive(out, "string", field),
@@ -541,7 +541,7 @@ fn write_struct(out: &mut Vec<u8>, node: &Node, schema: &Schema) -> Result<(), U
         if i > 0 {
             out.push(b',');
         }
-        super::convert::write_json_string(out, name);
+        super::json::write_json_string(out, name);
         out.push(b':');
         match fields.iter().find(|(n, _)| n == name) {
             Some((_, value)) => write_value(out, value, field_schema)?,
@@ -557,7 +557,7 @@ fn write_struct(out: &mut Vec<u8>, node: &Node, schema: &Schema) -> Result<(), U
 fn write_value(out: &mut Vec<u8>, node: &Node, schema: &Schema) -> Result<(), Unexpanded> {
     match (node, schema) {
         (Node::Null, _) => out.extend_from_slice(b"null"),
-        (Node::Text(s), Schema::String) => super::convert::write_json_string(out, s),
+        (Node::Text(s), Schema::String) => super::json::write_json_string(out, s),
         (Node::Bool(b), Schema::Boolean) => {
             out.extend_from_slice(if *b { b"true" } else { b"false" })
         }

@@ -1,7 +1,11 @@
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
 use super::*;
+use crate::contract::converters::Converters;
 use crate::contract::definition::Contract;
+use crate::row::value::Uuid;
 
 fn column(name: &str, oid: u32, type_name: &str) -> TableColumn {
     TableColumn {
@@ -9,7 +13,7 @@ fn column(name: &str, oid: u32, type_name: &str) -> TableColumn {
         type_oid: oid,
         typmod: -1,
         type_name: type_name.into(),
-        optionality: crate::contract::convert::Optionality::Optional,
+        optionality: crate::router::columns::Optionality::Optional,
         default: None,
     }
 }
@@ -42,37 +46,45 @@ fn row(values: &[Option<&str>]) -> Vec<Option<Bytes>> {
 
 const ID: &str = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11";
 
-fn text(b: &Option<Bytes>) -> Option<&str> {
-    b.as_ref().map(|b| std::str::from_utf8(b).unwrap())
+fn text(b: Option<&[u8]>) -> Option<&str> {
+    b.map(|b| std::str::from_utf8(b).unwrap())
+}
+
+/// The record for `values`, timestamped `fallback_ms` unless a column says.
+fn route(
+    plan: &Plan,
+    values: &[Option<Bytes>],
+    fallback_ms: i64,
+) -> Result<Record, crate::error::Error> {
+    plan.record(values, Uuid([7; 16]), Some(fallback_ms))
 }
 
 #[test]
 fn the_documented_table_routes_as_the_documented_connector_does() {
     let plan = Plan::new(&contract(&[], Converters::json()), &documented_table()).unwrap();
-    let r = plan
-        .route(
-            &row(&[
-                Some(ID),
-                Some("Order"),
-                Some("123"),
-                Some("OrderCreated"),
-                Some("{\"id\": 7, \"note\": \"a\\\"b\"}"),
-            ]),
-            1_700_000_000_000,
-        )
-        .unwrap();
+    let r = route(
+        &plan,
+        &row(&[
+            Some(ID),
+            Some("Order"),
+            Some("123"),
+            Some("OrderCreated"),
+            Some("{\"id\": 7, \"note\": \"a\\\"b\"}"),
+        ]),
+        1_700_000_000_000,
+    )
+    .unwrap();
     assert_eq!(r.topic, "outbox.event.Order");
-    assert_eq!(text(&r.key), Some("\"123\""));
+    assert_eq!(text(r.key_bytes()), Some("\"123\""));
     assert_eq!(
-        text(&r.value),
+        text(r.value_bytes()),
         Some("\"{\\\"id\\\": 7, \\\"note\\\": \\\"a\\\\\\\"b\\\"}\"")
     );
-    assert_eq!(r.headers.len(), 1);
-    assert_eq!(&*r.headers[0].0, "id");
-    assert_eq!(r.headers[0].1.as_deref(), Some(ID.as_bytes()));
+    let headers: Vec<(&str, Option<&[u8]>)> = r.headers().collect();
+    assert_eq!(headers, vec![("id", Some(ID.as_bytes()))]);
     assert_eq!(r.partition, None);
-    assert_eq!(r.timestamp_ms, 1_700_000_000_000);
-    assert_eq!(r.id, ID);
+    assert_eq!(r.timestamp_ms, Some(1_700_000_000_000));
+    assert_eq!(r.message_id, Uuid([7; 16]));
 }
 
 #[test]
@@ -81,12 +93,18 @@ fn nulls_are_written_as_the_converters_write_them() {
     let values = row(&[Some(ID), Some("Order"), None, Some("t"), None]);
     // JsonConverter: a null of an optional column is the text `null`.
     let json = Plan::new(&contract(&[], Converters::json()), &table).unwrap();
-    let r = json.route(&values, 0).unwrap();
-    assert_eq!((text(&r.key), text(&r.value)), (Some("null"), Some("null")));
+    let r = route(&json, &values, 0).unwrap();
+    assert_eq!(
+        (text(r.key_bytes()), text(r.value_bytes())),
+        (Some("null"), Some("null"))
+    );
     // StringConverter keys: null; a jsonb payload goes through the delegate.
     let platform = Plan::new(&contract(&[], Converters::platform()), &table).unwrap();
-    let r = platform.route(&values, 0).unwrap();
-    assert_eq!((text(&r.key), text(&r.value)), (None, Some("null")));
+    let r = route(&platform, &values, 0).unwrap();
+    assert_eq!(
+        (text(r.key_bytes()), text(r.value_bytes())),
+        (None, Some("null"))
+    );
     // A tombstone when asked for, also for blank text.
     let tomb = Plan::new(
         &contract(
@@ -96,7 +114,7 @@ fn nulls_are_written_as_the_converters_write_them() {
         &table,
     )
     .unwrap();
-    assert_eq!(tomb.route(&values, 0).unwrap().value, None);
+    assert_eq!(route(&tomb, &values, 0).unwrap().value_bytes(), None);
     let blank = row(&[
         Some(ID),
         Some("Order"),
@@ -105,7 +123,7 @@ fn nulls_are_written_as_the_converters_write_them() {
         Some("\"  \""),
     ]);
     // A jsonb string is never blank text: it has its quotes.
-    assert!(tomb.route(&blank, 0).unwrap().value.is_some());
+    assert!(route(&tomb, &blank, 0).unwrap().value_bytes().is_some());
 }
 
 #[test]
@@ -133,28 +151,28 @@ fn options_place_columns_route_by_regex_and_take_the_event_time() {
         &table,
     )
     .unwrap();
-    let r = plan
-        .route(
-            &row(&[
-                Some(ID),
-                Some("orders-v2"),
-                Some("9"),
-                Some("Created"),
-                Some("[1, 2]"),
-                Some("3"),
-                None,
-                Some("2024-05-06 07:08:09.123"),
-            ]),
-            0,
-        )
-        .unwrap();
+    let r = route(
+        &plan,
+        &row(&[
+            Some(ID),
+            Some("orders-v2"),
+            Some("9"),
+            Some("Created"),
+            Some("[1, 2]"),
+            Some("3"),
+            None,
+            Some("2024-05-06 07:08:09.123"),
+        ]),
+        0,
+    )
+    .unwrap();
     assert_eq!(r.topic, "events.orders.v2");
     assert_eq!(r.partition, Some(3));
-    assert_eq!(r.timestamp_ms, 1_714_979_289_123);
-    let names: Vec<&str> = r.headers.iter().map(|(n, _)| &**n).collect();
+    assert_eq!(r.timestamp_ms, Some(1_714_979_289_123));
+    let names: Vec<&str> = r.headers().map(|(n, _)| n).collect();
     assert_eq!(names, vec!["id", "eventType"]);
     assert_eq!(
-        text(&r.value),
+        text(r.value_bytes()),
         Some("{\"payload\":\"[1, 2]\",\"tenant\":null,\"ref\":\"9\"}")
     );
 }
@@ -208,19 +226,19 @@ fn a_table_that_does_not_fit_is_told_what_and_why() {
 #[test]
 fn a_row_without_a_legal_topic_is_refused_with_a_row_code() {
     let plan = Plan::new(&contract(&[], Converters::json()), &documented_table()).unwrap();
-    for (route, detail) in [
+    for (routing, detail) in [
         (None, "the routing column is NULL: the record has no topic"),
         (
             Some("a/b"),
             "\"outbox.event.a/b\" is not a legal Kafka topic name",
         ),
     ] {
-        let e = plan
-            .route(
-                &row(&[Some(ID), route, Some("1"), Some("t"), Some("{}")]),
-                0,
-            )
-            .unwrap_err();
+        let e = route(
+            &plan,
+            &row(&[Some(ID), routing, Some("1"), Some("t"), Some("{}")]),
+            0,
+        )
+        .unwrap_err();
         assert_eq!(
             (e.code().as_str(), e.detail()),
             ("ILLEGAL_TOPIC_NAME", detail)
@@ -236,19 +254,19 @@ fn a_row_without_a_legal_topic_is_refused_with_a_row_code() {
         &table,
     )
     .unwrap();
-    let e = plan
-        .route(
-            &row(&[
-                Some(ID),
-                Some("x"),
-                Some("1"),
-                Some("t"),
-                Some("{}"),
-                Some("seven"),
-            ]),
-            0,
-        )
-        .unwrap_err();
+    let e = route(
+        &plan,
+        &row(&[
+            Some(ID),
+            Some("x"),
+            Some("1"),
+            Some("t"),
+            Some("{}"),
+            Some("seven"),
+        ]),
+        0,
+    )
+    .unwrap_err();
     assert_eq!(
         (e.code().as_str(), e.detail()),
         ("ROW_UNDECODABLE", "shard: \"seven\" is not an integer")
