@@ -2,6 +2,8 @@
 //!
 //!   cargo xtask services COMMAND [ARGS]   the local test services
 //!                                        (`scripts/services.sh COMMAND`)
+//!   cargo xtask test [--plan]            the whole test suite
+//!                                        (`scripts/test.sh`, what CI runs)
 //!
 //! The scripts run it from a target directory of its own (`target/xtask`),
 //! so it never waits on the lock of a build of the relay.
@@ -15,6 +17,7 @@ mod kafka;
 mod postgres;
 mod process;
 mod services;
+mod test;
 mod tls;
 mod tools;
 mod toxiproxy;
@@ -25,7 +28,8 @@ use std::path::{Path, PathBuf};
 
 use config::{Config, Vars};
 
-const USAGE: &str = "usage: xtask services COMMAND [ARGS]   (xtask services help lists them)";
+const USAGE: &str = "usage: xtask services COMMAND [ARGS]   (xtask services help lists them)
+       xtask test [--plan]";
 
 /// The repository: where the scripts say it is, or where this was built.
 pub fn repo() -> PathBuf {
@@ -70,6 +74,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.split_first() {
         Some((c, rest)) if c == "services" => services_main(rest),
+        Some((c, rest)) if c == "test" => test::main(rest),
         _ => {
             eprintln!("{USAGE}");
             2
