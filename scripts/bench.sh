@@ -55,6 +55,8 @@ fi
 was_running=$(scripts/services.sh status | grep -c ': running' || true)
 cluster_was_running=$(scripts/services.sh status | grep -c '^cluster broker .*: running' || true)
 scripts/services.sh start >&2
+# The OpenTelemetry Collector the traced engine exports to (built once).
+scripts/services.sh tools otelcol >&2
 # The replication scenario (in a full run, or named in --only) runs on the
 # three-broker cluster too.
 only=""

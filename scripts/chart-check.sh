@@ -10,24 +10,15 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-HELM_VERSION=${OUTBOX_HELM_VERSION:-v3.22.0}
-# The version Go's module proxy approves when the one asked for is refused.
-HELM_FALLBACK=v3.21.4
-GO_CACHE=$PWD/.cache/go
+GO_CACHE=${OUTBOX_TEST_GO_CACHE:-$PWD/.cache/go}
 chart=deploy/helm/outbox-cdc
 log() { printf '[chart] %s\n' "$*" >&2; }
 
 command -v go >/dev/null || { log "Go is needed to build helm (go install)"; exit 1; }
-mkdir -p "$GO_CACHE/bin"
+# Helm v3.22.0 (OUTBOX_HELM_VERSION picks another; v3.21.4 when the module
+# proxy refuses it), built once by the services tool (xtask/src/tools.rs).
+scripts/services.sh tools helm
 helm=$GO_CACHE/bin/helm
-if [ ! -x "$helm" ]; then
-  for v in "$HELM_VERSION" "$HELM_FALLBACK"; do
-    log "building helm $v with go install (a few minutes the first time)"
-    if GOBIN="$GO_CACHE/bin" go install "helm.sh/helm/v3/cmd/helm@$v" >&2; then break; fi
-    log "helm $v did not build"
-  done
-  [ -x "$helm" ] || { log "no helm"; exit 1; }
-fi
 checker=$GO_CACHE/bin/k8s-check
 if [ ! -x "$checker" ] || [ tests/k8s/main.go -nt "$checker" ] || [ tests/k8s/go.mod -nt "$checker" ]; then
   log "building the strict decoder (tests/k8s)"

@@ -43,7 +43,7 @@ case "$kafka" in single | cluster) ;; *) echo "--kafka is single or cluster" >&2
 started=0
 case "$(scripts/services.sh status)" in
   *"postgresql: running"*"kafka: running"*"toxiproxy: running"*) ;;
-  *) started=1; scripts/services.sh start ;;
+  *) started=1; scripts/services.sh start; scripts/services.sh start-proxies ;;
 esac
 cluster_started=0
 # The status in full before grep reads it: with pipefail, grep -q's early

@@ -112,7 +112,9 @@ impl Proxies {
     pub fn from_env() -> Proxies {
         let get = |name: &str| {
             var(name).unwrap_or_else(|| {
-                panic!("{name} is not set: run `scripts/services.sh start` and eval its `env`")
+                panic!(
+                    "{name} is not set: run `scripts/services.sh start-proxies` and eval its `env`"
+                )
             })
         };
         Proxies {
