@@ -66,7 +66,9 @@ fn shell_commands(body: &str) -> Vec<Vec<String>> {
 ///   (`cli::tests::every_command_the_guide_shows_parses`), and the README's
 ///   walkthrough runs (`the_readme_walkthrough_runs_as_written`);
 /// - `scripts/...`: the script exists, its subcommand is one of its
-///   cases, its options are ones it (or the bench it runs) takes;
+///   cases (for `scripts/services.sh`, of the services tool it runs,
+///   `xtask/src/services.rs`), its options are ones it (or the bench it
+///   runs) takes;
 /// - `cargo test` targets and filters name existing tests;
 /// - paths into the repository exist; the image's tag is this version;
 /// - TOML loads as a configuration (a fragment, over a minimal one);
@@ -77,7 +79,8 @@ fn shell_commands(body: &str) -> Vec<Vec<String>> {
 fn every_example_in_the_readme_and_the_guide_is_checked() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_default();
-    let services_sh = read("scripts/services.sh");
+    // The services tool writes the worker's properties (xtask/src/connect.rs).
+    let connect_worker = read("xtask/src/connect.rs");
     let mut problems = Vec::new();
     let mut checked = 0;
     for (page, text) in guide() {
@@ -117,7 +120,7 @@ fn every_example_in_the_readme_and_the_guide_is_checked() {
                             continue;
                         }
                         let key = line.split('=').next().unwrap_or(line);
-                        if key != "plugin.path" && !services_sh.contains(line) {
+                        if key != "plugin.path" && !connect_worker.contains(line) {
                             problems.push(format!(
                                 "{page}: `{line}`: not what the suite's Connect worker runs"
                             ));
@@ -192,10 +195,20 @@ fn check_command(root: &std::path::Path, words: &[String]) -> Result<(), String>
                     return Err(format!("{s} takes no {w}"));
                 }
             }
+            // scripts/services.sh runs the services tool: its commands are
+            // the tool's match arms.
+            let tool = (s == "scripts/services.sh")
+                .then(|| std::fs::read_to_string(root.join("xtask/src/services.rs")))
+                .transpose()
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default();
             match words.get(1) {
                 Some(sub) if !sub.starts_with('-') && !sub.starts_with('[') => {
                     let case = format!("  {sub})");
-                    if script.contains(&case) || script.contains(&format!("  {sub} |")) {
+                    if script.contains(&case)
+                        || script.contains(&format!("  {sub} |"))
+                        || tool.contains(&format!("\"{sub}\" =>"))
+                    {
                         Ok(())
                     } else {
                         Err(format!("{s} has no `{sub}` command"))
