@@ -74,6 +74,7 @@ pub fn main(args: &[String]) -> i32 {
             return 1;
         }
     };
+    run::catch_interrupts();
     let result = runner.execute(&steps, plan::prefetched(&full));
     runner.cleanup();
     match result {

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -49,6 +50,24 @@ pub struct Runner {
     cluster_began: Option<Instant>,
     /// The Go tools the `Tools` step builds.
     tools: Vec<crate::tools::Tool>,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C or SIGTERM ends the run after the step under way (whose
+/// processes get the signal themselves), so the services it started are
+/// still stopped. Children run with the default handling again.
+pub fn catch_interrupts() {
+    let handler = on_interrupt as extern "C" fn(libc::c_int);
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
+    }
 }
 
 /// The time of day for the step lines.
@@ -186,6 +205,9 @@ impl Runner {
     pub fn execute(&mut self, plan: &[Action], tools: Vec<crate::tools::Tool>) -> Result<()> {
         self.tools = tools;
         for (i, action) in plan.iter().enumerate() {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                bail!("interrupted");
+            }
             match action {
                 Action::Header(text) => {
                     let next_skipped =
