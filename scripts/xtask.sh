@@ -10,5 +10,5 @@ export OUTBOX_XTASK_REPO=$repo
 if [ -n "${OUTBOX_XTASK_BIN:-}" ] && [ -x "$OUTBOX_XTASK_BIN" ]; then
   exec "$OUTBOX_XTASK_BIN" "$@"
 fi
-exec env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS -u CARGO_TARGET_DIR \
+exec env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
   cargo run --quiet --manifest-path "$repo/xtask/Cargo.toml" --target-dir "$repo/target/xtask" -- "$@"

@@ -512,7 +512,6 @@ impl Runner {
             report::timing_table(&self.timings, self.began.elapsed())
         );
         let totals = report::totals(&self.results);
-        println!();
         step_line("done");
         for name in &self.failed {
             eprintln!("failed: {name}");
