@@ -7,7 +7,7 @@
 use super::ConfigArg;
 use crate::config::reference::at;
 use crate::error::{Code, Error};
-use crate::kafka::settings;
+use crate::ops::config_check;
 
 #[derive(clap::Subcommand)]
 pub(super) enum ConfigCommand {
@@ -32,23 +32,7 @@ pub(super) fn run(command: ConfigCommand, config: &ConfigArg) -> Result<(), Erro
 
 fn validate(config: &ConfigArg) -> Result<(), Error> {
     let cfg = config.load()?;
-    cfg.postgres_password(&super::env)?;
-    let cluster = cfg.kafka_cluster(&super::env)?;
-    // librdkafka checks every property's name and value as it is set,
-    // before any client (and any connection) exists.
-    let producer = settings::producer_config(&cluster, cfg.producer_transactional_id().as_deref());
-    let consumer = settings::consumer_config(&cluster);
-    for (role, cc) in [("producer", producer), ("consumer", consumer)] {
-        cc.create_native_config().map_err(|e| {
-            Error::new(
-                Code::CONFIG_INVALID_VALUE,
-                format!(
-                    "`kafka.properties` as the {role} takes them: {}",
-                    crate::error::chain(&e)
-                ),
-            )
-        })?;
-    }
+    config_check::validate(&cfg, &super::env)?;
     println!("{}: valid", config.path.display());
     Ok(())
 }

@@ -3,9 +3,8 @@
 use std::path::PathBuf;
 
 use super::ConfigArg;
-use crate::connector::import::{self, Source};
-use crate::connector::{self, Target};
 use crate::error::{Code, Error};
+use crate::ops::connector_config::{self, Source, Target};
 
 /// The deployment to write for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -80,23 +79,15 @@ struct ImportArgs {
 }
 
 fn import(args: ImportArgs) -> Result<(), Error> {
-    let text = std::fs::read_to_string(&args.file).map_err(|e| {
-        Error::new(
-            Code::IMPORT_UNREADABLE,
-            format!("cannot read {}: {e}", args.file.display()),
-        )
-    })?;
     let source = args.from.map(|f| match f {
         FromArg::Connect => Source::Connect,
         FromArg::ConnectJson => Source::ConnectJson,
         FromArg::DebeziumServer => Source::DebeziumServer,
         FromArg::Strimzi => Source::Strimzi,
     });
-    let from = args.file.file_name().map_or_else(
-        || args.file.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    match import::import(&text, &from, source, args.bootstrap_servers.as_deref())? {
+    let imported = connector_config::import(&args.file, source, args.bootstrap_servers.as_deref())?;
+    let from = imported.from;
+    match imported.made {
         Err(refused) => {
             for r in &refused {
                 eprintln!("{r}");
@@ -160,6 +151,6 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
         (None, TargetArg::Strimzi) => Target::Strimzi,
         (None, TargetArg::StrimziConnect) => Target::StrimziConnect,
     };
-    let text = connector::render(&cfg, target)?;
+    let text = connector_config::render(&cfg, target)?;
     write(args.out, &text)
 }

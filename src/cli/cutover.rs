@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use super::ConfigArg;
 use crate::config::Config;
-use crate::contract::definition::Status;
 use crate::error::{Code, Error};
 use crate::ops::cutover::{self, CutoverOptions, Target};
 use crate::ops::takeover::{self, Run, Store};
@@ -55,7 +54,7 @@ pub(super) struct Args {
 
 pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let cfg = config.load()?;
-    if cfg.outbox.contract()?.status == Status::NotKept {
+    if takeover::applies_to(&cfg.outbox)? {
         return by_position(&args, &cfg);
     }
     if args.connect.is_some() || args.offset_file.is_some() {

@@ -3,7 +3,6 @@
 use super::ConfigArg;
 use crate::error::{Code, Error};
 use crate::ops::migrate::{self, Scope};
-use crate::pg::{connect, grants};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -40,7 +39,7 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
                 format!("`--print-grants`: {role:?} must be a lowercase SQL identifier"),
             ));
         }
-        print!("{}", grants::grant_sql(&cfg.objects(), &role));
+        print!("{}", migrate::grants(&cfg.objects(), &role));
         return Ok(());
     }
     if args.print {
@@ -48,8 +47,7 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
         return Ok(());
     }
     super::runtime()?.block_on(async {
-        let mut client = connect::connect(&cfg.postgres, &super::env).await?;
-        for a in migrate::migrate(&mut client, &cfg.objects(), scope).await? {
+        for a in migrate::apply(&cfg, &super::env, scope).await? {
             let what = if a.newly {
                 "applied"
             } else {

@@ -39,7 +39,7 @@ fn long_version() -> &'static str {
             env!("CARGO_PKG_VERSION"),
             crate::metrics::BUILD_COMMIT,
             env!("OUTBOX_CDC_RUSTC"),
-            crate::connector::DEBEZIUM_VERSION,
+            crate::ops::connector_config::DEBEZIUM_VERSION,
         )
     })
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 use super::ConfigArg;
 use crate::error::Error;
 use crate::ops::purge::{self, PurgeOptions};
-use crate::pg::connect;
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -41,8 +40,7 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     };
     opts.fit(&cfg.outbox)?;
     super::runtime()?.block_on(async {
-        let client = connect::connect(&cfg.postgres, &super::env).await?;
-        purge::purge(&client, &cfg.objects(), &opts, &mut std::io::stdout()).await?;
+        purge::purge(&cfg, &super::env, &opts, &mut std::io::stdout()).await?;
         Ok(())
     })
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::ConfigArg;
 use crate::error::Error;
 use crate::ops::redrive::{self, Run, Selection};
+use crate::ops::times;
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -28,11 +29,10 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let since = match &args.since {
         Some(text) => {
             let us = super::window::instant("since", text, crate::metrics::unix_micros())?;
-            let at =
-                crate::row::value::Timestamp::from_unix_millis(us / 1000).ok_or_else(|| {
-                    super::window::invalid("since", format!("{text:?} is out of range"))
-                })?;
-            Some(at.to_rfc3339_millis())
+            let at = times::rfc3339_millis(us).ok_or_else(|| {
+                super::window::invalid("since", format!("{text:?} is out of range"))
+            })?;
+            Some(at)
         }
         None => None,
     };

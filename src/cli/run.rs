@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::ConfigArg;
 use crate::error::Error;
 use crate::metrics;
-use crate::pipeline::Relay;
+use crate::pipeline::{HandOver, Relay, Streaming};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -32,13 +32,22 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     super::run_on_workers(async move {
         let shutdown = shutdown_on_signals();
         let http = cfg.http.clone();
-        let relay = Relay::prepare(cfg, Arc::new(super::env)).await?;
-        if let Some(http) = http {
-            metrics::http::serve(&http.listen, relay.metrics(), shutdown.clone()).await?;
-        }
+        let env = Arc::new(super::env);
+        let serve = |metrics| async {
+            match &http {
+                Some(http) => metrics::http::serve(&http.listen, metrics, shutdown.clone())
+                    .await
+                    .map(|_| ()),
+                None => Ok(()),
+            }
+        };
         if args.handover_only {
-            relay.handover_only(shutdown).await
+            let relay = Relay::prepare(cfg, env, HandOver).await?;
+            serve(relay.metrics()).await?;
+            relay.run(shutdown).await
         } else {
+            let relay = Relay::prepare(cfg, env, Streaming).await?;
+            serve(relay.metrics()).await?;
             relay.run(shutdown).await
         }
     })

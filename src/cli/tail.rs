@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::ConfigArg;
 use crate::error::Error;
-use crate::kafka::tail::{self, TailOptions};
+use crate::ops::tail::{self, TailOptions};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -30,10 +30,5 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
         idle_timeout: args.idle_timeout_secs.map(Duration::from_secs),
     };
     let mut out = std::io::stdout().lock();
-    tail::tail(
-        &cfg.kafka_cluster(&super::env)?,
-        &cfg.outbox.topic_prefix,
-        &opts,
-        &mut out,
-    )
+    tail::tail(&cfg, &super::env, &opts, &mut out)
 }

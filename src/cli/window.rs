@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::error::{Code, Error};
 use crate::ops::purge::parse_duration;
+use crate::ops::times;
 
 pub(super) fn invalid(flag: &str, detail: impl std::fmt::Display) -> Error {
     Error::new(Code::ARGUMENT_INVALID, format!("--{flag}: {detail}"))
@@ -12,26 +13,12 @@ pub(super) fn invalid(flag: &str, detail: impl std::fmt::Display) -> Error {
 
 /// A timestamp (RFC 3339 or PostgreSQL's ISO form) or an age before `now_us`.
 pub(super) fn instant(flag: &str, text: &str, now_us: i64) -> Result<i64, Error> {
-    if let Ok(age) = parse_duration(text) {
-        return Ok(now_us.saturating_sub(age.as_micros() as i64));
-    }
-    let iso = text.trim().replacen('T', " ", 1);
-    let iso = match iso.strip_suffix('Z') {
-        Some(body) => format!("{body}+00"),
-        None => iso,
-    };
-    crate::row::value::parse_timestamptz(&iso)
-        .ok()
-        .filter(|t| matches!(t, crate::row::value::Timestamp::Micros(_)))
-        .map(|t| t.unix_micros())
-        .ok_or_else(|| {
-            invalid(
-                flag,
-                format!(
-                    "{text:?} is neither a timestamp (2026-11-30T08:00:00Z) nor an age (2h, 7d)"
-                ),
-            )
-        })
+    times::unix_micros(text, now_us).ok_or_else(|| {
+        invalid(
+            flag,
+            format!("{text:?} is neither a timestamp (2026-11-30T08:00:00Z) nor an age (2h, 7d)"),
+        )
+    })
 }
 
 pub(super) fn duration(flag: &str, text: &str) -> Result<Duration, Error> {

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
-pub use super::options::Role;
 use super::options::{Additional, Placement, RouterOptions};
 use super::outbox;
+pub use super::role::Role;
 use crate::error::Error;
 
 /// The built-in contracts, as `[outbox] contract` names them.

@@ -2,7 +2,7 @@
 //! and its headers (`outbox`), a contract as a value (`definition`: which
 //! columns make the record and how, the built-in contracts, the rules a
 //! platform row must keep), the Outbox Event Router's options, one table of
-//! them (`options`), the topic rule they give (`topic`), and the Kafka
+//! them (`options`), what each column a contract names is for (`role`), the topic rule they give (`topic`), and the Kafka
 //! Connect converters a contract names (`converters`). Pure data and
 //! parsing, no bytes written: `router` compiles a contract into the records,
 //! `connector` into the Debezium configuration that emits the same ones.
@@ -11,4 +11,5 @@ pub mod converters;
 pub mod definition;
 pub mod options;
 pub mod outbox;
+pub mod role;
 pub mod topic;

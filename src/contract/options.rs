@@ -10,68 +10,13 @@
 
 use std::collections::BTreeMap;
 
+pub use super::role::{Named, Role};
 use super::topic::{RuleError, TopicRule};
 use crate::error::{Code, Error};
 
 /// The name of the header that carries the event id: the router's own,
 /// which it adds to every record.
 pub const ID_HEADER: &str = "id";
-
-/// What a contract column is for; the catalog check and the plan name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    EventId,
-    Key,
-    Payload,
-    RouteBy,
-    Timestamp,
-    SchemaVersion,
-    Header,
-    Envelope,
-    Partition,
-    /// The platform's application headers.
-    ApplicationHeaders,
-    /// Another column of the platform's table (status, leases, ...).
-    Table,
-}
-
-impl Role {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Role::EventId => "event id",
-            Role::Key => "key",
-            Role::Payload => "payload",
-            Role::RouteBy => "routing field",
-            Role::Timestamp => "event timestamp",
-            Role::SchemaVersion => "schema version",
-            Role::Header => "header",
-            Role::Envelope => "envelope field",
-            Role::Partition => "partition",
-            Role::ApplicationHeaders => "application headers",
-            Role::Table => "the platform's table",
-        }
-    }
-}
-
-/// A column an option names: what it is for and, for an additional
-/// placement, the name it goes under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Named<'a> {
-    pub column: &'a str,
-    pub role: Role,
-    /// A header's or envelope field's name.
-    pub alias: &'a str,
-}
-
-impl<'a> Named<'a> {
-    const fn of(column: &'a str, role: Role) -> Named<'a> {
-        Named {
-            column,
-            role,
-            alias: column,
-        }
-    }
-}
 
 /// When the generator writes an option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +64,10 @@ pub const EVENT_ID: RouterOption = RouterOption {
     default: Some("id"),
     doc: "the column whose value is the `id` header",
     written: Written::Always,
-    read: |o, v| Ok(o.event_id = column_name(EVENT_ID.key, v)?),
+    read: |o, v| {
+        o.event_id = column_name(EVENT_ID.key, v)?;
+        Ok(())
+    },
     show: |o| Some(o.event_id.clone()),
     columns: |o| vec![Named::of(&o.event_id, Role::EventId)],
 };
@@ -129,7 +77,10 @@ pub const EVENT_KEY: RouterOption = RouterOption {
     default: Some("aggregateid"),
     doc: "the column whose value is the record's key; empty: a null key",
     written: Written::Always,
-    read: |o, v| Ok(o.event_key = optional(v)),
+    read: |o, v| {
+        o.event_key = optional(v);
+        Ok(())
+    },
     show: |o| o.event_key.clone(),
     columns: |o| {
         o.event_key
@@ -144,7 +95,10 @@ pub const EVENT_TYPE: RouterOption = RouterOption {
     default: Some("type"),
     doc: "read by the router before 2.0; decides no byte in 3.6",
     written: Written::WhenChanged,
-    read: |o, v| Ok(o.event_type = column_name(EVENT_TYPE.key, v)?),
+    read: |o, v| {
+        o.event_type = column_name(EVENT_TYPE.key, v)?;
+        Ok(())
+    },
     show: |o| Some(o.event_type.clone()),
     columns: none,
 };
@@ -154,7 +108,10 @@ pub const PAYLOAD: RouterOption = RouterOption {
     default: Some("payload"),
     doc: "the column whose value is the record's value (or the envelope's `payload`)",
     written: Written::Always,
-    read: |o, v| Ok(o.payload = column_name(PAYLOAD.key, v)?),
+    read: |o, v| {
+        o.payload = column_name(PAYLOAD.key, v)?;
+        Ok(())
+    },
     show: |o| Some(o.payload.clone()),
     columns: |o| vec![Named::of(&o.payload, Role::Payload)],
 };
@@ -164,7 +121,10 @@ pub const EVENT_TIMESTAMP: RouterOption = RouterOption {
     default: None,
     doc: "a `timestamp` column whose value is the record's timestamp; unset: the source transaction's commit time (Debezium: the time it handled the change)",
     written: Written::WhenChanged,
-    read: |o, v| Ok(o.event_timestamp = optional(v)),
+    read: |o, v| {
+        o.event_timestamp = optional(v);
+        Ok(())
+    },
     show: |o| o.event_timestamp.clone(),
     columns: |o| {
         o.event_timestamp
@@ -179,7 +139,10 @@ pub const SCHEMA_VERSION: RouterOption = RouterOption {
     default: None,
     doc: "an `integer` column whose value is the envelope schema's version (read only with an envelope field)",
     written: Written::WhenChanged,
-    read: |o, v| Ok(o.schema_version = optional(v)),
+    read: |o, v| {
+        o.schema_version = optional(v);
+        Ok(())
+    },
     show: |o| o.schema_version.clone(),
     columns: |o| {
         o.schema_version
@@ -236,7 +199,10 @@ pub const ROUTE_BY_FIELD: RouterOption = RouterOption {
     default: Some("aggregatetype"),
     doc: "the column whose value the topic rule routes by (text, varchar or uuid)",
     written: Written::Always,
-    read: |o, v| Ok(o.route_by = column_name(ROUTE_BY_FIELD.key, v)?),
+    read: |o, v| {
+        o.route_by = column_name(ROUTE_BY_FIELD.key, v)?;
+        Ok(())
+    },
     show: |o| Some(o.route_by.clone()),
     columns: |o| vec![Named::of(&o.route_by, Role::RouteBy)],
 };
@@ -246,7 +212,10 @@ pub const ROUTE_TOPIC_REGEX: RouterOption = RouterOption {
     default: Some("(?<routedByValue>.*)"),
     doc: "the regex the routing value must match whole for the replacement to apply (as `java.util.regex` reads it; look-around and back-references are refused)",
     written: Written::WhenChanged,
-    read: |o, v| Ok(o.topic_regex = v.to_string()),
+    read: |o, v| {
+        o.topic_regex = v.to_string();
+        Ok(())
+    },
     show: |o| Some(o.topic_regex.clone()),
     columns: none,
 };
@@ -256,7 +225,10 @@ pub const ROUTE_TOPIC_REPLACEMENT: RouterOption = RouterOption {
     default: Some("outbox.event.${routedByValue}"),
     doc: "the topic, with `$n` and `${name}` taking the regex's groups; a value the regex does not match is the topic itself",
     written: Written::Always,
-    read: |o, v| Ok(o.topic_replacement = v.to_string()),
+    read: |o, v| {
+        o.topic_replacement = v.to_string();
+        Ok(())
+    },
     show: |o| Some(o.topic_replacement.clone()),
     columns: none,
 };
@@ -299,7 +271,10 @@ pub const ADDITIONAL_PLACEMENT: RouterOption = RouterOption {
     default: None,
     doc: "`column:placement[:alias]`, comma separated: more columns as headers, envelope fields (after `payload`) or the record's partition (`partition`, an `integer` column)",
     written: Written::WhenChanged,
-    read: |o, v| Ok(o.additional = additional(v)?),
+    read: |o, v| {
+        o.additional = additional(v)?;
+        Ok(())
+    },
     show: |o| {
         let list: Vec<String> = o
             .additional
@@ -672,165 +647,4 @@ impl RouterOptions {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn options(pairs: &[(&str, &str)]) -> Result<RouterOptions, Error> {
-        RouterOptions::from_options(
-            &pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
-    }
-
-    #[test]
-    fn an_empty_configuration_has_the_routers_defaults() {
-        let o = options(&[]).unwrap();
-        assert_eq!(o.event_id, "id");
-        assert_eq!(o.event_key.as_deref(), Some("aggregateid"));
-        assert_eq!(o.payload, "payload");
-        assert_eq!(o.route_by, "aggregatetype");
-        assert_eq!(o.topic_regex, "(?<routedByValue>.*)");
-        assert_eq!(o.topic_replacement, "outbox.event.${routedByValue}");
-        assert_eq!(o.empty_payload, EmptyPayload::Value);
-        assert_eq!(o.payload_form, PayloadForm::Verbatim);
-        assert_eq!(o.invalid_op, InvalidOp::Warn);
-        assert_eq!(o.missing, Missing::Error);
-        assert_eq!(o.json_null, JsonNull::Ignore);
-        let columns: Vec<(&str, Role)> = o
-            .named_columns()
-            .iter()
-            .map(|n| (n.column, n.role))
-            .collect();
-        assert_eq!(
-            columns,
-            vec![
-                ("id", Role::EventId),
-                ("aggregateid", Role::Key),
-                ("payload", Role::Payload),
-                ("aggregatetype", Role::RouteBy)
-            ]
-        );
-        assert!(!o.has_envelope());
-    }
-
-    #[test]
-    fn placements_split_and_trim_as_the_router_does() {
-        let o = options(&[
-            (
-                "table.fields.additional.placement",
-                " type:header:eventType , tenant:envelope,shard:PARTITION",
-            ),
-            ("table.field.additional.missing", "IGNORE"),
-            ("route.tombstone.on.empty.payload", " True "),
-            ("table.op.invalid.behavior", "fatal"),
-        ])
-        .unwrap();
-        assert_eq!(
-            o.additional,
-            vec![
-                Additional {
-                    column: "type".into(),
-                    placement: Placement::Header,
-                    alias: "eventType".into()
-                },
-                Additional {
-                    column: "tenant".into(),
-                    placement: Placement::Envelope,
-                    alias: "tenant".into()
-                },
-                Additional {
-                    column: "shard".into(),
-                    placement: Placement::Partition,
-                    alias: "shard".into()
-                },
-            ]
-        );
-        assert_eq!(o.missing, Missing::Ignore);
-        assert_eq!(o.empty_payload, EmptyPayload::Tombstone);
-        assert_eq!(o.invalid_op, InvalidOp::Fatal);
-        assert!(o.has_envelope());
-        let props = o.properties();
-        let get = |k: &str| props.iter().find(|(p, _)| *p == k).map(|(_, v)| v.as_str());
-        assert_eq!(
-            get("table.fields.additional.placement"),
-            Some("type:header:eventType,tenant:envelope:tenant,shard:partition:shard")
-        );
-        assert_eq!(get("table.field.additional.missing"), Some("ignore"));
-        assert_eq!(get("table.op.invalid.behavior"), Some("fatal"));
-        assert_eq!(get("route.tombstone.on.empty.payload"), Some("true"));
-        // Written back, the options read as they were.
-        let pairs: Vec<(&str, &str)> = props.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let again = options(&pairs).unwrap();
-        assert_eq!(again, o);
-    }
-
-    #[test]
-    fn every_default_reads_as_its_option_and_shows_as_it_reads() {
-        for o in OPTIONS {
-            let mut options = RouterOptions::default();
-            if let Some(default) = o.default {
-                assert!((o.read)(&mut options, default).is_ok(), "{}", o.key);
-                assert_eq!((o.show)(&options).as_deref(), Some(default), "{}", o.key);
-            }
-            assert!(!o.doc.is_empty(), "{}", o.key);
-        }
-        assert_eq!(
-            option("route.by.field").map(|o| o.key),
-            Some("route.by.field")
-        );
-        assert!(option("route.topic.partition.by").is_none());
-    }
-
-    #[test]
-    fn every_refusal_is_reported_at_once() {
-        let error = options(&[
-            ("table.op.invalid.behavior", "skip"),
-            ("table.field.event.payloads", "body"),
-            ("route.topic.replacement", "${nope}"),
-        ])
-        .unwrap_err();
-        assert_eq!(error.code(), "CONTRACT_OPTION_INVALID");
-        assert_eq!(
-            error.detail(),
-            "`table.field.event.payloads` is not an Outbox Event Router option that decides bytes (did you mean `table.field.event.payload`?); \
-             `table.op.invalid.behavior`: \"skip\" is not one of warn, error, fatal; \
-             `route.topic.replacement`: no group with name {nope} in `route.topic.regex`"
-        );
-    }
-
-    #[test]
-    fn bad_values_and_unknown_options_are_refused_with_the_option_named() {
-        for (pairs, expected) in [
-            (
-                vec![("table.op.invalid.behavior", "skip")],
-                "`table.op.invalid.behavior`: \"skip\" is not one of warn, error, fatal",
-            ),
-            (
-                vec![("table.fields.additional.placement", "a:body")],
-                "`table.fields.additional.placement`: \"body\" is not one of header, envelope, partition",
-            ),
-            (
-                vec![("table.fields.additional.placement", "a")],
-                "`table.fields.additional.placement`: \"a\" is not column:placement or column:placement:alias",
-            ),
-            (
-                vec![("table.expand.json.payload", "yes")],
-                "`table.expand.json.payload`: \"yes\" is not one of true, false",
-            ),
-            (
-                vec![("table.field.event.payloads", "body")],
-                "`table.field.event.payloads` is not an Outbox Event Router option that decides bytes (did you mean `table.field.event.payload`?)",
-            ),
-            (
-                vec![("table.field.event.id", " ")],
-                "`table.field.event.id`: names no column",
-            ),
-        ] {
-            let error = options(&pairs).unwrap_err();
-            assert_eq!(error.code(), "CONTRACT_OPTION_INVALID");
-            assert_eq!(error.detail(), expected);
-        }
-    }
-}
+mod tests;

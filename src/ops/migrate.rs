@@ -4,11 +4,12 @@
 
 use tokio_postgres::Client;
 
-use crate::config::Objects;
+use crate::config::{Config, Env, Objects};
 use crate::contract::definition::Status;
 use crate::contract::outbox::{self, objects};
 use crate::error::{Code, Error};
 use crate::pg::sqlstate::query_error;
+use crate::pg::{connect, grants};
 
 /// One migration file, embedded at build time.
 #[derive(Debug, Clone, Copy)]
@@ -286,6 +287,19 @@ pub async fn migrate(
     }
     tx.commit().await.map_err(db("commit"))?;
     Ok(report)
+}
+
+/// `outbox-cdc migrate`: connects to the configured database and applies
+/// the pending migrations in `scope`.
+pub(crate) async fn apply(cfg: &Config, env: &Env, scope: Scope) -> Result<Vec<Applied>, Error> {
+    let mut client = connect::connect(&cfg.postgres, env).await?;
+    migrate(&mut client, &cfg.objects(), scope).await
+}
+
+/// The grants a least-privilege `role` for the relay needs, for a DBA to
+/// review and run.
+pub(crate) fn grants(objs: &Objects, role: &str) -> String {
+    grants::grant_sql(objs, role)
 }
 
 /// The SQL a run in `scope` would apply, for review by a DBA.

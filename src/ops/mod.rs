@@ -1,19 +1,23 @@
 //! The engines behind the operator's commands, one module each: `check`'s
 //! preflight report, `cutover` between relays, `migrate`, `purge`,
-//! `redrive`, `audit` and `replay`. Each reads and writes through `pg`,
-//! `kafka` and `pipeline`; the commands in `cli` parse arguments, call one
-//! of these and print.
+//! `redrive`, `audit`, `replay`, `tail`, `connector-config` and `config
+//! validate`'s checks, and the times their windows take. Each reads and
+//! writes through `pg`, `kafka`, `connector` and `pipeline`; the commands in
+//! `cli` parse arguments, call one of these and print.
 
 pub mod audit;
+pub(crate) mod config_check;
+pub(crate) mod connector_config;
 pub(crate) mod cutover;
-pub(crate) mod dead_letters;
 pub mod migrate;
 pub mod preflight;
 pub(crate) mod purge;
 pub(crate) mod redrive;
 pub(crate) mod replay;
 pub mod status;
+pub(crate) mod tail;
 pub(crate) mod takeover;
+pub(crate) mod times;
 
 /// `audit` and `replay` read the rows' status; a table that keeps
 /// none holds no rows to read once they are deleted, so these say so with a

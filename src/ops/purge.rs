@@ -20,11 +20,12 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
-use crate::config::Objects;
+use crate::config::{Config, Env, Objects};
 use crate::contract::definition;
 use crate::contract::outbox::{self, Status};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
+use crate::pg::connect;
 use crate::pg::dead_letter::DeadLetters;
 use crate::pg::purge_log;
 use crate::pg::sqlstate::query_error;
@@ -188,7 +189,19 @@ async fn cutoff(c: &Client, age: Duration) -> Result<String, Error> {
     .get(0))
 }
 
+/// `outbox-cdc purge`: connects to the configured database and purges as
+/// `opts` says, saying what it does on `out`.
 pub(crate) async fn purge(
+    cfg: &Config,
+    env: &Env,
+    opts: &PurgeOptions,
+    out: &mut (dyn Write + Send),
+) -> Result<Purged, Error> {
+    let client = connect::connect(&cfg.postgres, env).await?;
+    purge_with(&client, &cfg.objects(), opts, out).await
+}
+
+async fn purge_with(
     c: &Client,
     objs: &Objects,
     opts: &PurgeOptions,

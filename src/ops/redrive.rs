@@ -1,6 +1,8 @@
-//! `redrive`: FAILED rows published again once their cause is fixed, in a
-//! relay of their own (`pipeline`'s backlog path), with a transactional id
-//! of their own so they never fence the running relay.
+//! `redrive`: FAILED rows published again once their cause is fixed, by
+//! the relay's engine as a job of its own (`pipeline::Redrive`, with a
+//! transactional id of its own so it never fences the running relay); for
+//! an outbox that keeps no status, its dead-letter table
+//! (`pipeline::DeadLetterRedrive`).
 
 use std::sync::Arc;
 
@@ -8,9 +10,10 @@ use crate::config::{Config, Env};
 use crate::contract::definition::Status;
 use crate::error::{Code, Error};
 use crate::ops::purge;
+use crate::pg::connect;
+use crate::pg::dead_letter::{self, DeadLetters};
 use crate::pg::handover::{self, FailedFilter};
-use crate::pg::{connect, dead_letter};
-use crate::pipeline::{Redriven, Relay};
+use crate::pipeline::{DeadLetterRedrive, Redrive, Redriven, Relay};
 use crate::row::value::Timestamp;
 
 /// Which FAILED rows, as the operator gave them.
@@ -90,7 +93,7 @@ fn filter(selection: Selection) -> FailedFilter {
 /// Counts the matching FAILED rows and, unless `run` is a dry run,
 /// publishes them again.
 pub(crate) async fn redrive(
-    mut cfg: Config,
+    cfg: Config,
     env: Arc<Env>,
     selection: Selection,
     run: Run,
@@ -102,11 +105,20 @@ pub(crate) async fn redrive(
             topic: filter.destination,
             since: filter.since,
         };
-        let counts = super::dead_letters::counts(&cfg, &*env, &selection).await?;
+        let sql = connect::connect(&cfg.postgres, &*env).await?;
+        let counts = DeadLetters::new(&cfg.outbox)
+            .counts(&sql, &selection)
+            .await?;
         let total: i64 = counts.iter().map(|c| c.2).sum();
         let done = match run {
             Run::Publish if total > 0 => {
-                Some(super::dead_letters::publish(&cfg, env, &selection).await?)
+                let job = DeadLetterRedrive::new(selection);
+                let relay = Relay::prepare(cfg, env, job).await?;
+                Some(
+                    relay
+                        .run(tokio_util::sync::CancellationToken::new())
+                        .await?,
+                )
             }
             Run::Publish | Run::DryRun => None,
         };
@@ -128,15 +140,9 @@ pub(crate) async fn redrive(
             done: None,
         });
     }
-    // A refusal of the operator's kind (a topic still missing) ends it at
-    // once, and its transactional id is its own, so it never fences the
-    // running relay.
-    cfg.relay.operator_error_threshold = 1;
-    let id = format!("{}.redrive", cfg.transactional_id());
-    cfg.relay.set_transactional_id(id);
-    let relay = Relay::prepare(cfg, env).await?;
+    let relay = Relay::prepare(cfg, env, Redrive::new(filter)).await?;
     let done = relay
-        .redrive(&filter, tokio_util::sync::CancellationToken::new())
+        .run(tokio_util::sync::CancellationToken::new())
         .await?;
     Ok(Outcome {
         source: Source::FailedRows,

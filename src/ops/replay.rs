@@ -1,7 +1,7 @@
 //! `replay`: the rows of a window published again, whatever their status,
-//! under their own ids, through the same mapper and producer settings, in
-//! a relay of their own (`pipeline`'s backlog path) that writes no row's
-//! status. To the original topics, or under another prefix for a rebuild.
+//! under their own ids, through the same plan and producer settings, by the
+//! relay's engine as a job of its own (`pipeline::Replay`) that writes no
+//! row's status. To the original topics, or under another prefix for a rebuild.
 //! A window that `purge` has thinned is refused: the replay would look
 //! complete while it left rows out.
 
@@ -12,7 +12,7 @@ use crate::error::{Code, Error};
 use crate::pg::connect;
 use crate::pg::purge_log::{self, Thinned};
 use crate::pg::window::{self, Bounds, Entries, Slice};
-use crate::pipeline::{Relay, Replay};
+use crate::pipeline::{Relay, Replay, ReplayPlace};
 
 /// What the operator asked for.
 #[derive(Debug, Clone)]
@@ -54,11 +54,7 @@ pub(crate) struct Done {
 
 /// Counts the window's rows and, unless `request` is a dry run, publishes
 /// them again.
-pub(crate) async fn replay(
-    mut cfg: Config,
-    env: Arc<Env>,
-    request: Request,
-) -> Result<Outcome, Error> {
+pub(crate) async fn replay(cfg: Config, env: Arc<Env>, request: Request) -> Result<Outcome, Error> {
     super::require_kept_status(&cfg.outbox, "replay")?;
     let bounds = Bounds::from_unix_micros(request.since_us, request.until_us);
     let sql = connect::connect(&cfg.postgres, &*env).await?;
@@ -85,14 +81,6 @@ pub(crate) async fn replay(
             done: None,
         });
     }
-    // Its own transactional id, as `redrive`'s: it never fences the
-    // running relay. A refusal of the operator's kind (a topic missing
-    // under a new prefix) ends it at once. No recorder: nothing is marked.
-    cfg.outbox.topic_prefix = prefix;
-    cfg.relay.operator_error_threshold = 1;
-    cfg.relay.mark_published = false;
-    let id = format!("{}.replay", cfg.transactional_id());
-    cfg.relay.set_transactional_id(id);
     let entries = Entries::open(
         connect::connect(&cfg.postgres, &*env).await?,
         &Slice {
@@ -102,10 +90,13 @@ pub(crate) async fn replay(
         },
     )
     .await?;
-    let mut replay = Replay::new(entries, table.clone());
-    let relay = Relay::prepare(cfg, env).await?;
-    relay
-        .replay(&mut replay, tokio_util::sync::CancellationToken::new())
+    let job = Replay::new(
+        ReplayPlace::new(entries, table.clone()),
+        request.to_topic_prefix.clone(),
+    );
+    let relay = Relay::prepare(cfg, env, job).await?;
+    let replay = relay
+        .run(tokio_util::sync::CancellationToken::new())
         .await?;
     Ok(Outcome {
         bounds,

@@ -19,10 +19,11 @@ use std::io::Write;
 use std::path::Path;
 
 use super::cutover::say;
-use crate::config::{DebeziumConfig, Env, Objects, PostgresConfig};
+use crate::config::{DebeziumConfig, Env, Objects, OutboxConfig, PostgresConfig};
 use crate::connector::offsets::connect::Connect;
 use crate::connector::offsets::file::OffsetsFile;
 use crate::connector::offsets::{self, Offset};
+use crate::contract::definition::Status;
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
 use crate::pg::checks::{self, Slot};
@@ -53,6 +54,12 @@ pub(crate) struct Site<'a> {
 pub(crate) enum Run {
     Apply,
     DryRun,
+}
+
+/// Whether a cutover of `outbox` moves positions, here, rather than rows
+/// by their status (`cutover`): a table that keeps no status has none.
+pub(crate) fn applies_to(outbox: &OutboxConfig) -> Result<bool, Error> {
+    Ok(outbox.contract()?.status == Status::NotKept)
 }
 
 /// How to stop the connector in each of its runtimes.

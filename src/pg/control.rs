@@ -1,6 +1,6 @@
 //! The control state of an outbox in its database: the declared relay mode,
 //! live polling leases, the fence trigger and the activity of slots. The
-//! rules that decide from these facts live in [`crate::ops::preflight`].
+//! rules that judge these facts live in `pg::checks::ownership`.
 
 use tokio_postgres::Client;
 

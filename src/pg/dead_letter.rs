@@ -15,6 +15,7 @@ use crate::error::{Code, Error};
 use crate::pg::sqlstate::query_error;
 use crate::quote::ident;
 use crate::router::{Headers, Parts, Plan, Record};
+use crate::row::value::Uuid;
 
 /// What the relay knows of a row it could not publish.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -48,6 +49,20 @@ impl Content {
             record: None,
             row: Some(plan.row_json(values)),
         }
+    }
+}
+
+/// A stored letter's identity as a record: its place in the table.
+pub(crate) fn letter_id(seq: i64) -> Uuid {
+    Uuid::from_position(0, seq as u64)
+}
+
+/// The place in the table of the letter `id` names ([`letter_id`]).
+pub(crate) fn seq_of(id: Uuid) -> Option<i64> {
+    let (head, tail) = id.0.split_at(8);
+    match head.iter().all(|b| *b == 0) {
+        true => i64::try_from(u64::from_be_bytes(tail.try_into().ok()?)).ok(),
+        false => None,
     }
 }
 
@@ -179,7 +194,7 @@ impl DeadLetters {
                 let pairs: Vec<(Arc<str>, Option<Vec<u8>>)> =
                     names.into_iter().map(Arc::from).zip(values).collect();
                 let record = Record::new(Parts {
-                    message_id: crate::row::value::Uuid::from_position(0, seq as u64),
+                    message_id: letter_id(seq),
                     topic: r.try_get(1).map_err(decode)?,
                     partition: r.try_get(2).map_err(decode)?,
                     key: r

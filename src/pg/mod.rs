@@ -1,6 +1,9 @@
 //! PostgreSQL over ordinary SQL: connections and TLS, SQLSTATE
-//! classification, LSNs, the catalog comparison, the preflight rules, the
-//! control tables (relay mode, hand-over), row bookkeeping and migrations.
+//! classification, the catalog comparison, the preflight rules' facts and
+//! judgements (`checks`), the control tables (relay mode, hand-over), row
+//! bookkeeping (marks, the journal, the dead-letter table) and the reads
+//! `audit`, `replay`, `purge` and `status` make. LSNs are `crate::lsn`'s;
+//! the migrations' steps are `ops::migrate`'s.
 
 pub mod catalog;
 pub(crate) mod checks;

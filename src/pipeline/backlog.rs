@@ -11,6 +11,9 @@
 //!   fails again stays FAILED with its new code.
 //! - a replay ([`replay`]): every row of a window, oldest first, with a
 //!   ledger that writes nothing ([`Untouched`]): no status changes.
+//! - the dead letters' redrive ([`dead_letters`]): an outbox that keeps no
+//!   status, the stored records of its dead-letter table in the order they
+//!   were written, each removed once confirmed.
 
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +25,7 @@ use crate::config::Objects;
 use crate::contract::outbox;
 use crate::error::{Code, Error};
 use crate::finding::Finding;
+use crate::pg::dead_letter::{DeadLetters, Selection};
 use crate::pg::handover::{self, FailedCursor, FailedFilter, State};
 use crate::pg::row_status::Guard;
 use crate::pg::window::{self, Entries};
@@ -165,30 +169,79 @@ pub(super) async fn redrive<K: Sink, L: Ledger, S: Settlement>(
         done.selected += rows.len() as u64;
         backlog.add(rows.len() as i64);
         session.produce_rows(tx, rows, created_at).await;
-        let flow = match session.parts.ending.take() {
-            Some(e) => Err(e),
-            None => session.settle_backlog(Guard::Failed, shutdown).await,
-        };
-        done.published += mark(session, Guard::Failed).await?;
+        let settled = settle_redriven(session, Redriving::FailedRows, &mut done, shutdown).await;
         backlog.set(0);
-        match flow {
-            Ok(Flow::Continue) => {}
-            Ok(Flow::Stopped) => {
-                return Err(Error::new(
-                    Code::REDRIVE_INCOMPLETE,
-                    format!(
-                        "stopped after {} of the rows; run it again: rows already published are PUBLISHED",
-                        done.published
-                    ),
-                ))
-            }
-            Err(reason) => {
-                return Err(reason.context(format!(
-                    "the redrive stopped after publishing {} rows; the rest stay FAILED: fix the cause and run it again",
-                    done.published
-                )))
-            }
-        }
+        settled?;
+    }
+    Ok(done)
+}
+
+/// What a redrive publishes again, for its guard and its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Redriving {
+    FailedRows,
+    DeadLetters,
+}
+
+/// Settles a redrive's chunk and records what Kafka confirmed (marks its
+/// rows PUBLISHED, removes its letters); `Err` when the redrive must stop,
+/// saying how far it got.
+async fn settle_redriven<K: Sink, L: Ledger, S: Settlement>(
+    session: &mut Session<'_, K, L, S>,
+    what: Redriving,
+    done: &mut Redriven,
+    shutdown: &CancellationToken,
+) -> Result<(), Error> {
+    // A letter's refusal is written back to it, whatever the guard.
+    let guard = match what {
+        Redriving::FailedRows => Guard::Failed,
+        Redriving::DeadLetters => Guard::Pending,
+    };
+    let flow = match session.parts.ending.take() {
+        Some(e) => Err(e),
+        None => session.settle_backlog(guard, shutdown).await,
+    };
+    done.published += mark(session, guard).await?;
+    let (noun, published, rest) = match what {
+        Redriving::FailedRows => ("rows", "PUBLISHED", "stay FAILED"),
+        Redriving::DeadLetters => ("letters", "removed", "stay"),
+    };
+    match flow {
+        Ok(Flow::Continue) => Ok(()),
+        Ok(Flow::Stopped) => Err(Error::new(
+            Code::REDRIVE_INCOMPLETE,
+            format!(
+                "stopped after {} of the {noun}; run it again: {noun} already published are {published}",
+                done.published
+            ),
+        )),
+        Err(reason) => Err(reason.context(format!(
+            "the redrive stopped after publishing {} {noun}; the rest {rest}: fix the cause and run it again",
+            done.published
+        ))),
+    }
+}
+
+/// Publishes the dead letters `selection` takes again. `Err` when the
+/// session had to end; what was confirmed before is removed all the same.
+pub(super) async fn dead_letters<K: Sink, L: Ledger, S: Settlement>(
+    session: &mut Session<'_, K, L, S>,
+    sql: &tokio_postgres::Client,
+    letters: &DeadLetters,
+    selection: &Selection,
+    shutdown: &CancellationToken,
+) -> Result<Redriven, Error> {
+    let mut done = Redriven::default();
+    let tx = session.parts.watermark.begin();
+    let mut after = 0;
+    loop {
+        let round = letters.read(sql, selection, after, CHUNK).await?;
+        let Some(last) = round.last() else { break };
+        after = last.seq;
+        done.selected += round.len() as u64;
+        let records: Vec<_> = round.into_iter().map(|letter| letter.record).collect();
+        session.produce_records(tx, &records).await;
+        settle_redriven(session, Redriving::DeadLetters, &mut done, shutdown).await?;
     }
     Ok(done)
 }
@@ -197,7 +250,7 @@ pub(super) async fn redrive<K: Sink, L: Ledger, S: Settlement>(
 /// rows are read once, in (creation time, id) order, and a chunk stays
 /// unsettled until Kafka confirmed it, so an attempt that ends publishes
 /// that chunk again, never skips it.
-pub struct Replay {
+pub struct ReplayPlace {
     entries: Entries,
     table: String,
     unsettled: Option<Vec<String>>,
@@ -206,9 +259,9 @@ pub struct Replay {
     pub selected: u64,
 }
 
-impl Replay {
-    pub(crate) fn new(entries: Entries, table: String) -> Replay {
-        Replay {
+impl ReplayPlace {
+    pub(crate) fn new(entries: Entries, table: String) -> ReplayPlace {
+        ReplayPlace {
             entries,
             table,
             unsettled: None,
@@ -256,7 +309,7 @@ impl Replay {
 pub(super) async fn replay<K: Sink, L: Ledger, S: Settlement>(
     session: &mut Session<'_, K, L, S>,
     sql: &tokio_postgres::Client,
-    replay: &mut Replay,
+    replay: &mut ReplayPlace,
     shutdown: &CancellationToken,
 ) -> Result<(), Error> {
     let tx = session.parts.watermark.begin();

@@ -17,7 +17,7 @@ use tokio_postgres::Client;
 use crate::config::{Env, OutboxConfig, PostgresConfig};
 use crate::error::{Code, Error};
 use crate::lsn::Lsn;
-use crate::pg::dead_letter::{DeadLetters, Letter};
+use crate::pg::dead_letter::{self, DeadLetters, Letter};
 use crate::pg::row_status::{Guard, Marker};
 use crate::pg::{connect, journal};
 use crate::row::value::Uuid;
@@ -142,6 +142,57 @@ impl Ledger for Untouched {
     }
 
     /// A replay publishes every row it is given, whatever its status.
+    async fn published_among(&self, _: &[Uuid]) -> Result<Vec<Uuid>, Error> {
+        Ok(Vec::new())
+    }
+}
+
+/// The ledger of the dead letters' redrive: a letter Kafka confirmed is
+/// removed, one refused again keeps its place with its new code and words.
+pub(crate) struct Redelivered<'a> {
+    pub(crate) sql: &'a Client,
+    pub(crate) letters: &'a DeadLetters,
+    pub(crate) within: Duration,
+}
+
+impl Ledger for Redelivered<'_> {
+    /// A table that keeps no status has no FAILED mark: its refusals are
+    /// letters (`dead_letters`).
+    async fn failed(&self, _: &[Uuid], _: Code, _: Guard) -> Result<u64, Error> {
+        Err(Error::new(
+            Code::INTERNAL,
+            "a dead letter's refusal was to be marked FAILED",
+        ))
+    }
+
+    async fn published(&self, ids: &[Uuid], _: Guard) -> Result<u64, Error> {
+        let seqs: Vec<i64> = ids
+            .iter()
+            .filter_map(|id| dead_letter::seq_of(*id))
+            .collect();
+        let removing = self.letters.remove(self.sql, &seqs);
+        connect::answered(self.within, "removing published dead letters", removing).await
+    }
+
+    async fn dead_letters(&self, letters: &[Letter]) -> Result<u64, Error> {
+        let mut changed = 0;
+        for letter in letters {
+            let seq = letter
+                .content
+                .record
+                .as_ref()
+                .and_then(|r| dead_letter::seq_of(r.message_id));
+            let Some(seq) = seq else { continue };
+            let writing = self
+                .letters
+                .refused_again(self.sql, seq, letter.code, &letter.message);
+            changed +=
+                connect::answered(self.within, "recording a letter refused again", writing).await?;
+        }
+        Ok(changed)
+    }
+
+    /// Every selected letter is published again.
     async fn published_among(&self, _: &[Uuid]) -> Result<Vec<Uuid>, Error> {
         Ok(Vec::new())
     }

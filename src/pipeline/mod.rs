@@ -1,7 +1,10 @@
-//! `outbox-cdc run`: slot → mapper → Kafka → settlement → recorder → slot.
+//! The relay's engine: slot → plan → Kafka → settlement → recorder → slot.
 //!
-//! [`Relay::prepare`] checks both sides before anything touches the slot.
-//! [`Relay::run`] runs sessions under the [`Supervisor`]: one session is one
+//! A [`Relay`] is prepared for one job ([`jobs`]: streaming, a cutover's
+//! hand-over, a redrive, a replay, the dead letters' redrive), each a type
+//! with the settings it publishes under. [`Relay::prepare`] checks both
+//! sides before anything touches the slot. Streaming runs sessions under
+//! the [`Supervisor`]: one session is one
 //! replication stream and one producer. A rejected message is recorded as
 //! FAILED and the stream goes on; any other failure ends the session, and
 //! the retry policy ([`crate::error::policy`]) decides what follows: a new
@@ -14,6 +17,7 @@
 //! `testing` put in-memory fakes behind them.
 
 mod backlog;
+mod jobs;
 mod kafka_wait;
 mod ledger;
 mod monitor;
@@ -39,7 +43,9 @@ use rdkafka::ClientConfig;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-pub use backlog::{Redriven, Replay};
+pub use backlog::{Redriven, ReplayPlace};
+pub use jobs::{DeadLetterRedrive, HandOver, Job, Publishing, Redrive, Replay, Streaming};
+pub use shared::Marks;
 pub use stats::RelayStats;
 pub use supervisor::{Attempt, Backoff, Supervisor};
 
@@ -66,7 +72,9 @@ use settlement::{Idempotent, Mode, Settlement, Transactional};
 use shared::Shared;
 use sink::KafkaSink;
 
-pub struct Relay {
+/// The engine, prepared for one job.
+pub struct Relay<J> {
+    job: J,
     /// Where the bookkeeping connection goes.
     postgres: PostgresConfig,
     /// The outbox's objects: the hand-over lists, the diagnosis.
@@ -102,12 +110,13 @@ pub struct Relay {
     pub stats: Arc<RelayStats>,
 }
 
-impl Relay {
+impl<J: Job> Relay<J> {
     /// Validates both sides before anything touches the slot: Kafka answers,
     /// the SQL and replication log-ins work, this relay may own the outbox,
     /// and no cutover is half done.
-    pub async fn prepare(cfg: Config, env: Arc<Env>) -> Result<Relay, Error> {
+    pub async fn prepare(cfg: Config, env: Arc<Env>, job: J) -> Result<Relay<J>, Error> {
         let contract = cfg.outbox.contract()?;
+        let publishing = job.publishing(&cfg, &contract);
         let stream = Purpose::Stream {
             create_slot: cfg.relay.create_slot,
         };
@@ -120,8 +129,11 @@ impl Relay {
             )],
         )?;
         let cluster = cfg.kafka_cluster(&*env)?;
-        let producer =
-            settings::producer_config(&cluster, cfg.producer_transactional_id().as_deref());
+        let transactional_id = cfg
+            .relay
+            .transactional()
+            .then_some(publishing.transactional_id.as_str());
+        let producer = settings::producer_config(&cluster, transactional_id);
         probe::reachable(&cluster).await?;
         let objects = cfg.objects();
         let sql = connect::connect(&cfg.postgres, &*env).await?;
@@ -130,26 +142,21 @@ impl Relay {
         replication::check_log_in(&source.connect).await?;
         let (mode, progress) = match cfg.relay.delivery() {
             Delivery::Transactional(t) => {
-                let group = cfg.transactional_id();
+                let group = publishing.transactional_id.clone();
                 let progress = Progress::open(&cluster, &t.progress_topic, group).await?;
                 (Mode::Transactional, Some(Arc::new(progress)))
             }
             Delivery::Idempotent => (Mode::Idempotent, None),
         };
         let stats = Arc::new(RelayStats::default());
-        // A table that keeps no status has no marks to journal: the slot's
-        // position alone is the progress.
-        let journal = (cfg.relay.mark_published && contract.status == Status::Kept)
+        let journal = (publishing.marks == Marks::Journaled)
             .then(|| PgJournal::new(cfg.postgres.clone(), &cfg.outbox, env.clone()));
-        let plan = Arc::new(Plan::of_definition(&Contract::messaging(
-            &cfg.outbox.topic_prefix,
-        ))?);
-        let mut shared = shared(&cfg.relay, plan, journal, stats.clone());
+        let mut shared = shared(&cfg.relay, &publishing, journal, stats.clone())?;
         shared.status = contract.status;
         shared.delivery_deadline = settings::delivery_deadline(&producer);
         if let Some(o) = &cfg.otel {
             let tracing =
-                crate::otel::Tracing::start(o, &cfg.outbox.topic_prefix, shared.metrics.clone())?;
+                crate::otel::Tracing::start(o, &publishing.topic_prefix, shared.metrics.clone())?;
             shared.otel = Some(Arc::new(tracing));
         }
         let batch_size = limits::configured_batch_size(&cluster)?;
@@ -162,6 +169,7 @@ impl Relay {
             (contract.status == Status::Kept).then_some(&cfg.outbox),
         ));
         Ok(Relay {
+            job,
             watch,
             marker: Marker::new(&cfg.outbox),
             dead_letters: DeadLetters::new(&cfg.outbox),
@@ -186,129 +194,6 @@ impl Relay {
     /// The relay's metrics and health, for the HTTP endpoint.
     pub fn metrics(&self) -> Arc<Metrics> {
         self.shared.metrics.clone()
-    }
-
-    /// Streams until `shutdown`, starting sessions again as the retry
-    /// policy says. Queued marks are recorded at any stop.
-    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
-        let metrics = self.shared.metrics.clone();
-        let watch = self.watch.take();
-        let mut supervisor =
-            Supervisor::new(self.shared.feedback.clone()).with_metrics(metrics.clone());
-        let this = &self;
-        let result = {
-            let _guard = watch.map(|w| monitor::start(w, metrics.clone(), &shutdown));
-            supervisor
-                .run(&shutdown, |attempt| this.session(attempt, &shutdown))
-                .await
-        };
-        metrics.set_ended();
-        self.stats
-            .restarts
-            .store(supervisor.restarts(), Ordering::Relaxed);
-        self.finish_marks().await;
-        if let Some(otel) = self.shared.otel.clone() {
-            // The exporter's last batch, off the runtime's threads.
-            let _ =
-                tokio::task::spawn_blocking(move || otel.shutdown(Duration::from_secs(5))).await;
-        }
-        let settled = self.shared.feedback.settled();
-        match &result {
-            Ok(()) => tracing::info!(%settled, "relay stopped"),
-            Err(e) => crate::log_error!(error, e, %settled, "relay stopped"),
-        }
-        result
-    }
-
-    /// Publishes a READY hand-over list and returns without streaming: the
-    /// backlog of a cutover to Debezium, which streams from its own slot.
-    pub async fn handover_only(mut self, shutdown: CancellationToken) -> Result<(), Error> {
-        let result = relearning(|| async {
-            match self.mode {
-                Mode::Idempotent => self.handover::<Idempotent>(&shutdown).await,
-                Mode::Transactional => self.handover::<Transactional>(&shutdown).await,
-            }
-        })
-        .await;
-        self.finish_marks().await;
-        result
-    }
-
-    async fn handover<S: Settlement>(&self, shutdown: &CancellationToken) -> Result<(), Error> {
-        let sql = self.sql.lock().await;
-        let sink = self.sink()?;
-        let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
-        let end = backlog::hand_over(&mut session, &sql, &self.objects, shutdown)
-            .await
-            .map_err(backlog::interrupted);
-        session.finish(end.map(|_| ())).await
-    }
-
-    /// Publishes FAILED rows matching `filter` again and returns what it
-    /// did; a row that fails again stays FAILED with its new code.
-    pub(crate) async fn redrive(
-        mut self,
-        filter: &crate::pg::handover::FailedFilter,
-        shutdown: CancellationToken,
-    ) -> Result<Redriven, Error> {
-        let result = relearning(|| async {
-            match self.mode {
-                Mode::Idempotent => self.redrive_with::<Idempotent>(filter, &shutdown).await,
-                Mode::Transactional => self.redrive_with::<Transactional>(filter, &shutdown).await,
-            }
-        })
-        .await;
-        self.finish_marks().await;
-        result
-    }
-
-    async fn redrive_with<S: Settlement>(
-        &self,
-        filter: &crate::pg::handover::FailedFilter,
-        shutdown: &CancellationToken,
-    ) -> Result<Redriven, Error> {
-        let sql = self.sql.lock().await;
-        let sink = self.sink()?;
-        let mut session = Session::<_, _, S>::open(&self.shared, sink, self.ledger(&sql)).await?;
-        let done = backlog::redrive(&mut session, &sql, &self.objects, filter, shutdown).await;
-        let end = done.as_ref().map(|_| ()).map_err(Clone::clone);
-        session.finish(end).await.and(done)
-    }
-
-    /// Publishes the rows `replay` reads again, under their own ids and
-    /// without writing a row's status; the rows the destination refused
-    /// are in `replay` afterwards.
-    pub(crate) async fn replay(
-        self,
-        replay: &mut Replay,
-        shutdown: CancellationToken,
-    ) -> Result<(), Error> {
-        // The replay's place is kept between attempts.
-        let place = tokio::sync::Mutex::new(replay);
-        relearning(|| async {
-            let mut replay = place.lock().await;
-            match self.mode {
-                Mode::Idempotent => self.replay_with::<Idempotent>(&mut replay, &shutdown).await,
-                Mode::Transactional => {
-                    self.replay_with::<Transactional>(&mut replay, &shutdown)
-                        .await
-                }
-            }
-        })
-        .await
-    }
-
-    async fn replay_with<S: Settlement>(
-        &self,
-        replay: &mut Replay,
-        shutdown: &CancellationToken,
-    ) -> Result<(), Error> {
-        let sql = self.sql.lock().await;
-        let sink = self.sink()?;
-        let ledger = replay.ledger();
-        let mut session = Session::<_, _, S>::open(&self.shared, sink, ledger).await?;
-        let done = backlog::replay(&mut session, &sql, replay, shutdown).await;
-        session.finish(done).await
     }
 
     /// A new producer, batching under every limit learned so far.
@@ -499,7 +384,7 @@ where
 /// Attempts a one-off backlog gets to learn topics' limits: a few topics' worth.
 const RELEARNS: usize = 8;
 
-/// Runs a one-off backlog (a hand-over, a redrive, a replay) again while it
+/// Runs a one-off job (a hand-over, a redrive, a replay) again while it
 /// ends only to batch under a topic limit it just learned: [`RELEARNS`]
 /// times. The one place a backlog is tried again: it runs without the
 /// supervisor, and nothing else it meets passes by itself.
@@ -521,8 +406,6 @@ where
     result
 }
 
-/// The sessions' shared state, with the recorder started on `journal` when
-/// rows are marked.
 /// The rules `run` obeys at start (`rules::When::Start`). For the
 /// platform's table: the privileges first, since reading the others' facts
 /// needs them, then ownership and the hand-over. For a table that keeps no
@@ -558,12 +441,15 @@ async fn start_rules(
     }
 }
 
+/// The sessions' shared state under the job's settings, with the recorder
+/// started on `journal` when confirmed ids are journaled.
 fn shared(
     relay: &RelayConfig,
-    plan: Arc<Plan>,
+    publishing: &Publishing,
     journal: Option<PgJournal>,
     stats: Arc<RelayStats>,
-) -> Shared {
+) -> Result<Shared, Error> {
+    let plan = Plan::of_definition(&Contract::messaging(&publishing.topic_prefix))?;
     let metrics = Arc::new(Metrics::new(relay.metric_limits()));
     let (feedback, _) = Feedback::new(Lsn::ZERO);
     let trouble = Arc::new(recorder::Trouble::default());
@@ -577,10 +463,12 @@ fn shared(
         };
         Recorder::start(journal, links)
     });
-    Shared {
+    Ok(Shared {
         relay: relay.clone(),
-        plan,
+        plan: Arc::new(plan),
         status: Status::Kept,
+        marks: publishing.marks,
+        operator_refusals: publishing.operator_refusals,
         metrics,
         stats,
         feedback,
@@ -591,7 +479,7 @@ fn shared(
         limits: limits::Limits::default(),
         otel: None,
         delivery_deadline: settings::default_delivery_deadline(),
-    }
+    })
 }
 
 #[cfg(test)]

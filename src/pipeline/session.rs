@@ -380,6 +380,18 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
         }
     }
 
+    /// Produces stored records as part of `tx` (the dead letters' redrive).
+    /// Stops at the first failure that ends the session.
+    pub(super) async fn produce_records(&mut self, tx: TxSeq, records: &[Record]) {
+        for record in records {
+            self.parts.watermark.add(tx);
+            self.produce(tx, record).await;
+            if self.parts.ending.is_some() {
+                return;
+            }
+        }
+    }
+
     /// Routes and produces a routed outbox's changes as part of `tx`, as the
     /// Outbox Event Router does: an INSERT is a record (timestamped with the
     /// commit unless a column gives the time), an UPDATE gets the

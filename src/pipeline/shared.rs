@@ -16,26 +16,23 @@ use crate::replication::Feedback;
 use crate::router::Plan;
 use crate::row::value::Uuid;
 
-/// Whether confirmed rows are recorded (and so marked PUBLISHED):
-/// `relay.mark_published`.
+/// What becomes of the ids Kafka confirmed: the job decides it
+/// (`pipeline::jobs`), from the contract and `relay.mark_published`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Marks {
+pub enum Marks {
     /// Journaled by the recorder, which confirms the slot after them.
     Journaled,
+    /// Taken by the job after each chunk, which records them itself (a
+    /// redrive's PUBLISHED marks, a dead letter's removal).
+    Taken,
     /// Not recorded: the slot follows Kafka's confirmations alone.
     Off,
 }
 
 impl Marks {
+    /// Whether the session keeps the confirmed ids for someone to record.
     pub(crate) fn on(self) -> bool {
-        self == Marks::Journaled
-    }
-
-    pub(crate) fn of(relay: &RelayConfig) -> Marks {
-        match relay.mark_published {
-            true => Marks::Journaled,
-            false => Marks::Off,
-        }
+        self != Marks::Off
     }
 }
 
@@ -69,6 +66,11 @@ pub(crate) struct Shared {
     /// Whether the outbox keeps status: FAILED marks, or the dead-letter
     /// table for a row that cannot be published.
     pub(crate) status: Status,
+    /// What becomes of the confirmed ids.
+    pub(crate) marks: Marks,
+    /// Records the broker refuses for an operator's reason that one
+    /// session takes before it ends (idempotent delivery).
+    pub(crate) operator_refusals: usize,
     /// Destinations' limits learned so far: each session's producer
     /// batches under them.
     pub(crate) limits: crate::kafka::limits::Limits,
@@ -99,7 +101,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn marks(&self) -> Marks {
-        Marks::of(&self.relay)
+        self.marks
     }
 
     /// Transactional delivery's group commit (the defaults when idempotent:

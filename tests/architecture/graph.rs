@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use syn::visit::Visit;
 
 /// Edges of the graph, by module path.
-type Graph = BTreeMap<String, BTreeSet<String>>;
+pub(super) type Graph = BTreeMap<String, BTreeSet<String>>;
 
 struct Paths<'a> {
     module: &'a str,
@@ -116,7 +116,7 @@ fn is_ancestor(a: &str, b: &str) -> bool {
 }
 
 /// The graph of `sources`' modules.
-fn build(sources: &[(std::path::PathBuf, String, String)]) -> Graph {
+pub(super) fn build(sources: &[(std::path::PathBuf, String, String)]) -> Graph {
     let modules: BTreeSet<String> = sources.iter().map(|(_, m, _)| m.clone()).collect();
     // A named path resolves to the deepest file module it lies in.
     let resolve = |path: &str| -> Option<String> {

@@ -6,6 +6,8 @@ use syn::spanned::Spanned;
 use syn::visit::Visit;
 
 const MAX_FILE_LINES: usize = 700;
+/// A script longer than this is a program: it belongs in `xtask/`.
+const MAX_SCRIPT_LINES: usize = 150;
 const MAX_PARAMETERS: usize = 5;
 /// For the settlement engine, where every branch is a rule.
 const MAX_PIPELINE_FN_LINES: usize = 80;
@@ -148,5 +150,29 @@ fn files_and_functions_stay_readable() {
             }
         }
     }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn scripts_stay_short() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
+    let mut problems = Vec::new();
+    let mut scripts = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        // Data the scripts read (Maven's project file) is no script.
+        if path.extension().is_some_and(|e| e == "xml") || !path.is_file() {
+            continue;
+        }
+        scripts += 1;
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        if lines > MAX_SCRIPT_LINES {
+            problems.push(format!(
+                "scripts/{}: {lines} lines (at most {MAX_SCRIPT_LINES}: move its logic into xtask/)",
+                path.file_name().unwrap().to_string_lossy()
+            ));
+        }
+    }
+    assert!(scripts >= 10, "the scripts moved: {scripts}");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

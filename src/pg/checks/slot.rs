@@ -187,7 +187,7 @@ pub(crate) fn slot_finding(
             Purpose::Stream { create_slot: false } => Finding::error(
                 check,
                 Code::SLOT_MISSING,
-                format!("replication slot {name} does not exist; `outbox-cdc cutover --to cdc` creates it"),
+                format!("replication slot {name} does not exist; `outbox-cdc cutover --to cdc` creates it, or `relay.create_slot = true` lets `run` create it where it starts (a run beside Debezium)"),
             ),
             Purpose::Report if server.free_slots <= 0 => Finding::error(
                 check,

@@ -109,9 +109,7 @@ impl Settlement for Idempotent {
             }
             Next::Hold => {
                 self.operator_rejections += 1;
-                if stopped.is_some()
-                    || self.operator_rejections >= parts.shared.relay.operator_error_threshold
-                {
+                if stopped.is_some() || self.operator_rejections >= parts.shared.operator_refusals {
                     parts.end_with(error.context(format!("message {id}")));
                 }
             }

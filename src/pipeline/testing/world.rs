@@ -277,8 +277,6 @@ impl Process {
             Some(_) => Status::NotKept,
             None => Status::Kept,
         };
-        relay.mark_published = setup.marks.on();
-        relay.operator_error_threshold = setup.operator_error_threshold;
         relay.max_in_flight_messages = setup.max_in_flight_messages;
         relay.drain_timeout_secs = 5;
         relay.set_transactional(TransactionalConfig {
@@ -306,6 +304,8 @@ impl Process {
         Process {
             shared: Arc::new(Shared {
                 status,
+                marks: setup.marks,
+                operator_refusals: setup.operator_error_threshold,
                 limits: crate::kafka::limits::Limits::default(),
                 relay,
                 plan: std::sync::Arc::new(
