@@ -32,3 +32,5 @@ pub mod row;
 pub mod rules;
 pub mod secret;
 pub mod spelling;
+#[cfg(test)]
+mod test_support;

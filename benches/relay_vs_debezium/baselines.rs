@@ -89,6 +89,7 @@ pub(crate) async fn slot_read(
         own_walsender: None,
         messages: false,
         routed: None,
+        run: Default::default(),
         // As the relay reads it (`relay.pgoutput_binary`).
         binary: std::env::var("BENCH_RELAY_SETTINGS")
             .map_or(true, |s| !s.contains("pgoutput_binary = false")),

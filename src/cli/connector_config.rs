@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::ConfigArg;
 use crate::error::{Code, Error};
-use crate::ops::connector_config::{self, Source, Target};
+use crate::ops::connector_config::{self, Beside, Source, Target};
 
 /// The deployment to write for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -73,6 +73,28 @@ struct ImportArgs {
     /// The brokers the connector writes to, when the file does not name them.
     #[arg(long)]
     bootstrap_servers: Option<String>,
+    /// The Kafka Connect worker's configuration (`connect-distributed.properties`
+    /// or a Strimzi `KafkaConnect`): the converters the connector leaves to
+    /// the worker are its (otherwise JsonConverter with schemas, the
+    /// Debezium images' default, is assumed).
+    #[arg(long, value_name = "FILE")]
+    worker_config: Option<PathBuf>,
+    /// A worker setting, over the worker's file (`value.converter=...`); repeatable.
+    #[arg(long = "worker-setting", value_name = "KEY=VALUE")]
+    worker_settings: Vec<String>,
+    /// The Debezium release the deployment runs (`3.6.1`): it decides the
+    /// context headers; by default what the file's names tell.
+    #[arg(long, value_name = "VERSION")]
+    debezium_version: Option<String>,
+    /// The outbox table, when the connector's `table.include.list` names
+    /// several tables, a pattern or none.
+    #[arg(long, value_name = "SCHEMA.TABLE")]
+    table: Option<String>,
+    /// Kafka Connect's REST API (`http://connect:8083`): the release of the
+    /// Debezium connector the worker runs decides, unless
+    /// `--debezium-version` names one.
+    #[arg(long, value_name = "URL")]
+    connect: Option<String>,
     /// Write here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -85,7 +107,16 @@ fn import(args: ImportArgs) -> Result<(), Error> {
         FromArg::DebeziumServer => Source::DebeziumServer,
         FromArg::Strimzi => Source::Strimzi,
     });
-    let imported = connector_config::import(&args.file, source, args.bootstrap_servers.as_deref())?;
+    let beside = Beside {
+        source,
+        bootstrap: args.bootstrap_servers.as_deref(),
+        worker_config: args.worker_config.as_deref(),
+        worker_settings: &args.worker_settings,
+        debezium_version: args.debezium_version.as_deref(),
+        table: args.table.as_deref(),
+        connect: args.connect.as_deref(),
+    };
+    let imported = connector_config::import(&args.file, &beside)?;
     let from = imported.from;
     match imported.made {
         Err(refused) => {
@@ -114,6 +145,10 @@ fn import(args: ImportArgs) -> Result<(), Error> {
                 i.slot,
                 i.publication
             );
+            eprintln!("Debezium {}: {}", i.release.version, i.release.why);
+            for note in &i.notes {
+                eprintln!("read: {note}");
+            }
             for (k, why) in &i.left_behind {
                 eprintln!("left behind: {k}: {why}");
             }

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{invalid, non_empty, slot_name};
+use crate::contract::context::{self, DebeziumVersion};
 use crate::contract::outbox;
 use crate::error::Error;
 
@@ -42,6 +43,17 @@ impl ProviderReference {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default)]
 pub struct DebeziumConfig {
+    /// The Debezium release the deployment runs: it decides the context
+    /// headers its records carry and the settings its files name.
+    pub version: String,
+    /// `extended.headers.enabled`; unset: Debezium's default (`true`) for
+    /// the debezium contract, `false` for the messaging contract (its
+    /// records carry `id` and the 15 canonical headers).
+    pub extended_headers: Option<bool>,
+    /// The connector's decoding plugin (`plugin.name`): its slot's. The
+    /// relay reads its own slot with pgoutput, and takes a connector's slot
+    /// of either over.
+    pub plugin_name: Plugin,
     pub connector_name: String,
     /// Debezium's slot: never the relay's.
     pub slot: String,
@@ -64,6 +76,9 @@ pub struct DebeziumConfig {
 impl Default for DebeziumConfig {
     fn default() -> Self {
         DebeziumConfig {
+            version: DebeziumVersion::TESTED.to_string(),
+            extended_headers: None,
+            plugin_name: Plugin::default(),
             connector_name: DEFAULT_CONNECTOR_NAME.into(),
             slot: DEFAULT_SLOT.into(),
             topic_prefix: DEFAULT_TOPIC_PREFIX.into(),
@@ -73,6 +88,26 @@ impl Default for DebeziumConfig {
             heartbeat_interval_ms: DEFAULT_HEARTBEAT_INTERVAL_MS,
             server: DebeziumServerConfig::default(),
             strimzi: StrimziConfig::default(),
+        }
+    }
+}
+
+/// A logical decoding plugin Debezium's PostgreSQL connector reads with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Plugin {
+    /// PostgreSQL's own, over a publication.
+    #[default]
+    Pgoutput,
+    /// Debezium's default; a server extension (`postgresql-NN-decoderbufs`).
+    Decoderbufs,
+}
+
+impl Plugin {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Plugin::Pgoutput => "pgoutput",
+            Plugin::Decoderbufs => "decoderbufs",
         }
     }
 }
@@ -164,6 +199,7 @@ fn topic_name(key: &str, value: &str) -> Result<(), Error> {
 impl DebeziumConfig {
     /// `relay_slot`: the relay's, which Debezium's must not be.
     pub(super) fn validate(&self, relay_slot: &str) -> Result<(), Error> {
+        self.release()?;
         slot_name("debezium.slot", &self.slot)?;
         if self.slot == relay_slot {
             return Err(invalid(
@@ -205,6 +241,13 @@ impl DebeziumConfig {
     }
 }
 
+impl DebeziumConfig {
+    /// `version`, read.
+    pub fn release(&self) -> Result<DebeziumVersion, Error> {
+        context::version("debezium.version", &self.version)
+    }
+}
+
 impl DebeziumServerConfig {
     fn validate(&self) -> Result<(), Error> {
         if self.offset_flush_interval_ms == 0 {
@@ -224,6 +267,9 @@ impl DebeziumServerConfig {
 /// configuration reference is generated from it, and a test fails when a
 /// key has none.
 pub(crate) const MEANINGS: &[(&str, &str)] = &[
+    ("debezium.version", "the Debezium release the deployment runs (`3.6.1`, `2.7.4.Final`): from 3.2 its records carry `__debezium.context.*` headers before `id` (`runId` from 3.4), and from 3.2.1 the generated file writes `extended.headers.enabled`; `connector-config import` fills it in from the names the deployment uses"),
+    ("debezium.extended_headers", "Debezium's `extended.headers.enabled` (3.2.1+): the context headers on every record, which the relay writes too; unset, `true` (Debezium's default) for the debezium contract and `false` for the messaging contract"),
+    ("debezium.plugin_name", "the connector's decoding plugin (`plugin.name`): `pgoutput` or `decoderbufs` (Debezium's default, a server extension); the relay reads its own slot with pgoutput and takes the connector's slot of either over, and a hand-back creates the connector's slot with it"),
     ("debezium.connector_name", "the connector's name in Kafka Connect"),
     ("debezium.slot", "Debezium's slot; must differ from `postgres.slot`"),
     ("debezium.topic_prefix", "Debezium's `topic.prefix` (its logical name; the heartbeat topic is `__debezium-heartbeat.<prefix>`)"),

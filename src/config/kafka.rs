@@ -9,6 +9,7 @@ use super::secrets::PropertyValue;
 use super::{invalid, non_empty, secret_in_file};
 use crate::error::Error;
 use crate::kafka::settings;
+use crate::kafka::topic_creation::TopicCreation;
 use crate::secret::Secret;
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -18,6 +19,10 @@ pub struct KafkaConfig {
     pub bootstrap_servers: String,
     /// Passed to librdkafka as they are, after the checks in `validate`.
     pub properties: BTreeMap<String, PropertyValue>,
+    /// Kafka Connect's `topic.creation.*` (without the prefix): the relay
+    /// creates each topic it routes to before its first record, as the
+    /// connector's worker would.
+    pub topic_creation: BTreeMap<String, String>,
 }
 
 /// Whether a Kafka property carries a credential: its value must be a
@@ -29,6 +34,12 @@ pub(crate) fn is_secret_property(name: &str) -> bool {
 }
 
 impl KafkaConfig {
+    /// `topic_creation`, read; `None` when the connector creates no topic.
+    pub fn topic_creation(&self) -> Result<Option<TopicCreation>, Error> {
+        TopicCreation::parse(&self.topic_creation)
+            .map_err(|why| invalid("kafka.topic_creation", why))
+    }
+
     /// The cluster and its properties with secrets resolved.
     pub fn cluster(
         &self,
@@ -55,6 +66,7 @@ impl KafkaConfig {
 
     pub(super) fn validate(&self) -> Result<(), Error> {
         non_empty("kafka.bootstrap_servers", &self.bootstrap_servers)?;
+        self.topic_creation()?;
         for (name, value) in &self.properties {
             let key = format!("kafka.properties.{name}");
             if let Some(owned) = settings::owned(name) {
@@ -76,6 +88,7 @@ impl KafkaConfig {
 /// key has none.
 pub(crate) const MEANINGS: &[(&str, &str)] = &[
     ("kafka.bootstrap_servers", "the brokers, `host:port,...`"),
+    ("kafka.topic_creation", "the connector's topic creation (KIP-158), by Kafka Connect's names without `topic.creation.`: `\"default.partitions\" = \"3\"`, `\"default.replication.factor\" = \"-1\"`, `groups` and each group's `include`, `exclude`, counts and topic configs; the relay creates each topic it routes to before its first record as the worker would, so every key lands on the partition it lands on under Debezium; the generated configuration writes it back"),
     ("kafka.properties", "librdkafka properties passed through (TLS, SASL, compression, batching); `acks`, `enable.idempotence`, `enable.gapless.guarantee`, `max.in.flight.requests.per.connection`, `partitioner`, `transactional.id` and `bootstrap.servers` belong to the relay and are refused (`transaction.timeout.ms`, default 120 000 in transactional delivery, may be set); properties whose names carry a password or secret must be secret references"),
 ];
 

@@ -11,6 +11,7 @@
 pub mod debezium;
 mod decoding;
 pub mod env;
+pub mod expressions;
 pub mod http;
 pub mod kafka;
 pub(crate) mod keys;
@@ -19,7 +20,7 @@ pub mod outbox;
 pub mod postgres;
 pub mod reference;
 pub mod relay;
-pub mod secrets;
+mod secrets;
 #[cfg(test)]
 mod tests;
 
@@ -143,6 +144,7 @@ impl Config {
             .map_err(|e: toml::de::Error| syntax(e.to_string()))?;
         reject_literal_secret(&table, "postgres", "password")?;
         let applied = env::apply_env_overrides(&mut table, env)?;
+        expressions::resolve(&mut table, "", env)?;
         RelayConfig::check_raw(table.get("relay"))?;
         // A misspelt key or section, before the required ones it may be.
         if let Some(e) = keys::unknown(&table) {
@@ -154,6 +156,10 @@ impl Config {
         // Debezium names the envelope's schema after its logical name: the
         // contract's bytes need it.
         config.outbox.logical_name = config.debezium.topic_prefix.clone();
+        config.outbox.debezium = outbox::Deployed {
+            version: config.debezium.release()?,
+            extended_headers: config.debezium.extended_headers,
+        };
         if let Some(key) = unknown.into_iter().next() {
             return Err(Error::new(
                 Code::CONFIG_UNKNOWN_KEY,

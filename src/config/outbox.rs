@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{identifier, invalid};
+use crate::contract::context::{ContextHeaders, DebeziumVersion};
 use crate::contract::converters::Registry;
 use crate::contract::definition::{Contract, ContractName, Converters};
 use crate::contract::outbox;
@@ -28,9 +29,30 @@ pub struct OutboxConfig {
     /// the `debezium` contract's defaults.
     pub router: BTreeMap<String, String>,
     /// `[debezium] topic_prefix`, copied when the configuration is read:
-    /// Debezium names a value schema after it (`<it>.<schema>.<table>.Value`).
+    /// Debezium names a value schema after it (`<it>.<schema>.<table>.Value`)
+    /// and writes it in a context header.
     #[serde(skip)]
     pub logical_name: String,
+    /// `[debezium] version` and `extended_headers`, copied when the
+    /// configuration is read: they decide the context headers.
+    #[serde(skip)]
+    pub debezium: Deployed,
+}
+
+/// What of the Debezium deployment decides the outbox's records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployed {
+    pub version: DebeziumVersion,
+    pub extended_headers: Option<bool>,
+}
+
+impl Default for Deployed {
+    fn default() -> Self {
+        Deployed {
+            version: DebeziumVersion::TESTED,
+            extended_headers: None,
+        }
+    }
 }
 
 /// `[outbox] converters`: a preset's name, or Kafka Connect's settings
@@ -52,6 +74,7 @@ impl Default for OutboxConfig {
             converters: None,
             router: BTreeMap::new(),
             logical_name: crate::config::debezium::DEFAULT_TOPIC_PREFIX.into(),
+            debezium: Deployed::default(),
         }
     }
 }
@@ -115,19 +138,30 @@ impl OutboxConfig {
                         "the messaging contract is written by the platform's converters",
                     ));
                 }
-                Ok(Contract::messaging(&self.topic_prefix))
+                let platform = Contract::messaging(&self.topic_prefix);
+                // The platform's records carry `id` and the 15 canonical
+                // headers unless the deployment says otherwise.
+                let enabled = self.debezium.extended_headers.or(Some(false));
+                Ok(platform.with_context(self.context(enabled)))
             }
             ContractName::Debezium => {
-                Contract::debezium(&self.router, converters.unwrap_or_else(Converters::json)).map(
-                    |c| {
-                        c.with_record_name(format!(
-                            "{}.{}.{}.Value",
-                            self.logical_name, self.schema, self.table
-                        ))
-                    },
-                )
+                let c =
+                    Contract::debezium(&self.router, converters.unwrap_or_else(Converters::json))?;
+                let name = format!("{}.{}.{}.Value", self.logical_name, self.schema, self.table);
+                Ok(c.with_record_name(name)
+                    .with_context(self.context(self.debezium.extended_headers)))
             }
         }
+    }
+
+    /// The context headers Debezium writes with `extended.headers.enabled`
+    /// as `enabled` says.
+    fn context(&self, enabled: Option<bool>) -> Option<ContextHeaders> {
+        let run_id = self.debezium.version.context(enabled)?;
+        Some(ContextHeaders {
+            logical_name: self.logical_name.clone(),
+            run_id,
+        })
     }
 
     pub(super) fn validate(&self) -> Result<(), Error> {

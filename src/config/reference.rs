@@ -32,7 +32,7 @@ const REQUIRED: &[&str] = &[
 
 /// A configuration with every section, the required keys given
 /// placeholders: what serde's defaults make of the rest.
-fn defaults() -> Option<toml::Table> {
+pub(super) fn defaults() -> Option<toml::Table> {
     let text =
         "[postgres]\ndbname = \"d\"\nuser = \"u\"\n[kafka]\nbootstrap_servers = \"k:9092\"\n\
                 [http]\nlisten = \"127.0.0.1:1\"\n\

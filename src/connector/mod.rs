@@ -16,6 +16,7 @@ mod server;
 mod strimzi;
 
 use crate::config::{Config, DebeziumConfig, OutboxConfig, ProviderReference};
+use crate::contract::context;
 use crate::contract::definition::{Contract, Converters, Status};
 use crate::contract::outbox::objects;
 use crate::error::Error;
@@ -52,7 +53,7 @@ fn source_properties(cfg: &Config, contract: &Contract) -> Vec<(String, String)>
 
     // Source: pgoutput over Debezium's own slot and the publication our
     // migration creates (Debezium must not create or alter it).
-    set("plugin.name", "pgoutput".into());
+    set("plugin.name", dbz.plugin_name.as_str().into());
     set(
         "database.hostname",
         dbz.database_hostname
@@ -93,10 +94,17 @@ fn source_properties(cfg: &Config, contract: &Contract) -> Vec<(String, String)>
         .into(),
     );
     set("tombstones.on.delete", "false".into());
-    // Debezium 3.2+ would add __debezium.context.* headers, one a random id
-    // per run, which no relay can reproduce.
-    set("extended.headers.enabled", "false".into());
+    // From 3.2.1 the context headers (`__debezium.context.*`, before `id`)
+    // are a setting; the relay writes the same ones.
+    if cfg.outbox.debezium.version.has_setting() {
+        set(context::SETTING, contract.context.is_some().to_string());
+    }
     set("binary.handling.mode", "bytes".into());
+    // The topics the worker creates before their first record (KIP-158);
+    // the relay creates them the same way.
+    for (k, v) in &cfg.kafka.topic_creation {
+        set(&format!("topic.creation.{k}"), v.clone());
+    }
 
     // An idle outbox beside busy tables would otherwise pin WAL: the
     // heartbeat inserts into a published table that Debezium does not

@@ -33,9 +33,11 @@ pub enum Converter {
     Json(Schemas),
     /// `ByteArrayConverter`: bytes only; anything else fails the task.
     ByteArray,
-    /// `BinaryDataConverter`: bytes as they are, anything else through its
-    /// delegate (`delegate.converter.type`).
-    BinaryData(Box<Converter>),
+    /// `BinaryDataConverter` (and 1.x's `ByteBufferConverter`, the same
+    /// bytes): bytes as they are, anything else through its delegate
+    /// (`delegate.converter.type`); without one, Debezium's task fails on
+    /// anything but bytes.
+    BinaryData(Option<Box<Converter>>),
 }
 
 /// A header converter.
@@ -81,7 +83,7 @@ impl Converters {
     pub fn platform() -> Converters {
         Converters {
             key: Converter::String,
-            value: Converter::BinaryData(Box::new(Converter::Json(Schemas::Disabled))),
+            value: Converter::BinaryData(Some(Box::new(Converter::Json(Schemas::Disabled)))),
             header: HeaderConverter::Simple,
         }
     }
@@ -201,9 +203,10 @@ impl Converter {
             Converter::Json(Schemas::Enabled) => "JsonConverter (schemas.enable=true)".into(),
             Converter::Json(Schemas::Disabled) => "JsonConverter (schemas.enable=false)".into(),
             Converter::ByteArray => "ByteArrayConverter".into(),
-            Converter::BinaryData(d) => {
+            Converter::BinaryData(Some(d)) => {
                 format!("BinaryDataConverter delegating to {}", d.describe())
             }
+            Converter::BinaryData(None) => "BinaryDataConverter without a delegate".into(),
         }
     }
 
@@ -220,8 +223,10 @@ impl Converter {
                 format!("{prefix}.schemas.enable"),
                 (*s == Schemas::Enabled).to_string(),
             )),
-            Converter::BinaryData(d) => d.settings(&format!("{prefix}.delegate.converter.type"), p),
-            Converter::String | Converter::ByteArray => {}
+            Converter::BinaryData(Some(d)) => {
+                d.settings(&format!("{prefix}.delegate.converter.type"), p)
+            }
+            Converter::BinaryData(None) | Converter::String | Converter::ByteArray => {}
         }
     }
 
@@ -267,13 +272,11 @@ impl Converter {
             "BinaryDataConverter" => {
                 let delegate = format!("{setting}.delegate.converter.type");
                 if !s.contains_key(&delegate) {
-                    problems.push(unwritable(
-                        format!("BinaryDataConverter without {delegate}: Debezium's task fails on any value that is not bytes"),
-                        Registry::NotNeeded,
-                    ));
-                    return None;
+                    // Bytes only: the plan refuses any other column for it.
+                    return Some(Converter::BinaryData(None));
                 }
-                Converter::read(&delegate, s, problems).map(|d| Converter::BinaryData(Box::new(d)))
+                Converter::read(&delegate, s, problems)
+                    .map(|d| Converter::BinaryData(Some(Box::new(d))))
             }
             _ => {
                 problems.push(unwritable(
@@ -296,7 +299,10 @@ impl Converter {
                 Err("ByteArrayConverter takes bytes only: Debezium's task fails on this column")
             }
             (Converter::BinaryData(_), BytesSchema::Bytes) => Ok(()),
-            (Converter::BinaryData(d), BytesSchema::Other) => d.writes_column(bytes_schema),
+            (Converter::BinaryData(Some(d)), BytesSchema::Other) => d.writes_column(bytes_schema),
+            (Converter::BinaryData(None), BytesSchema::Other) => Err(
+                "BinaryDataConverter without delegate.converter.type takes bytes only: Debezium's task fails on this column",
+            ),
             _ => Ok(()),
         }
     }
@@ -305,8 +311,10 @@ impl Converter {
     pub fn schemas(&self) -> Schemas {
         match self {
             Converter::Json(s) => *s,
-            Converter::BinaryData(d) => d.schemas(),
-            Converter::String | Converter::ByteArray => Schemas::Disabled,
+            Converter::BinaryData(Some(d)) => d.schemas(),
+            Converter::BinaryData(None) | Converter::String | Converter::ByteArray => {
+                Schemas::Disabled
+            }
         }
     }
 
@@ -314,7 +322,7 @@ impl Converter {
     pub fn writes_text(&self) -> bool {
         match self {
             Converter::String => true,
-            Converter::BinaryData(d) => d.writes_text(),
+            Converter::BinaryData(Some(d)) => d.writes_text(),
             _ => false,
         }
     }
@@ -324,8 +332,8 @@ impl Converter {
     pub fn fails_on_required_null(&self) -> bool {
         match self {
             Converter::Json(_) => true,
-            Converter::BinaryData(d) => d.fails_on_required_null(),
-            Converter::String | Converter::ByteArray => false,
+            Converter::BinaryData(Some(d)) => d.fails_on_required_null(),
+            Converter::BinaryData(None) | Converter::String | Converter::ByteArray => false,
         }
     }
 
@@ -335,7 +343,10 @@ impl Converter {
             Converter::ByteArray => {
                 Err("ByteArrayConverter takes bytes only: Debezium's task fails on a struct value")
             }
-            Converter::BinaryData(d) => d.writes_struct(),
+            Converter::BinaryData(Some(d)) => d.writes_struct(),
+            Converter::BinaryData(None) => Err(
+                "BinaryDataConverter without delegate.converter.type takes bytes only: Debezium's task fails on a struct value",
+            ),
             _ => Ok(()),
         }
     }

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::context::ContextHeaders;
 use super::options::{Additional, Placement, RouterOptions};
 use super::outbox;
 pub use super::role::Role;
@@ -100,6 +101,9 @@ pub struct Contract {
     pub status: Status,
     pub converters: Converters,
     pub rules: RowRules,
+    /// Debezium's `__debezium.context.*` headers, before `id`; `None` when
+    /// its release or `extended.headers.enabled` writes none.
+    pub context: Option<ContextHeaders>,
     /// The name of Debezium's schema of the table's rows
     /// (`<topic.prefix>.<schema>.<table>.Value`), after which the router
     /// names an envelope's schema.
@@ -135,6 +139,7 @@ impl Contract {
                 application_headers: Some(outbox::HEADERS.name.into()),
                 empty_route: EmptyRoute::Refused,
             },
+            context: None,
             record_name: String::new(),
         }
     }
@@ -152,8 +157,15 @@ impl Contract {
             status: Status::NotKept,
             converters,
             rules: RowRules::none(),
+            context: None,
             record_name: DEFAULT_RECORD_NAME.into(),
         })
+    }
+
+    /// With the context headers Debezium writes.
+    pub fn with_context(mut self, context: Option<ContextHeaders>) -> Contract {
+        self.context = context;
+        self
     }
 
     /// With Debezium's name of the table's row schema.

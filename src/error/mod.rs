@@ -97,6 +97,7 @@ codes! {
     CONFIG_INVALID_VALUE => Operator, "a value out of range, or a Kafka property the relay owns",
     CONFIG_SECRET_IN_FILE => Operator, "a literal secret in the file; use `{ env = ... }` or `{ file = ... }`",
     CONFIG_SECRET_UNAVAILABLE => Operator, "the referenced variable or file is missing",
+    CONFIG_REFERENCE_UNAVAILABLE => Operator, "a value's reference (`${env:NAME}`, `${file:PATH:KEY}`, `${directory:DIR:FILE}`) names a variable that is not set or a file that cannot be read (the key and the reference are named)",
 
     // PostgreSQL connections.
     /// Cannot connect (refused, timed out, server starting, too many connections).
@@ -166,7 +167,7 @@ codes! {
     /// The connector is not Debezium's PostgreSQL connector.
     IMPORT_NOT_POSTGRES => Operator, "`connector-config import`: `connector.class` is not Debezium's PostgreSQL connector",
     /// The connector decodes with another plugin than pgoutput.
-    IMPORT_PLUGIN_UNSUPPORTED => Operator, "`connector-config import`: `plugin.name` is not `pgoutput` (Debezium's default is `decoderbufs`)",
+    IMPORT_PLUGIN_UNSUPPORTED => Operator, "`connector-config import`: `plugin.name` is neither `pgoutput` nor `decoderbufs` (Debezium's default)",
     /// The transform chain is not the Outbox Event Router alone.
     IMPORT_TRANSFORM_CHAIN => Operator, "`connector-config import`: the transform chain is not the Outbox Event Router alone (another transform, or none)",
     /// A predicate conditions the router.
@@ -178,7 +179,11 @@ codes! {
     /// Field names adjusted by the connector.
     IMPORT_NAMES_ADJUSTED => Operator, "`connector-config import`: `field.name.adjustment.mode` or `sanitize.field.names` changes field names",
     /// A connector setting whose value changes the records' bytes.
-    IMPORT_OPTION_UNSUPPORTED => Operator, "`connector-config import`: a connector setting whose value changes the records in a way the relay does not reproduce (extended headers, column filters and masks, the table list, binary or time handling), named with why",
+    IMPORT_OPTION_UNSUPPORTED => Operator, "`connector-config import`: a connector setting whose value changes the records in a way the relay does not reproduce (column filters and masks, the table list, binary or time handling), named with why",
+    IMPORT_NOT_KAFKA => Operator, "`connector-config import`: Debezium Server writes to another system than Kafka (`debezium.sink.type`), and the relay writes to Kafka",
+    IMPORT_VALUE_AT_DEPLOY => Operator, "`connector-config import`: a value known only where the connector is deployed (a config provider the relay does not read, a Kubernetes secret, a template's parameter without a default), named with its key",
+    IMPORT_TABLE_UNNAMED => Operator, "`connector-config import`: the connector's `table.include.list` names no one table (several, a pattern, or none: every table), so the file does not say which is the outbox; `--table SCHEMA.TABLE` names it",
+    IMPORT_SEVERAL_CONNECTORS => Operator, "`connector-config import`: the file holds several `KafkaConnector` resources (each is named); import one at a time",
     /// The password is written in the file.
     IMPORT_SECRET_LITERAL => Operator, "`connector-config import`: `database.password` is a value, not a config provider reference; the relay takes passwords by reference and never repeats the value",
 
@@ -302,6 +307,8 @@ codes! {
     // ends and the relay retries with backoff until it is fixed.
     TOPIC_AUTHORIZATION_FAILED => Operator, "the broker refused writing the topic (an ACL): the relay retries, no row is FAILED",
     TOPIC_UNKNOWN => Operator, "the topic does not exist and is not created: the relay retries, no row is FAILED",
+    PLUGIN_MISSING => Operator, "the server has no such logical decoding plugin (SQLSTATE 58P01): a hand-back to a connector that reads decoderbufs needs the `postgresql-<major>-decoderbufs` extension; nothing was changed",
+    TOPIC_NOT_CREATED => Operator, "the broker refused to create a topic as `kafka.topic_creation` (the connector's `topic.creation.*`) says (partitions, replication factor, a config): nothing is published to it, no row is FAILED, and the relay retries until an operator fixes it",
     POLICY_VIOLATION => Operator, "a broker policy refused the record: the relay retries, no row is FAILED",
 
     // One row: recorded as FAILED with the code.

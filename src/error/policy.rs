@@ -133,6 +133,7 @@ pub const fn for_code(code: Code) -> Directive {
         Code::TOPIC_AUTHORIZATION_FAILED
         | Code::KAFKA_NOT_AUTHORIZED
         | Code::TOPIC_UNKNOWN
+        | Code::TOPIC_NOT_CREATED
         | Code::POLICY_VIOLATION
         | Code::TOPIC_LIMIT_UNKNOWN => Directive::AwaitOperator,
         Code::KAFKA_PRODUCER_FENCED | Code::INTERNAL => Directive::Fatal,
@@ -216,6 +217,7 @@ mod tests {
             ("CONFIG_INVALID_VALUE", Stop, end(Stop), end(Stop)),
             ("CONFIG_SECRET_IN_FILE", Stop, end(Stop), end(Stop)),
             ("CONFIG_SECRET_UNAVAILABLE", Stop, end(Stop), end(Stop)),
+            ("CONFIG_REFERENCE_UNAVAILABLE", Stop, end(Stop), end(Stop)),
             ("PG_CONNECT_FAILED", Retry, end(Retry), end(Retry)),
             ("PG_CONNECTION_LOST", Retry, end(Retry), end(Retry)),
             ("PG_TLS_REFUSED", Stop, end(Stop), end(Stop)),
@@ -255,6 +257,10 @@ mod tests {
             ("CONVERTER_NEEDS_REGISTRY", Stop, end(Stop), end(Stop)),
             ("IMPORT_NAMES_ADJUSTED", Stop, end(Stop), end(Stop)),
             ("IMPORT_OPTION_UNSUPPORTED", Stop, end(Stop), end(Stop)),
+            ("IMPORT_NOT_KAFKA", Stop, end(Stop), end(Stop)),
+            ("IMPORT_VALUE_AT_DEPLOY", Stop, end(Stop), end(Stop)),
+            ("IMPORT_SEVERAL_CONNECTORS", Stop, end(Stop), end(Stop)),
+            ("IMPORT_TABLE_UNNAMED", Stop, end(Stop), end(Stop)),
             ("IMPORT_SECRET_LITERAL", Stop, end(Stop), end(Stop)),
             ("CONTRACT_NOT_STREAMED", Stop, end(Stop), end(Stop)),
             ("OUTBOX_UPDATE_REFUSED", Stop, end(Stop), end(Stop)),
@@ -321,6 +327,8 @@ mod tests {
                 end(AwaitOperator),
             ),
             ("TOPIC_UNKNOWN", AwaitOperator, H, end(AwaitOperator)),
+            ("TOPIC_NOT_CREATED", AwaitOperator, H, end(AwaitOperator)),
+            ("PLUGIN_MISSING", Stop, end(Stop), end(Stop)),
             ("POLICY_VIOLATION", AwaitOperator, H, end(AwaitOperator)),
             ("MESSAGE_TOO_LARGE", RecordFailed, R, R),
             ("INVALID_TOPIC", RecordFailed, R, R),

@@ -1,6 +1,6 @@
 //! Kafka: the producer's settings, the publisher with its three-outcome
-//! classification, the start-up probe, the new-topic readiness wait and the
-//! `tail` consumer.
+//! classification, the start-up probe, the new-topic readiness wait, the
+//! topics a connector's `topic.creation.*` creates, and the `tail` consumer.
 
 pub(crate) mod access;
 pub mod enqueue;
@@ -13,4 +13,5 @@ pub mod readiness;
 pub(crate) mod send_now;
 pub mod settings;
 pub(crate) mod tail;
+pub mod topic_creation;
 pub(crate) mod window;

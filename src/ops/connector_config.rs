@@ -6,9 +6,10 @@ use std::path::Path;
 
 use crate::config::Config;
 use crate::connector::import::{self, Outcome, Refusal};
+use crate::contract::context::{self, DebeziumVersion};
 use crate::error::{Code, Error};
 
-pub(crate) use crate::connector::import::Source;
+pub(crate) use crate::connector::import::{Given, Source};
 pub(crate) use crate::connector::{Target, DEBEZIUM_VERSION};
 
 /// The configuration for one deployment.
@@ -23,24 +24,97 @@ pub(crate) struct Import {
     pub(crate) made: Result<Outcome, Vec<Refusal>>,
 }
 
-/// Reads `file` (a `source` deployment's, or what it looks like) and makes
-/// the relay's configuration of it; `bootstrap` names the brokers when the
-/// file does not.
-pub(crate) fn import(
-    file: &Path,
-    source: Option<Source>,
-    bootstrap: Option<&str>,
-) -> Result<Import, Error> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
+/// What the user says beside the file.
+pub(crate) struct Beside<'a> {
+    pub(crate) source: Option<Source>,
+    /// The brokers, when the file does not name them.
+    pub(crate) bootstrap: Option<&'a str>,
+    /// The Kafka Connect worker's configuration file.
+    pub(crate) worker_config: Option<&'a Path>,
+    /// The worker's settings one by one (`key.converter=...`), over its file's.
+    pub(crate) worker_settings: &'a [String],
+    pub(crate) debezium_version: Option<&'a str>,
+    /// `SCHEMA.TABLE`, when the connector's table list names no one table.
+    pub(crate) table: Option<&'a str>,
+    /// Kafka Connect's REST API, which says the Debezium release it runs.
+    pub(crate) connect: Option<&'a str>,
+}
+
+/// The release of Debezium's PostgreSQL connector a Connect worker runs.
+fn release_at(url: &str) -> Result<Option<DebeziumVersion>, Error> {
+    let connect = crate::connector::offsets::connect::Connect::new(url)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::new(Code::INTERNAL, format!("a runtime for --connect: {e}")))?;
+    let class = "io.debezium.connector.postgresql.PostgresConnector";
+    let version = runtime.block_on(connect.plugin_version(class))?;
+    Ok(version.as_deref().and_then(DebeziumVersion::parse))
+}
+
+fn read(file: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(file).map_err(|e| {
         Error::new(
             Code::IMPORT_UNREADABLE,
             format!("cannot read {}: {e}", file.display()),
         )
-    })?;
+    })
+}
+
+/// What `beside` gives the import.
+fn given(beside: &Beside<'_>) -> Result<Given, Error> {
+    let mut worker = match beside.worker_config {
+        Some(path) => import::worker(&read(path)?)?,
+        None => Default::default(),
+    };
+    for setting in beside.worker_settings {
+        let (k, v) = setting.split_once('=').ok_or_else(|| {
+            Error::new(
+                Code::ARGUMENT_INVALID,
+                format!("--worker-setting {setting:?}: give KEY=VALUE"),
+            )
+        })?;
+        worker.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    let named: Option<DebeziumVersion> = beside
+        .debezium_version
+        .map(|v| context::version("--debezium-version", v))
+        .transpose()
+        .map_err(|e| Error::new(Code::ARGUMENT_INVALID, e.detail().to_string()))?;
+    let version = match (named, beside.connect) {
+        (Some(v), _) => Some(v),
+        (None, Some(url)) => release_at(url)?,
+        (None, None) => None,
+    };
+    let table = match beside.table {
+        None => None,
+        Some(t) => Some(
+            t.split_once('.')
+                .map(|(s, t)| (s.to_string(), t.to_string()))
+                .ok_or_else(|| {
+                    Error::new(
+                        Code::ARGUMENT_INVALID,
+                        format!("--table {t:?}: give SCHEMA.TABLE"),
+                    )
+                })?,
+        ),
+    };
+    Ok(Given {
+        bootstrap: beside.bootstrap.map(str::to_string),
+        worker,
+        version,
+        table,
+    })
+}
+
+/// Reads `file` (a `source` deployment's, or what it looks like) and makes
+/// the relay's configuration of it, with what the user says beside it.
+pub(crate) fn import(file: &Path, beside: &Beside<'_>) -> Result<Import, Error> {
+    let text = read(file)?;
     let from = file.file_name().map_or_else(
         || file.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let made = import::import(&text, &from, source, bootstrap)?;
+    let made = import::import(&text, &from, beside.source, &given(beside)?)?;
     Ok(Import { from, made })
 }

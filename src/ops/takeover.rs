@@ -49,6 +49,10 @@ pub(crate) struct Site<'a> {
     pub(crate) debezium: &'a DebeziumConfig,
 }
 
+/// The plugin the relay reads with, and those whose slots it takes over.
+const PGOUTPUT: &str = "pgoutput";
+const PLUGINS: [&str; 2] = [PGOUTPUT, "decoderbufs"];
+
 /// Whether to change anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Run {
@@ -174,12 +178,11 @@ pub(crate) async fn take_over(
                 ),
             ))
         }
-        (Some(d), _) if d.plugin.as_deref() != Some("pgoutput") => {
+        (Some(d), _) if !PLUGINS.contains(&d.plugin.as_deref().unwrap_or_default()) => {
             return Err(Error::new(
                 Code::SLOT_WRONG_PLUGIN,
                 format!(
-                    "Debezium's slot {theirs} decodes with {}; the relay reads pgoutput, so its position cannot be taken over \
-                     (the connector's `plugin.name` must be pgoutput)",
+                    "Debezium's slot {theirs} decodes with {}; the relay takes a slot of pgoutput or decoderbufs over",
                     d.plugin.as_deref().unwrap_or("no plugin")
                 ),
             ))
@@ -201,7 +204,12 @@ pub(crate) async fn take_over(
     let confirmed = position(&debezium)?;
     let offset = stored_offset(site, store).await?;
     let table = objs.qualified_table();
-    let window = |upto| slot_moves::window(&client, theirs, &objs.publication, &table, upto);
+    // A window is read with pgoutput: through a copy of a decoderbufs slot.
+    let readable = match debezium.plugin.as_deref() {
+        Some(PGOUTPUT) => theirs.to_string(),
+        _ => slot_moves::temporary_copy(&client, theirs, PGOUTPUT).await?,
+    };
+    let window = |upto| slot_moves::window(&client, &readable, &objs.publication, &table, upto);
     let plan = match &offset {
         Some(o) if o.committed > confirmed => {
             let skipped = window(Some(o.committed)).await?;
@@ -244,7 +252,9 @@ pub(crate) async fn take_over(
             ),
         );
     }
-    slot_moves::copy(&client, theirs, ours).await?;
+    // The relay reads pgoutput whatever the connector read: a copy decodes
+    // the same WAL from the same position with the plugin it is given.
+    slot_moves::copy(&client, theirs, ours, PGOUTPUT).await?;
     if let Plan::Skip { to, .. } = plan {
         slot_moves::advance(&client, ours, to).await?;
     }
@@ -378,10 +388,15 @@ pub(crate) async fn hand_back(
             ),
         );
     }
+    // The connector's own plugin; a server without it refuses the copy
+    // (`PLUGIN_MISSING`) before anything is dropped.
+    let plugin = site.debezium.plugin_name.as_str();
+    let probe = slot_moves::temporary_copy(&client, ours, plugin).await?;
+    slot_moves::drop(&client, &probe).await?;
     if debezium.is_some() {
         slot_moves::drop(&client, theirs).await?;
     }
-    slot_moves::copy(&client, ours, theirs).await?;
+    slot_moves::copy(&client, ours, theirs, plugin).await?;
     let resume = match (&connect, store) {
         (Some(c), _) => {
             c.alter_offset(&site.debezium.connector_name, &partition, &offset)

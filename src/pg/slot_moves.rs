@@ -13,18 +13,53 @@ fn query(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
     move |e| query_error(Code::PG_QUERY_FAILED)(e).context(context)
 }
 
-/// Makes `to` a copy of `from`: the same plugin, restart and confirmed
-/// positions. `from` must be inactive.
-pub(crate) async fn copy(client: &Client, from: &str, to: &str) -> Result<(), Error> {
+/// Makes `to` a copy of `from` that decodes with `plugin`: the same
+/// restart and confirmed positions, whichever plugin `from` decodes with
+/// (PostgreSQL decodes the same WAL for either). `from` must be inactive.
+/// `PLUGIN_MISSING` when the server has no such plugin.
+pub(crate) async fn copy(client: &Client, from: &str, to: &str, plugin: &str) -> Result<(), Error> {
     client
         .execute(
-            "SELECT pg_copy_logical_replication_slot($1, $2)",
-            &[&from, &to],
+            "SELECT pg_copy_logical_replication_slot($1, $2, false, $3)",
+            &[&from, &to, &plugin],
         )
         .await
-        .map_err(query("copying a replication slot"))?;
-    tracing::info!(%from, %to, "copied replication slot");
+        .map_err(|e| copy_error(e, plugin, from))?;
+    tracing::info!(%from, %to, %plugin, "copied replication slot");
     Ok(())
+}
+
+/// A copy of `slot` that decodes with `plugin` and lives as long as the
+/// connection: to read a window of a slot of another plugin, or to learn
+/// that the server has the plugin before anything changes.
+pub(crate) async fn temporary_copy(
+    client: &Client,
+    slot: &str,
+    plugin: &str,
+) -> Result<String, Error> {
+    let name = format!("outbox_cdc_{plugin}_{}", std::process::id());
+    let _ = client
+        .execute("SELECT pg_drop_replication_slot($1)", &[&name])
+        .await;
+    client
+        .execute(
+            "SELECT pg_copy_logical_replication_slot($1, $2, true, $3)",
+            &[&slot, &name, &plugin],
+        )
+        .await
+        .map_err(|e| copy_error(e, plugin, slot))?;
+    Ok(name)
+}
+
+fn copy_error(e: tokio_postgres::Error, plugin: &str, slot: &str) -> Error {
+    match e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_FILE) {
+        // The plugin's library is not on the server.
+        true => query_error(Code::PLUGIN_MISSING)(e).context(format!(
+            "decoding plugin {plugin} for a copy of slot {slot}: install it on the server (Debian: postgresql-<major>-{plugin}), \
+             or have the connector read pgoutput (`[debezium] plugin_name` and its `plugin.name`)"
+        )),
+        false => query("copying a replication slot")(e),
+    }
 }
 
 /// Confirms `slot` up to `to`, as a client that had consumed it would.

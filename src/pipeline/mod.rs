@@ -54,6 +54,7 @@ use crate::contract::definition::{Contract, Status};
 use crate::error::{policy, Code, Error};
 use crate::finding;
 use crate::kafka::progress::Progress;
+use crate::kafka::topic_creation::TopicCreation;
 use crate::kafka::{limits, probe, settings};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -83,8 +84,10 @@ pub struct Relay<J> {
     producer: ClientConfig,
     /// The producer's `batch.size` when no topic's limit asks for less.
     batch_size: usize,
-    /// Describes destinations' limits.
+    /// Describes destinations' limits (and creates them).
     admin: Arc<sink::Admin>,
+    /// The connector's `topic.creation.*`.
+    creation: Option<Arc<TopicCreation>>,
     source: SourceOptions,
     marker: Marker,
     /// Where an outbox that keeps no status records what it cannot publish.
@@ -151,7 +154,9 @@ impl<J: Job> Relay<J> {
         let stats = Arc::new(RelayStats::default());
         let journal = (publishing.marks == Marks::Journaled)
             .then(|| PgJournal::new(cfg.postgres.clone(), &cfg.outbox, env.clone()));
-        let mut shared = shared(&cfg.relay, &publishing, journal, stats.clone())?;
+        let rows = Contract::messaging(&publishing.topic_prefix).with_context(contract.context);
+        let plan = Plan::of_definition(&rows)?.with_run(&source.run);
+        let mut shared = shared(&cfg.relay, &publishing, plan, journal, stats.clone());
         shared.status = contract.status;
         shared.delivery_deadline = settings::delivery_deadline(&producer);
         if let Some(o) = &cfg.otel {
@@ -180,6 +185,7 @@ impl<J: Job> Relay<J> {
             producer,
             batch_size,
             admin: Arc::new(admin),
+            creation: cfg.kafka.topic_creation()?.map(Arc::new),
             source,
             sql: tokio::sync::Mutex::new(sql),
             streamed: AtomicBool::new(false),
@@ -211,6 +217,7 @@ impl<J: Job> Relay<J> {
             sink::SinkParts {
                 progress: self.progress.clone(),
                 admin: self.admin.clone(),
+                creation: self.creation.clone(),
             },
         )
     }
@@ -244,6 +251,9 @@ impl<J: Job> Relay<J> {
             *sql = connect::connect(&self.postgres, &*self.env).await?;
             tracing::info!("reconnected the bookkeeping connection");
         }
+        // Debezium makes a run id each time its task starts; the relay, each
+        // time a session does.
+        self.source.run.renew();
         let source = SourceOptions {
             streamed_before: self.streamed.load(Ordering::Relaxed),
             own_walsender: match self.walsender.load(Ordering::Relaxed) {
@@ -446,10 +456,10 @@ async fn start_rules(
 fn shared(
     relay: &RelayConfig,
     publishing: &Publishing,
+    plan: Plan,
     journal: Option<PgJournal>,
     stats: Arc<RelayStats>,
-) -> Result<Shared, Error> {
-    let plan = Plan::of_definition(&Contract::messaging(&publishing.topic_prefix))?;
+) -> Shared {
     let metrics = Arc::new(Metrics::new(relay.metric_limits()));
     let (feedback, _) = Feedback::new(Lsn::ZERO);
     let trouble = Arc::new(recorder::Trouble::default());
@@ -463,7 +473,7 @@ fn shared(
         };
         Recorder::start(journal, links)
     });
-    Ok(Shared {
+    Shared {
         relay: relay.clone(),
         plan: Arc::new(plan),
         status: Status::Kept,
@@ -479,7 +489,7 @@ fn shared(
         limits: limits::Limits::default(),
         otel: None,
         delivery_deadline: settings::default_delivery_deadline(),
-    })
+    }
 }
 
 #[cfg(test)]

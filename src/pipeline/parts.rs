@@ -360,13 +360,17 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
 
     /// Records what was learned of a new destination and gives it an index.
     fn register(&mut self, topic: &str, looked: LookedUp) -> (u32, Option<Limit>) {
-        if let Err(e) = looked.ready {
-            crate::log_error!(
+        match looked.ready {
+            Ok(()) => {}
+            Err(e) if e.code() == Code::TOPIC_NOT_SERVED => crate::log_error!(
                 warn,
                 e,
                 topic,
                 "the topic is not served on every partition yet; producing anyway"
-            );
+            ),
+            // Not created as the connector's topic.creation says: a record
+            // now would let the broker make it otherwise.
+            Err(e) => self.end_with(e),
         }
         let limit = self.learn_limit(topic, looked.limit);
         let i = self.by_index.len() as u32;

@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::kafka::limits;
 use crate::kafka::progress::Progress;
 use crate::kafka::publisher::{Publisher, SendError};
+use crate::kafka::topic_creation::{self, TopicCreation};
 use crate::lsn::Lsn;
 use crate::router::Record;
 
@@ -88,6 +89,7 @@ pub(crate) struct KafkaSink {
     /// Describes topics' limits; shared by the relay's sessions.
     admin: Arc<Admin>,
     batch_size: usize,
+    creation: Option<Arc<TopicCreation>>,
 }
 
 pub(crate) type Admin = rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>;
@@ -97,6 +99,9 @@ pub(crate) type Admin = rdkafka::admin::AdminClient<rdkafka::client::DefaultClie
 pub(crate) struct SinkParts {
     pub(crate) progress: Option<Arc<Progress>>,
     pub(crate) admin: Arc<Admin>,
+    /// The connector's `topic.creation.*`: a topic is created before its
+    /// first record, as Kafka Connect creates it.
+    pub(crate) creation: Option<Arc<TopicCreation>>,
 }
 
 impl KafkaSink {
@@ -114,6 +119,7 @@ impl KafkaSink {
             reports,
             progress: parts.progress,
             admin: parts.admin,
+            creation: parts.creation,
             batch_size,
         })
     }
@@ -129,6 +135,9 @@ impl Sink for KafkaSink {
     }
 
     async fn topic_ready(&self, topic: &str) -> Result<(), Error> {
+        if let Some(rules) = &self.creation {
+            topic_creation::create(&self.admin, topic, &rules.spec(topic)).await?;
+        }
         self.publisher.topic_ready(topic, TOPIC_READY_WAIT).await
     }
 

@@ -34,6 +34,7 @@ use crate::error::{Code, Error};
 use crate::finding::{self, Finding};
 use crate::lsn::Lsn;
 use crate::pg::checks::{self, Purpose};
+use crate::router::Run;
 use crate::rules::{Rule, When};
 
 /// Logs in for replication and asks IDENTIFY_SYSTEM: a role without
@@ -74,6 +75,9 @@ pub struct SourceOptions {
     /// The outbox's contract when it is not the messaging one: its rows are
     /// routed as the Outbox Event Router routes them.
     pub routed: Option<Arc<Contract>>,
+    /// The run a routed outbox's records belong to (Debezium's `runId`
+    /// context header): the relay renews it as each session starts.
+    pub run: Arc<Run>,
     pub tuning: Tuning,
 }
 
@@ -94,6 +98,7 @@ impl SourceOptions {
             messages: relay.heartbeat_interval_secs > 0,
             binary: relay.pgoutput_binary,
             routed: routed(outbox)?,
+            run: Arc::new(Run::starting()),
             publication: postgres.publication.clone(),
             schema: outbox.schema.clone(),
             table: outbox.table.clone(),
@@ -236,6 +241,7 @@ impl Stream {
         let routed = match &opts.routed {
             Some(contract) => Some(relations::RoutedTable {
                 contract: contract.clone(),
+                run: opts.run.clone(),
                 catalog: crate::pg::catalog::table_columns(sql, &opts.schema, &opts.table).await?,
             }),
             None => None,

@@ -14,7 +14,7 @@ use crate::contract::definition::Contract;
 use crate::contract::outbox;
 use crate::error::{Code, Error};
 use crate::router::columns::Optionality;
-use crate::router::{Plan, TableColumn};
+use crate::router::{Plan, Run, TableColumn};
 use crate::row::{OutboxRow, RowDecoder};
 
 /// A relation the stream announced.
@@ -34,6 +34,8 @@ enum Known {
 #[derive(Debug, Clone)]
 pub(crate) struct RoutedTable {
     pub(crate) contract: Arc<Contract>,
+    /// The run its records belong to.
+    pub(crate) run: Arc<Run>,
     pub(crate) catalog: Vec<TableColumn>,
 }
 
@@ -109,6 +111,7 @@ impl Relations {
                 ),
             )
         })?;
+        let plan = plan.with_run(&routed.run);
         self.by_oid.insert(rel.oid, Known::Routed(Arc::new(plan)));
         Ok(())
     }

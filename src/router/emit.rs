@@ -9,13 +9,14 @@ use std::borrow::Cow;
 use bytes::Bytes;
 
 use super::checks;
-use super::columns::ColumnType;
 use super::columns::Slot;
+use super::columns::{ColumnType, Optionality};
 use super::converters::StructForms;
 use super::envelope::{payload_schema, EnvelopeForms, ExpandedForms, ENVELOPE_NAMES};
 use super::expand::{self, Unexpanded};
 use super::plan::Plan;
 use super::record::{HeaderWriter, Parts, Record};
+use super::schema::ColumnSchema;
 use crate::contract::converters::Schemas;
 use crate::contract::definition::EmptyRoute;
 use crate::contract::options::{EmptyPayload, PayloadForm};
@@ -197,25 +198,42 @@ impl Plan {
         }))
     }
 
-    /// `id` (the event id), then each header placement, in one buffer.
+    /// Debezium's context headers, `id` (the event id), then each header
+    /// placement, in one buffer.
     fn headers<R: Row + ?Sized>(&self, row: &R) -> Result<super::record::Headers, Error> {
         let header = &self.converters.header;
         let mut w = HeaderWriter::new(&self.header_names, HEADER_BYTES);
-        for (slot, name) in std::iter::once(&self.event_id)
-            .chain(&self.headers)
-            .zip(self.header_names.iter())
-        {
-            let datum = self.datum(row, slot)?;
-            let closed = match header.write(w.values(), &datum, &slot.schema()) {
+        let mut names = self.header_names.iter();
+        let mut close = |w: &mut HeaderWriter, present: bool| {
+            let closed = match present {
                 true => w.close_value(),
                 false => w.close_null(),
             };
-            if !closed {
-                return Err(Error::new(
+            match (closed, names.next()) {
+                (true, _) => Ok(()),
+                (false, name) => Err(Error::new(
                     Code::HEADER_UNENCODABLE,
-                    format!("{name}: too large"),
-                ));
+                    format!("{}: too large", name.map_or("?", |n| &**n)),
+                )),
             }
+        };
+        if let Some(context) = &self.context {
+            // Debezium's `Schema.STRING_SCHEMA`: a required string.
+            let schema = ColumnSchema {
+                ty: ColumnType::Text,
+                optionality: Optionality::Required,
+                default: None,
+            };
+            let run = context.run.as_ref().map(|r| Datum::Uuid(r.id()));
+            for datum in context.values.iter().chain(run.as_ref()) {
+                let present = header.write(w.values(), datum, &schema);
+                close(&mut w, present)?;
+            }
+        }
+        for slot in std::iter::once(&self.event_id).chain(&self.headers) {
+            let datum = self.datum(row, slot)?;
+            let present = header.write(w.values(), &datum, &slot.schema());
+            close(&mut w, present)?;
         }
         Ok(w.finish())
     }

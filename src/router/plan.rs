@@ -11,6 +11,8 @@ use super::columns::{ColumnType, Optionality, Shape, Slot};
 use super::envelope::EnvelopeNames;
 use super::json::write_json_string;
 use super::record::HeaderNames;
+use super::run::Run;
+use crate::contract::context::{self, RunId};
 use crate::contract::converters::{BytesSchema, Converters};
 use crate::contract::definition::{Contract, EmptyRoute, Role};
 use crate::contract::options::{
@@ -19,6 +21,7 @@ use crate::contract::options::{
 use crate::contract::outbox;
 use crate::contract::topic::TopicRule;
 use crate::error::{Code, Error};
+use crate::row::{Datum, Text};
 
 /// A column as the catalog or a Relation message describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,8 +69,11 @@ pub struct Plan {
     pub(super) payload: Slot,
     pub(super) route_by: Slot,
     pub(super) timestamp: Option<Slot>,
-    /// `id`, then the contract's header placements, by alias.
+    /// Debezium's context headers, then `id`, then the contract's header
+    /// placements, by alias.
     pub(super) header_names: HeaderNames,
+    /// The context headers' values, when the contract has them.
+    pub(super) context: Option<Context>,
     /// The header placements' columns, in [`Plan::header_names`]' order
     /// after `id`.
     pub(super) headers: Vec<Slot>,
@@ -89,6 +95,14 @@ pub struct Plan {
     /// after it.
     pub(super) payload_name: String,
     pub(super) envelope_names: Arc<Mutex<EnvelopeNames>>,
+}
+
+/// Debezium's context headers' values: the logical name, the task, the
+/// plugin, and (3.4+) the run, which changes with each session.
+#[derive(Debug, Clone)]
+pub(super) struct Context {
+    pub(super) values: [Datum; 3],
+    pub(super) run: Option<Arc<Run>>,
 }
 
 /// The platform's table as its definition gives it: what the messaging
@@ -119,7 +133,11 @@ impl Plan {
         let mut misfits = Vec::new();
         let (mut event_id, mut key, mut payload, mut route_by) = (None, None, None, None);
         let (mut timestamp, mut schema_version, mut partition) = (None, None, None);
-        let mut header_names: Vec<Arc<str>> = vec![Arc::from(ID_HEADER)];
+        let context = contract.context.as_ref();
+        let mut header_names: Vec<Arc<str>> = context
+            .map(|c| c.names().into_iter().map(Arc::from).collect())
+            .unwrap_or_default();
+        header_names.push(Arc::from(ID_HEADER));
         let mut headers = Vec::new();
         let mut envelope = Vec::new();
         let rules = contract.rules.application_headers.iter().map(|c| Named {
@@ -184,6 +202,11 @@ impl Plan {
                     route_by,
                     timestamp,
                     header_names: header_names.into(),
+                    context: context.map(|c| Context {
+                        values: [c.logical_name.as_str(), context::TASK, context::PLUGIN]
+                            .map(|v| Datum::String(Text::from(v))),
+                        run: (c.run_id == RunId::Written).then(|| Arc::new(Run::starting())),
+                    }),
                     headers,
                     envelope,
                     partition,
@@ -218,6 +241,16 @@ impl Plan {
                 ),
             )
         })
+    }
+
+    /// The plan with its run's id read from `run` (a relay's plans share
+    /// one, renewed as each session starts); a plan without a run id in its
+    /// headers is as it was.
+    pub fn with_run(mut self, run: &Arc<Run>) -> Plan {
+        if let Some(c) = self.context.as_mut().filter(|c| c.run.is_some()) {
+            c.run = Some(run.clone());
+        }
+        self
     }
 
     /// What an UPDATE of the table gets.

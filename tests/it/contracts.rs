@@ -357,12 +357,103 @@ async fn an_oversized_row_waits_in_the_dead_letter_table_until_redrive_publishes
     let keys: Vec<&[u8]> = all.iter().filter_map(|c| c.key.as_deref()).collect();
     assert_eq!(keys, [&b"\"o-1\""[..], b"\"o-3\"", b"\"o-2\""]);
     let redriven = all.last().unwrap();
+    // The debezium contract writes Debezium's context headers before the id.
+    let names: Vec<&str> = redriven.headers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
-        redriven.headers,
-        vec![(
-            "id".to_string(),
-            Some(b"00000000-0000-4000-8000-000000000002".to_vec())
-        )]
+        names,
+        [
+            "__debezium.context.connectorLogicalName",
+            "__debezium.context.taskId",
+            "__debezium.context.connectorName",
+            "__debezium.context.runId",
+            "id"
+        ]
+    );
+    assert_eq!(
+        redriven.headers.last().unwrap().1.as_deref(),
+        Some(&b"00000000-0000-4000-8000-000000000002"[..])
     );
     crate::common::replication::drop_slot(&db.client, &slot).await;
+}
+
+/// The relay creates each topic it routes to as the connector's
+/// `topic.creation.*` says (`[kafka.topic_creation]`), before its first
+/// record: 3 partitions where the broker makes 1, a group's own count for
+/// the topics it includes, and every key on the partition Kafka's
+/// partitioner gives it among them.
+#[tokio::test]
+async fn the_relay_creates_topics_as_the_connectors_topic_creation_says() {
+    use crate::common::kafka;
+    let services = require_services!();
+    let db = services.fresh_db("topiccreation").await;
+    db.client.batch_execute(&documented()).await.unwrap();
+    db.client
+        .batch_execute("CREATE PUBLICATION outbox_cdc_publication FOR TABLE public.outboxevent")
+        .await
+        .unwrap();
+    let p = common::unique_prefix("tc");
+    let slot = format!("{}_relay", db.name);
+    let base = common::relay::config(&services, &db.name, &p, &slot, "");
+    let config = with_outbox(
+        &base,
+        "topiccreation",
+        "contract = \"debezium\"\ntable = \"outboxevent\"",
+        "",
+    );
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(
+        "\n[kafka.topic_creation]\n\"default.partitions\" = \"3\"\n\"default.replication.factor\" = \"-1\"\n\
+         \"groups\" = \"audit\"\n\"audit.include\" = \"outbox\\\\.event\\\\..*Audit\"\n\"audit.partitions\" = \"2\"\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let out = Cli::new(&["migrate"]).config(&config).output();
+    assert!(out.status.success(), "{}", common::cli::text(&out));
+    let (orders, audit) = (
+        format!("outbox.event.{p}Order"),
+        format!("outbox.event.{p}Audit"),
+    );
+    assert!(!kafka::topic_exists(&services.kafka_bootstrap, &orders));
+
+    let mut relay = common::relay::RelayProcess::spawn(&config);
+    crate::common::replication::wait_streaming(&db.client, &slot).await;
+    db.client
+        .batch_execute(&format!(
+            "BEGIN;
+             INSERT INTO public.outboxevent
+               SELECT ('00000000-0000-4000-8000-' || lpad(n::text, 12, '0'))::uuid,
+                      CASE WHEN n % 2 = 0 THEN '{p}Order' ELSE '{p}Audit' END, 'k-' || n, 'T', '{{}}'
+                 FROM generate_series(1, 40) n;
+             DELETE FROM public.outboxevent;
+             COMMIT;"
+        ))
+        .await
+        .unwrap();
+    let got = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&orders, &audit],
+        40,
+        Duration::from_secs(20),
+    );
+    relay.signal("TERM");
+    assert!(relay
+        .wait(Duration::from_secs(30))
+        .is_some_and(|s| s.success()));
+    assert_eq!(got.len(), 40, "{}", relay.log_text());
+    for (topic, partitions) in [(&orders, 3), (&audit, 2)] {
+        assert_eq!(
+            kafka::partitions(&services.kafka_bootstrap, topic),
+            partitions,
+            "{topic}"
+        );
+        for record in got.iter().filter(|c| &c.topic == topic) {
+            let key = record.key.as_deref().unwrap();
+            assert_eq!(
+                record.partition,
+                kafka::java_partition(key, partitions),
+                "{topic}: key {}",
+                String::from_utf8_lossy(key)
+            );
+        }
+    }
+    db.drop(&services).await;
 }

@@ -306,6 +306,22 @@ pub fn strimzi_model(cfg: &Config, files: &[String]) -> Result<()> {
     Err(err).context("cannot run java")
 }
 
+/// Debezium 1.x's ByteBufferConverter and 3.6's BinaryDataConverter on the
+/// same values (tests/jvm/BytesConverters.java); this process becomes the JVM.
+pub fn bytes_converters(cfg: &Config) -> Result<()> {
+    for profile in ["kafka", "debezium", "debezium1x"] {
+        install_profile(cfg, profile)?;
+    }
+    let classpath = format!("{}/*", cfg.jvm_cache.join("kafka").display());
+    let err = Command::new("java")
+        .args(["-cp", &classpath])
+        .arg(cfg.repo.join("tests/jvm/BytesConverters.java"))
+        .arg(cfg.jvm_cache.join("debezium1x"))
+        .arg(cfg.jvm_cache.join("debezium"))
+        .exec();
+    Err(err).context("cannot run java")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

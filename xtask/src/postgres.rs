@@ -43,6 +43,31 @@ pub fn install(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
+/// Debezium's default decoding plugin, decoderbufs, for PostgreSQL 15 (a
+/// Debian package; the other majors' servers come from npm and have none):
+/// the takeover tests run a connector that reads it.
+pub fn install_decoderbufs(cfg: &Config) -> Result<()> {
+    if cfg.pg_major != DEFAULT_MAJOR || decoderbufs_installed(cfg) {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!("decoderbufs is missing from PostgreSQL 15; install postgresql-15-decoderbufs (as root: apt-get install postgresql-15-decoderbufs)");
+    }
+    log("installing decoderbufs for PostgreSQL 15 from Debian's packages");
+    apt_install(&["postgresql-15-decoderbufs"])?;
+    match decoderbufs_installed(cfg) {
+        true => Ok(()),
+        false => bail!("postgresql-15-decoderbufs installed but decoderbufs.so is missing"),
+    }
+}
+
+/// The plugin's library, beside the server's (`pg_config --pkglibdir`).
+fn decoderbufs_installed(cfg: &Config) -> bool {
+    cfg.pg_bin
+        .parent()
+        .is_some_and(|home| home.join("lib/decoderbufs.so").is_file())
+}
+
 fn installed_version(dir: &Path) -> Option<String> {
     std::fs::read_to_string(dir.join(".complete"))
         .ok()

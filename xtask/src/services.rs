@@ -45,6 +45,7 @@ pub const USAGE: &str = "usage: services COMMAND [ARGS]
   debezium-server PROPERTIES [WORKDIR]
                    Debezium Server 3.6.1 on that file, in the foreground
   strimzi-model FILE...           read Strimzi resources with Strimzi's own model
+  bytes-converters                Debezium 1.x's ByteBufferConverter and 3.6's BinaryDataConverter on the same values
   pg-bin MAJOR     install that major's server if missing and print its bin directory
   install-postgres install the server of OUTBOX_TEST_PG_MAJOR
   tools [NAME...]  build these Go tools into .cache/go (all when none is named):
@@ -68,9 +69,11 @@ pub fn tools_needed(command: &str, args: &[String]) -> Result<Vec<Tool>> {
 }
 
 /// What `start` needs installed: the servers, every major the suite runs
-/// (17 also for the failover test), the jars and Debezium Server.
+/// (17 also for the failover test), Debezium's default decoding plugin for
+/// 15, the jars and Debezium Server.
 fn install_services(cfg: &Config) -> Result<()> {
     postgres::install(cfg)?;
+    postgres::install_decoderbufs(cfg)?;
     let mut majors = cfg.install_majors.clone();
     majors.push(17);
     for major in majors.into_iter().filter(|&m| m != DEFAULT_MAJOR) {
@@ -227,6 +230,7 @@ pub fn run(cfg: &Config, command: &str, args: &[String]) -> Result<()> {
         "kafka-configs" => exec_kafka_tool(cfg, "kafka.admin.ConfigCommand", args),
         "debezium-server" => jvm::run_debezium_server(cfg, args),
         "strimzi-model" => jvm::strimzi_model(cfg, args),
+        "bytes-converters" => jvm::bytes_converters(cfg),
         "help" => {
             println!("{USAGE}");
             Ok(())
@@ -236,7 +240,7 @@ pub fn run(cfg: &Config, command: &str, args: &[String]) -> Result<()> {
 }
 
 /// The commands `run` knows.
-pub const COMMANDS: [&str; 26] = [
+pub const COMMANDS: [&str; 27] = [
     "install",
     "start",
     "start-core",
@@ -259,6 +263,7 @@ pub const COMMANDS: [&str; 26] = [
     "kafka-configs",
     "debezium-server",
     "strimzi-model",
+    "bytes-converters",
     "pg-bin",
     "install-postgres",
     "tools",

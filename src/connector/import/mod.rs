@@ -6,11 +6,14 @@
 //! decides no byte of the router's records is left behind and said.
 
 mod judge;
+mod legacy;
 mod read;
+mod values;
 mod write;
 
-pub use judge::{judge, Imported, Refusal};
-pub use read::{read, Deployment, Source};
+pub use judge::{judge, Given, Imported, Refusal};
+pub use legacy::Release;
+pub use read::{read, worker, Deployment, Source};
 pub use write::render;
 
 use crate::error::{Code, Error};
@@ -23,17 +26,19 @@ pub struct Outcome {
 }
 
 /// Reads `text` (the file `from`) and makes the relay's configuration of
-/// it; `bootstrap` names the brokers when the file does not (a Connect
-/// worker's are its own). Refusals come back all together; the file made
-/// is read back as the relay reads its configuration before it is given.
+/// it; `given` says what the file does not (the brokers a Connect worker's
+/// are its own, the worker's converters, the release). Refusals come back
+/// all together; the file made is read back as the relay reads its
+/// configuration before it is given, every reference in it standing for a
+/// value.
 pub fn import(
     text: &str,
     from: &str,
     source: Option<Source>,
-    bootstrap: Option<&str>,
+    given: &Given,
 ) -> Result<Result<Outcome, Vec<Refusal>>, Error> {
     let deployment = read(text, source)?;
-    let bootstrap = match (bootstrap, &deployment.bootstrap_servers) {
+    let bootstrap = match (given.bootstrap.as_deref(), &deployment.bootstrap_servers) {
         (Some(b), _) => b.to_string(),
         (None, Some(b)) => b.clone(),
         (None, None) => {
@@ -46,12 +51,17 @@ pub fn import(
             ))
         }
     };
-    let imported = match judge(&deployment, &bootstrap) {
+    let imported = match judge(&deployment, given, &bootstrap) {
         Ok(i) => i,
         Err(refused) => return Ok(Err(refused)),
     };
     let text = render(&imported, from);
-    if let Err(e) = crate::config::Config::parse(&text, std::path::Path::new(from), &|_| None) {
+    // A reference stands for a value where the relay runs: a number
+    // serves for every key it can be written for. The relay's own
+    // overrides stay unset.
+    let stands =
+        |name: &str| (!name.starts_with(crate::config::ENV_PREFIX)).then(|| "1".to_string());
+    if let Err(e) = crate::config::Config::parse(&text, std::path::Path::new(from), &stands) {
         return Ok(Err(vec![Refusal {
             code: e.code(),
             setting: "(the configuration made)".into(),

@@ -29,6 +29,10 @@ pub fn render(i: &Imported, from: &str) -> String {
         "# The relay writes this connector's records byte for byte; `outbox-cdc check`".into(),
         "# judges the table against the contract. Other keys have the relay's defaults.".into(),
     ];
+    if !i.notes.is_empty() {
+        l.push("# Read otherwise than written:".into());
+        l.extend(i.notes.iter().map(|n| format!("#   {n}")));
+    }
     if !i.left_behind.is_empty() {
         l.push("# Left behind (they decide no byte of the router's records):".into());
         l.extend(i.left_behind.iter().map(|(k, _)| format!("#   {k}")));
@@ -100,9 +104,35 @@ pub fn render(i: &Imported, from: &str) -> String {
         "bootstrap_servers = {}",
         quoted(&i.bootstrap_servers)
     ));
+    if !i.topic_creation.is_empty() {
+        l.push(String::new());
+        l.push(
+            "# The connector's topic creation: the relay creates each topic as the worker would."
+                .into(),
+        );
+        l.push("[kafka.topic_creation]".into());
+        l.extend(
+            i.topic_creation
+                .iter()
+                .map(|(k, v)| format!("{} = {}", quoted(k), quoted(v))),
+        );
+    }
     l.push(String::new());
     l.push("# The connector imported, by its slot and names.".into());
     l.push("[debezium]".into());
+    l.push(format!("# {}", i.release.why));
+    l.push(format!(
+        "version = {}",
+        quoted(&i.release.version.to_string())
+    ));
+    // Written out: the platform's contract would otherwise take `false`.
+    if i.release.version.context(i.extended_headers).is_some() || i.extended_headers.is_some() {
+        let on = i.release.version.context(i.extended_headers).is_some();
+        l.push(format!("extended_headers = {on}"));
+    }
+    if i.plugin != "pgoutput" {
+        l.push(format!("plugin_name = {}", quoted(&i.plugin)));
+    }
     if let Some(name) = &i.connector_name {
         l.push(format!("connector_name = {}", quoted(name)));
     }

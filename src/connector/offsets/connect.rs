@@ -96,6 +96,26 @@ impl Connect {
             .ok_or_else(|| failed(format!("{what}: no state in {status}")))
     }
 
+    /// The version of the connector plugin `class` as the worker runs it
+    /// (`GET /connector-plugins`: Debezium's release, e.g. `3.6.1.Final`).
+    pub async fn plugin_version(&self, class: &str) -> Result<Option<String>, Error> {
+        let mut u = self.base.clone();
+        u.path_segments_mut()
+            .map_err(|()| failed("`--connect` is not a base URL"))?
+            .pop_if_empty()
+            .push("connector-plugins");
+        let plugins = self
+            .send(self.http.get(u), "reading the worker's connector plugins")
+            .await?;
+        Ok(plugins
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["class"].as_str() == Some(class))
+            .and_then(|p| p["version"].as_str())
+            .map(str::to_string))
+    }
+
     /// The offset stored for `partition`, if any.
     pub async fn offset(&self, connector: &str, partition: &Value) -> Result<Option<Value>, Error> {
         let what = format!("reading connector {connector}'s offsets");

@@ -2,12 +2,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 
-fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use crate::test_support::settings;
 
 #[test]
 fn the_presets_are_written_as_kafka_connect_names_them() {
@@ -52,7 +47,7 @@ fn every_set_reads_back_from_its_settings() {
     all.extend(
         leaves
             .iter()
-            .map(|l| Converter::BinaryData(Box::new(l.clone()))),
+            .map(|l| Converter::BinaryData(Some(Box::new(l.clone())))),
     );
     for key in &all {
         for value in &all {
@@ -111,10 +106,26 @@ fn defaults_and_what_the_relay_does_not_write() {
         named,
         [
             ("key.converter", Registry::Needed),
-            ("value.converter", Registry::NotNeeded),
             ("header.converter", Registry::NotNeeded),
         ]
     );
+    // Without a delegate, BinaryDataConverter takes bytes only: the plan
+    // refuses any other column for it.
+    let bytes_only = Converters::from_settings(&settings(&[
+        (
+            "key.converter",
+            "org.apache.kafka.connect.storage.StringConverter",
+        ),
+        (
+            "value.converter",
+            "io.debezium.converters.BinaryDataConverter",
+        ),
+    ]))
+    .unwrap();
+    assert_eq!(bytes_only.value, Converter::BinaryData(None));
+    assert!(bytes_only.value.writes_column(BytesSchema::Bytes).is_ok());
+    assert!(bytes_only.value.writes_column(BytesSchema::Other).is_err());
+    assert!(bytes_only.value.writes_struct().is_err());
     let missing = Converters::from_settings(&settings(&[])).unwrap_err();
     assert_eq!(missing.len(), 2, "{missing:?}");
 }

@@ -18,11 +18,13 @@ use std::hash::{Hash, Hasher};
 
 use super::report::{Finding, Report, TopicReport};
 use super::{Request, GROUP};
+use crate::contract::context;
 use crate::contract::options::ID_HEADER;
 use crate::error::{Code, Error};
 use crate::kafka::settings::Cluster;
 use crate::kafka::window::{Found, Window};
 use crate::pg::window::show_time;
+use crate::router::run::mask_run_id;
 
 /// A record as the comparison keeps it.
 #[derive(Debug, Clone, Copy)]
@@ -39,6 +41,22 @@ fn hash(bytes: impl Hash) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
     h.finish()
+}
+
+/// The headers as the comparison weighs them: a run id (Debezium's
+/// `runId` context header, made by each process at its start) by its form,
+/// every other value by its bytes.
+fn comparable(headers: &[(String, Option<Vec<u8>>)]) -> Vec<(&str, Option<Vec<u8>>)> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let value = match (name.as_str(), value) {
+                (context::RUN_ID, Some(v)) => Some(mask_run_id(v).unwrap_or_else(|| v.clone())),
+                (_, v) => v.clone(),
+            };
+            (name.as_str(), value)
+        })
+        .collect()
 }
 
 /// One topic's records, every copy of each id, and each key's first
@@ -70,7 +88,7 @@ impl Side {
                     timestamp_ms: found.timestamp_ms.unwrap_or(0),
                     key: hash(&found.key),
                     value: hash(&found.value),
-                    headers: hash(&found.headers),
+                    headers: hash(comparable(&found.headers)),
                 };
                 let copies = side.copies.entry(id.clone()).or_default();
                 if copies.is_empty() {

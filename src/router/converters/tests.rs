@@ -44,7 +44,7 @@ fn each_converter_writes_a_column_as_kafka_connect_does() {
         Some(r#"{"schema":{"type":"string","optional":true},"payload":"a\"b"}"#.into())
     );
     assert_eq!(Converter::ByteArray.column(&bytes, &b), Some(vec![0, 255]));
-    let binary = Converter::BinaryData(Box::new(Converter::String));
+    let binary = Converter::BinaryData(Some(Box::new(Converter::String)));
     assert_eq!(binary.column(&bytes, &b), Some(vec![0, 255]));
     assert_eq!(binary.column(&Datum::Null, &b), None);
     assert_eq!(s(&binary, &Datum::Boolean(true), &t), Some("true".into()));

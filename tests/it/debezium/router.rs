@@ -31,10 +31,26 @@ struct Case {
     router: &'static str,
     /// `INSERT INTO corpus` rows, with `{p}` for the unique prefix.
     rows: &'static str,
-    /// Topics to create first, with their partition count.
+    /// Topics, with their partition count.
     topics: &'static [(&'static str, i32)],
+    /// Who makes the topics.
+    made: Made,
     /// Whether a column decides partition and timestamp.
     placed: Placed,
+    /// `[debezium]` keys besides the harness's (the connector's plugin).
+    debezium: &'static str,
+    /// Tables added to the configuration (`[kafka.topic_creation]`).
+    tables: &'static str,
+}
+
+/// Who makes a case's topics.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Made {
+    /// The test, before anything runs.
+    Beforehand,
+    /// The connector's worker, by `topic.creation.*` (and so the relay's
+    /// `[kafka.topic_creation]`), with the partitions `topics` says.
+    ByTheConnector,
 }
 
 /// What a column decides besides topic, key, value and headers.
@@ -61,7 +77,9 @@ impl Placed {
 
 mod cases;
 mod converters;
-use cases::{ALONE, CUSTOM, DEFAULTS, DOCUMENTED, EXPANDED, EXPANDED_ENVELOPE};
+use cases::{
+    ALONE, CUSTOM, DECODERBUFS, DEFAULTS, DOCUMENTED, EXPANDED, EXPANDED_ENVELOPE, TOPIC_CREATION,
+};
 
 /// Runs `cases` together and asserts 0 differences; prints the counts.
 async fn parity(what: &str, cases: &[Case]) {
@@ -89,6 +107,17 @@ async fn each_option_alone_gives_debeziums_records() {
     parity("router, each option alone,", ALONE).await;
 }
 
+#[tokio::test]
+async fn topics_the_connector_creates_are_made_alike_and_keys_land_on_the_same_partitions() {
+    parity("topic creation", &[TOPIC_CREATION]).await;
+}
+
+/// PostgreSQL 15 only: Debian packages decoderbufs for it.
+#[tokio::test]
+async fn decoderbufs_feeds_the_router_the_same_records_as_pgoutput() {
+    parity("decoderbufs", &[DECODERBUFS]).await;
+}
+
 /// What a consumer sees of a record, made comparable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Seen {
@@ -111,23 +140,48 @@ fn routed(r: &Record, placed: Placed, partitions: i32) -> Seen {
         partition: r.partition.or(by_key).filter(|_| placed.partition()),
         key: r.key_bytes().map(|k| k.to_vec()),
         value: r.value_bytes().map(|v| v.to_vec()),
-        headers: r
-            .headers()
-            .map(|(n, v)| (n.to_string(), v.map(<[u8]>::to_vec)))
-            .collect(),
+        headers: {
+            let mut headers: Vec<(String, Option<Vec<u8>>)> = r
+                .headers()
+                .map(|(n, v)| (n.to_string(), v.map(<[u8]>::to_vec)))
+                .collect();
+            run_id_by_form(&mut headers);
+            headers
+        },
         timestamp: r.timestamp_ms.filter(|_| placed.timestamp()),
     }
 }
 
-fn consumed(c: &Consumed, placed: Placed) -> Seen {
-    Seen {
+/// A consumed record made comparable, and its run id (one per process:
+/// the caller checks it is the same for every record of a run).
+fn consumed(c: &Consumed, placed: Placed) -> (Seen, Option<Vec<u8>>) {
+    let mut headers = c.headers.clone();
+    let run = run_id_by_form(&mut headers);
+    let seen = Seen {
         topic: c.topic.clone(),
         partition: placed.partition().then_some(c.partition),
         key: c.key.clone(),
         value: c.value.clone(),
-        headers: c.headers.clone(),
+        headers,
         timestamp: c.timestamp.filter(|_| placed.timestamp()),
-    }
+    };
+    (seen, run)
+}
+
+/// The records, and a difference for each run id beyond one.
+fn one_run(
+    label: &str,
+    who: &str,
+    found: Vec<(Seen, Option<Vec<u8>>)>,
+) -> (Vec<Seen>, Vec<String>) {
+    let runs: BTreeSet<Vec<u8>> = found.iter().filter_map(|(_, r)| r.clone()).collect();
+    let differences = match runs.len() {
+        0 | 1 => Vec::new(),
+        n => vec![format!(
+            "{label}: {who}'s records carry {n} run ids, not one"
+        )],
+    };
+    (found.into_iter().map(|(s, _)| s).collect(), differences)
 }
 
 /// A case's database, table, topics and running connector.
@@ -163,15 +217,17 @@ async fn deploy(case: &Case) -> Deployed {
         "[outbox]\n",
         &format!("[outbox]\ntable = \"{table}\"\n{}\n", case.outbox),
     );
+    text = text.replace("[debezium]\n", &format!("[debezium]\n{}\n", case.debezium));
     if !case.router.is_empty() {
         text.push_str(&format!(
             "\n[outbox.router]\n{}",
             case.router.replace("{p}", &p)
         ));
     }
+    text.push_str(&format!("\n{}\n", case.tables));
     let cfg = Config::parse(&text, std::path::Path::new("test.toml"), &common::env)
         .unwrap_or_else(|e| panic!("{}: {e}\n{text}", case.label));
-    for (topic, partitions) in case.topics {
+    for (topic, partitions) in case.topics.iter().filter(|_| case.made == Made::Beforehand) {
         let topic = topic.replace("{p}", &p);
         kafka::create_topic(&services.kafka_bootstrap, &topic, *partitions).await;
         kafka::serve_topics(&services.kafka_bootstrap, &[&topic]);
@@ -305,11 +361,14 @@ async fn run(case: &Case) -> (usize, Vec<String>) {
         "{}: the Debezium task failed: {failure:?}",
         case.label
     );
-    let mut got: Vec<Seen> = got.iter().map(|c| consumed(c, case.placed)).collect();
+    let (mut got, mut differences) = one_run(
+        case.label,
+        "Debezium",
+        got.iter().map(|c| consumed(c, case.placed)).collect(),
+    );
     let order = |s: &Seen| format!("{s:?}");
     got.sort_by_key(order);
     expected.sort_by_key(order);
-    let mut differences = Vec::new();
     if got.len() != expected.len() {
         differences.push(format!(
             "{}: Debezium emitted {} records, the router {}",
@@ -377,7 +436,23 @@ async fn relay_phase(
             case.label
         ));
     }
-    let mut all: Vec<Seen> = both.iter().map(|c| consumed(c, case.placed)).collect();
+    let (mut all, _) = one_run(
+        case.label,
+        "the topics",
+        both.iter().map(|c| consumed(c, case.placed)).collect(),
+    );
+    // Debezium's run and the relay's: two run ids.
+    let runs: BTreeSet<Vec<u8>> = both
+        .iter()
+        .filter_map(|c| run_id_by_form(&mut c.headers.clone()))
+        .collect();
+    if runs.len() > 2 {
+        differences.push(format!(
+            "{}: {} run ids among Debezium's and the relay's records, not two",
+            case.label,
+            runs.len()
+        ));
+    }
     let mut twice: Vec<Seen> = debeziums
         .into_iter()
         .chain(expected.iter().cloned())
@@ -433,7 +508,10 @@ const FAILING: Case = Case {
     router: r#""table.expand.json.payload" = "true""#,
     rows: "",
     topics: &[("outbox.event.{p}Order", 1)],
+    made: Made::Beforehand,
     placed: Placed::No,
+    debezium: "",
+    tables: "",
 };
 
 #[tokio::test]

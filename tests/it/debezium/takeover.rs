@@ -5,8 +5,12 @@
 //! back (`cutover --to debezium`); Debezium resumes. A consumer reads the
 //! topic end to end: nothing is lost, what arrives twice is inside the
 //! window the cutover reported, and each key's first deliveries keep their
-//! order. On Kafka Connect (offsets behind its REST API), on Debezium Server
-//! (its offsets file), and with the relay SIGKILLed while it streams.
+//! order. On Kafka Connect (offsets behind its REST API), with the
+//! connector on pgoutput and on decoderbufs (Debezium's default plugin: the
+//! relay reads a pgoutput copy of its slot, and hands back a decoderbufs
+//! one), on Debezium Server (its offsets file), and with the relay
+//! SIGKILLed while it streams. Debezium writes its context headers, as by
+//! default.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +30,14 @@ const KEYS_PER_WRITER: usize = 10;
 enum Runtime {
     Connect,
     Server,
+}
+
+/// The connector's decoding plugin.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Plugin {
+    Pgoutput,
+    /// `plugin.name` left out: Debezium's default, decoderbufs.
+    Default,
 }
 
 /// What happens to the relay while it streams.
@@ -197,8 +209,8 @@ pub(super) async fn documented_table(services: &common::Services, label: &str) -
 }
 
 /// The connector as Debezium's outbox documentation writes it for
-/// PostgreSQL (the Event Router alone, pgoutput), with what an importable
-/// deployment names: its converters, and no extended headers.
+/// PostgreSQL (the Event Router alone, pgoutput), with its converters
+/// named; its context headers as by default.
 pub(super) fn documented_connector(
     services: &common::Services,
     db: &str,
@@ -218,7 +230,6 @@ pub(super) fn documented_connector(
         "publication.name": "outbox_cdc_publication",
         "table.include.list": "public.outboxevent",
         "tombstones.on.delete": "false",
-        "extended.headers.enabled": "false",
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "org.apache.kafka.connect.storage.StringConverter",
         "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter",
@@ -261,11 +272,12 @@ pub(super) fn imported(
     Config::load(path, &common::env).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
-    let label = match (runtime, relay_fate) {
-        (Runtime::Connect, Relay::Runs) => "tkc",
-        (Runtime::Connect, Relay::Killed) => "tkk",
-        (Runtime::Server, _) => "tks",
+async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay, plugin: Plugin) {
+    let label = match (runtime, relay_fate, plugin) {
+        (Runtime::Connect, Relay::Runs, Plugin::Pgoutput) => "tkc",
+        (Runtime::Connect, Relay::Runs, Plugin::Default) => "tkd",
+        (Runtime::Connect, Relay::Killed, _) => "tkk",
+        (Runtime::Server, _, _) => "tks",
     };
     let services = require_services!();
     let p = common::unique_prefix(label);
@@ -288,13 +300,11 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
     let cfg = match runtime {
         Runtime::Connect => {
             let name = format!("{}-{label}", db.name);
-            start_connector(
-                &name,
-                documented_connector(&services, &db.name, &name),
-                &format!("{}_dbz", db.name),
-                &db.client,
-            )
-            .await;
+            let mut connector = documented_connector(&services, &db.name, &name);
+            if plugin == Plugin::Default {
+                connector.remove("plugin.name");
+            }
+            start_connector(&name, connector, &format!("{}_dbz", db.name), &db.client).await;
             imported(&services, &dir, &path, &name, &format!("{}_relay", db.name))
         }
         Runtime::Server => {
@@ -548,15 +558,22 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_takes_over_from_debezium_on_connect_and_hands_back_without_loss() {
-    takeover_and_hand_back(Runtime::Connect, Relay::Runs).await;
+    takeover_and_hand_back(Runtime::Connect, Relay::Runs, Plugin::Pgoutput).await;
+}
+
+/// PostgreSQL 15 only: Debian packages decoderbufs for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decoderbufs_a_connector_on_debeziums_default_plugin_is_taken_over_and_handed_back_without_loss(
+) {
+    takeover_and_hand_back(Runtime::Connect, Relay::Runs, Plugin::Default).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_killed_after_the_takeover_resends_only_what_it_had_not_confirmed() {
-    takeover_and_hand_back(Runtime::Connect, Relay::Killed).await;
+    takeover_and_hand_back(Runtime::Connect, Relay::Killed, Plugin::Pgoutput).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_takes_over_from_debezium_server_and_hands_back_by_its_offsets_file() {
-    takeover_and_hand_back(Runtime::Server, Relay::Runs).await;
+    takeover_and_hand_back(Runtime::Server, Relay::Runs, Plugin::Pgoutput).await;
 }

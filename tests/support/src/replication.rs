@@ -48,6 +48,7 @@ pub fn source(s: &Services, dbname: &str, slot: &str, publication: &str) -> Sour
         messages: false,
         binary: true,
         routed: None,
+        run: Default::default(),
         tuning: Default::default(),
     }
 }

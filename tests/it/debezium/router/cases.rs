@@ -1,7 +1,7 @@
 //! The parity cases: each contract and option on a table of its own, with
 //! rows that give it something to decide.
 
-use super::{Case, Placed};
+use super::{Case, Made, Placed};
 
 /// The table of Debezium's outbox documentation and its defaults, with the
 /// payloads that break JSON round trips.
@@ -31,7 +31,10 @@ INSERT INTO corpus VALUES
         ("outbox.event.{p}Order", 1),
         ("outbox.event.{p}Customer", 1),
     ],
+    made: Made::Beforehand,
     placed: Placed::No,
+    debezium: "",
+    tables: "",
 };
 
 /// The user's own columns, every option that decides bytes at once, and
@@ -64,7 +67,10 @@ INSERT INTO corpus VALUES
  ('e6', 'orders-v2', 'k4', '😀', 'Emoji', '𝄞', 1, '2025-12-31 23:59:59.999', 2);
 "#,
     topics: &[("{p}orders.v1", 3), ("{p}orders.v2", 3)],
+    made: Made::Beforehand,
     placed: Placed::Yes,
+    debezium: "",
+    tables: "",
 };
 
 /// `table.expand.json.payload` on the documented table: what Java expands,
@@ -94,7 +100,10 @@ INSERT INTO corpus VALUES
  ('00000000-0000-4000-8000-000000000111', '{p}Order', 'o-7', 'Longs', '{"m": [3000000000, 4000000000], "i": [1, 2]}');
 "#,
     topics: &[("outbox.event.{p}Order", 1)],
+    made: Made::Beforehand,
     placed: Placed::No,
+    debezium: "",
+    tables: "",
 };
 
 /// Expansion with an envelope field, tombstones on empty payloads and
@@ -125,7 +134,10 @@ INSERT INTO corpus VALUES
  ('xa', '{p}Order', 'k5', 'EmptyMember', '{"e":[],"o":{}}');
 "#,
     topics: &[("outbox.event.{p}Order", 1)],
+    made: Made::Beforehand,
     placed: Placed::No,
+    debezium: "",
+    tables: "",
 };
 
 /// A table with a column for each option to name, and rows that give
@@ -168,7 +180,10 @@ INSERT INTO corpus VALUES
  ('00000000-0000-4000-8000-000000000503', '{p}Order', 'o-3', 'T', '{"x": 2}', 'acme', 9, false, 12, '2024-05-06 07:08:09+02', '2024-05-06 07:08:09.5+00', '2024-05-06 07:08:09.123', '2024-05-06 07:08:09.123456', '00000000-0000-4000-8000-0000000000ff', 'n', 4, 'xyz');
 "#,
     topics: &[("outbox.event.{p}Order", 1)],
+    made: Made::Beforehand,
     placed: Placed::No,
+    debezium: "",
+    tables: "",
 };
 
 /// Every option that decides bytes, alone, on the wide table.
@@ -181,7 +196,10 @@ macro_rules! alone {
             router: $router,
             rows: WIDE_ROWS,
             topics: $topics,
+            made: Made::Beforehand,
             placed: $placed,
+            debezium: "",
+            tables: "",
         }
     };
 }
@@ -208,3 +226,27 @@ pub(super) const ALONE: &[Case] = &[
     alone!("onull", "\"table.expand.json.payload\" = \"true\"\n\"table.json.payload.null.behavior\" = \"optional_bytes\"", BY_AGGREGATE, Placed::No),
     alone!("oop", r#""table.op.invalid.behavior" = "error""#, BY_AGGREGATE, Placed::No),
 ];
+
+/// The documented configuration with the connector on decoderbufs,
+/// Debezium's default plugin: the router's records are the same whichever
+/// plugin fed it (PostgreSQL 15 only: Debian packages decoderbufs for it).
+pub(super) const DECODERBUFS: Case = Case {
+    label: "odbufs",
+    debezium: r#"plugin_name = "decoderbufs""#,
+    ..DEFAULTS_ON_WIDE
+};
+
+/// Topics the connector's worker creates with 3 partitions where the
+/// broker's default is 1: every key lands on the partition Kafka's
+/// partitioner gives it among 3, for Debezium and for the relay.
+pub(super) const TOPIC_CREATION: Case = Case {
+    label: "otopic",
+    topics: &[("outbox.event.{p}Order", 3), ("outbox.event.{p}Customer", 3)],
+    made: Made::ByTheConnector,
+    placed: Placed::Partition,
+    tables: "[kafka.topic_creation]\n\"default.partitions\" = \"3\"\n\"default.replication.factor\" = \"-1\"",
+    ..DEFAULTS_ON_WIDE
+};
+
+/// The router's defaults on the wide table: what the two cases above vary.
+const DEFAULTS_ON_WIDE: Case = alone!("owide", "", BY_AGGREGATE, Placed::No);

@@ -5,7 +5,7 @@
 //! table (ByteArrayConverter), and BinaryDataConverter with a delegate.
 //! PostgreSQL 15 only: the converters decide bytes after the database.
 
-use super::{Case, Placed};
+use super::{Case, Made, Placed};
 
 /// The documented table's columns.
 const DOCUMENTED_COLUMNS: &str =
@@ -43,7 +43,10 @@ const CASES: &[Case] = &[
         router: r#""table.fields.additional.placement" = "type:header:eventType""#,
         rows: PAYLOADS,
         topics: TOPICS,
+        made: Made::Beforehand,
         placed: Placed::No,
+        debezium: "",
+        tables: "",
     },
     // The same with expansion: `Struct.toString()` of the payload, and the
     // text where Debezium's expansion leaves the string.
@@ -54,7 +57,10 @@ const CASES: &[Case] = &[
         router: r#""table.expand.json.payload" = "true""#,
         rows: PAYLOADS,
         topics: TOPICS,
+        made: Made::Beforehand,
         placed: Placed::No,
+        debezium: "",
+        tables: "",
     },
     // An envelope under StringConverter: `Struct{payload=...,eventType=...}`.
     Case {
@@ -69,7 +75,10 @@ INSERT INTO corpus VALUES
  ('00000000-0000-4000-8000-000000000613', '{p}Order', 'o-3', 'SqlNull', NULL);
 "#,
         topics: TOPICS,
+        made: Made::Beforehand,
         placed: Placed::No,
+        debezium: "",
+        tables: "",
     },
     // ByteArrayConverter keys and values on bytes columns, JSON headers of
     // bytes (base64) and integers.
@@ -87,7 +96,10 @@ INSERT INTO corpus VALUES
  ('00000000-0000-4000-8000-000000000623', '{p}Order', '\x', 'T', '\x', -1);
 "#,
         topics: TOPICS,
+        made: Made::Beforehand,
         placed: Placed::No,
+        debezium: "",
+        tables: "",
     },
     // BinaryDataConverter delegating to StringConverter for values and to
     // JsonConverter for keys: bytes as they are, the rest delegated.
@@ -105,7 +117,10 @@ INSERT INTO corpus VALUES
  ('00000000-0000-4000-8000-000000000633', '{p}Order', 'o-3', NULL, NULL, '\x');
 "#,
         topics: TOPICS,
+        made: Made::Beforehand,
         placed: Placed::No,
+        debezium: "",
+        tables: "",
     },
     // JsonConverter with schemas for keys, values and headers: Debezium's
     // column schemas (logical names, NOT NULL, defaults).
@@ -116,7 +131,10 @@ INSERT INTO corpus VALUES
         router: r#""table.fields.additional.placement" = "type:header:eventType,n:header,at:header""#,
         rows: SCHEMA_ROWS,
         topics: TOPICS,
+        made: Made::Beforehand,
         placed: Placed::No,
+        debezium: "",
+        tables: "",
     },
     // With expansion: the inferred schema, its structs named by their path.
     Case {
@@ -126,7 +144,10 @@ INSERT INTO corpus VALUES
         router: r#""table.expand.json.payload" = "true""#,
         rows: PAYLOADS_JSON,
         topics: TOPICS,
+        made: Made::Beforehand,
         placed: Placed::No,
+        debezium: "",
+        tables: "",
     },
     // An envelope with a schema version: the struct named after the first
     // routed value of each version, the version in the schema.
@@ -145,7 +166,10 @@ INSERT INTO corpus VALUES
  ('00000000-0000-4000-8000-000000000645', '{p}Order', 'o-3', 'Text', '"a string"', NULL);
 "#,
         topics: &[("outbox.event.{p}Order", 1), ("outbox.event.{p}Customer", 1)],
+        made: Made::Beforehand,
         placed: Placed::No,
+        debezium: "",
+        tables: "",
     },
 ];
 
