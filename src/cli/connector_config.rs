@@ -90,9 +90,9 @@ struct ImportArgs {
     /// several tables, a pattern or none.
     #[arg(long, value_name = "SCHEMA.TABLE")]
     table: Option<String>,
-    /// Kafka Connect's REST API (`http://connect:8083`): the release of the
-    /// Debezium connector the worker runs decides, unless
-    /// `--debezium-version` names one.
+    /// Kafka Connect's REST API (`http://connect:8083`): the release the
+    /// connector's tasks run (its status, Kafka 4.1+), else the worker's
+    /// Debezium plugin's, decides, unless `--debezium-version` names one.
     #[arg(long, value_name = "URL")]
     connect: Option<String>,
     /// Write here instead of standard output.

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::config::Config;
-use crate::connector::import::{self, Outcome, Refusal};
+use crate::connector::import::{self, Outcome, Refusal, Release};
 use crate::contract::context::{self, DebeziumVersion};
 use crate::error::{Code, Error};
 
@@ -40,16 +40,39 @@ pub(crate) struct Beside<'a> {
     pub(crate) connect: Option<&'a str>,
 }
 
-/// The release of Debezium's PostgreSQL connector a Connect worker runs.
-fn release_at(url: &str) -> Result<Option<DebeziumVersion>, Error> {
+/// The release of Debezium's PostgreSQL connector as Kafka Connect runs
+/// it: the named connector's, from its status (Kafka 4.1+), else the
+/// worker's plugin's.
+fn release_at(url: &str, connector: Option<&str>) -> Result<Option<Release>, Error> {
     let connect = crate::connector::offsets::connect::Connect::new(url)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::new(Code::INTERNAL, format!("a runtime for --connect: {e}")))?;
-    let class = "io.debezium.connector.postgresql.PostgresConnector";
-    let version = runtime.block_on(connect.plugin_version(class))?;
-    Ok(version.as_deref().and_then(DebeziumVersion::parse))
+    let running = match connector {
+        Some(name) => runtime.block_on(connect.running_version(name))?.map(|v| {
+            (
+                v,
+                format!("as connector {name}'s tasks run it, by Kafka Connect's status"),
+            )
+        }),
+        None => None,
+    };
+    let found = match running {
+        Some(found) => Some(found),
+        None => {
+            let class = "io.debezium.connector.postgresql.PostgresConnector";
+            runtime
+                .block_on(connect.plugin_version(class))?
+                .map(|v| (v, "as the Kafka Connect worker's plugin".to_string()))
+        }
+    };
+    Ok(found.and_then(|(text, how)| {
+        DebeziumVersion::parse(&text).map(|version| Release {
+            version,
+            why: format!("Debezium {text}, {how}"),
+        })
+    }))
 }
 
 fn read(file: &Path) -> Result<String, Error> {
@@ -62,7 +85,7 @@ fn read(file: &Path) -> Result<String, Error> {
 }
 
 /// What `beside` gives the import.
-fn given(beside: &Beside<'_>) -> Result<Given, Error> {
+fn given(beside: &Beside<'_>, connector: Option<&str>) -> Result<Given, Error> {
     let mut worker = match beside.worker_config {
         Some(path) => import::worker(&read(path)?)?,
         None => Default::default(),
@@ -76,14 +99,18 @@ fn given(beside: &Beside<'_>) -> Result<Given, Error> {
         })?;
         worker.insert(k.trim().to_string(), v.trim().to_string());
     }
-    let named: Option<DebeziumVersion> = beside
+    let named: Option<Release> = beside
         .debezium_version
         .map(|v| context::version("--debezium-version", v))
         .transpose()
-        .map_err(|e| Error::new(Code::ARGUMENT_INVALID, e.detail().to_string()))?;
+        .map_err(|e| Error::new(Code::ARGUMENT_INVALID, e.detail().to_string()))?
+        .map(|version| Release {
+            version,
+            why: "named by --debezium-version".into(),
+        });
     let version = match (named, beside.connect) {
         (Some(v), _) => Some(v),
-        (None, Some(url)) => release_at(url)?,
+        (None, Some(url)) => release_at(url, connector)?,
         (None, None) => None,
     };
     let table = match beside.table {
@@ -115,6 +142,16 @@ pub(crate) fn import(file: &Path, beside: &Beside<'_>) -> Result<Import, Error> 
         || file.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let made = import::import(&text, &from, beside.source, &given(beside)?)?;
+    // The connector's name, for the release Kafka Connect runs it at.
+    let name = match beside.connect {
+        Some(_) => import::read(&text, beside.source)?.name,
+        None => None,
+    };
+    let made = import::import(
+        &text,
+        &from,
+        beside.source,
+        &given(beside, name.as_deref())?,
+    )?;
     Ok(Import { from, made })
 }

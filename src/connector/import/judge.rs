@@ -93,8 +93,9 @@ pub struct Given {
     /// or a Strimzi `KafkaConnect`'s `spec.config`): the converters the
     /// connector does not name are its.
     pub worker: BTreeMap<String, String>,
-    /// The Debezium release, when the user names it.
-    pub version: Option<DebeziumVersion>,
+    /// The Debezium release and how it is known, when the user names it
+    /// or Kafka Connect says it.
+    pub version: Option<Release>,
     /// The outbox table (schema, table), when the connector's table list
     /// names more than it or none.
     pub table: Option<(String, String)>,
@@ -371,11 +372,8 @@ fn secret(value: &str) -> Option<SecretReference> {
 pub fn judge(d: &Deployment, given: &Given, bootstrap: &str) -> Result<Imported, Vec<Refusal>> {
     let mut refused = Vec::new();
     let router_prefix = router_alias(&d.settings).map(|a| format!("transforms.{a}."));
-    let release = match given.version {
-        Some(version) => Release {
-            version,
-            why: "named by --debezium-version, or as Kafka Connect runs it".into(),
-        },
+    let release = match &given.version {
+        Some(release) => release.clone(),
         None => legacy::release(&d.settings),
     };
     let (named, mut notes) = legacy::current_names(&d.settings, router_prefix.as_deref());

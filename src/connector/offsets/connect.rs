@@ -58,6 +58,23 @@ impl Connect {
     }
 
     async fn send(&self, request: reqwest::RequestBuilder, what: &str) -> Result<Value, Error> {
+        self.send_unless_missing(request, what)
+            .await?
+            .ok_or_else(|| {
+                failed(format!(
+                    "{what} at {}: HTTP 404: no such resource",
+                    self.shown()
+                ))
+            })
+    }
+
+    /// [`Connect::send`], with `None` for a 404 (a connector this worker
+    /// does not run).
+    async fn send_unless_missing(
+        &self,
+        request: reqwest::RequestBuilder,
+        what: &str,
+    ) -> Result<Option<Value>, Error> {
         let mut request = request.header("Accept", "application/json");
         if !self.base.username().is_empty() {
             request = request.basic_auth(self.base.username(), self.base.password());
@@ -72,6 +89,9 @@ impl Connect {
             .await
             .map_err(|e| failed(format!("{what}: {}", e.without_url())))?;
         let json: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
         if !status.is_success() {
             // Connect's own error body: {"error_code": 404, "message": "..."}.
             let message = json["message"].as_str().unwrap_or(body.trim());
@@ -81,7 +101,7 @@ impl Connect {
                 status.as_u16()
             )));
         }
-        Ok(json)
+        Ok(Some(json))
     }
 
     /// The connector's state: RUNNING, PAUSED, STOPPED, FAILED, ...
@@ -94,6 +114,21 @@ impl Connect {
             .as_str()
             .map(str::to_string)
             .ok_or_else(|| failed(format!("{what}: no state in {status}")))
+    }
+
+    /// The version a running connector's tasks run (`GET
+    /// /connectors/<name>/status`, whose states carry it from Kafka 4.1,
+    /// KIP-891); `None` when the worker does not say it or does not run
+    /// the connector.
+    pub async fn running_version(&self, connector: &str) -> Result<Option<String>, Error> {
+        let what = format!("reading connector {connector}'s status");
+        let Some(status) = self
+            .send_unless_missing(self.http.get(self.url(connector, "status")?), &what)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(status_version(&status))
     }
 
     /// The version of the connector plugin `class` as the worker runs it
@@ -158,9 +193,40 @@ fn redact_text(url: &str) -> String {
     }
 }
 
+/// A status's version: a task's, else the connector's.
+fn status_version(status: &Value) -> Option<String> {
+    let tasks = status["tasks"].as_array().into_iter().flatten();
+    tasks
+        .chain(std::iter::once(&status["connector"]))
+        .find_map(|state| state["version"].as_str().filter(|v| !v.is_empty()))
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_says_the_version_its_tasks_run() {
+        let status = serde_json::json!({
+            "name": "outbox",
+            "connector": {"state": "RUNNING", "worker_id": "w:8083", "version": "3.6.0.Final"},
+            "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "w:8083", "version": "3.6.1.Final"}],
+            "type": "source"
+        });
+        assert_eq!(status_version(&status).as_deref(), Some("3.6.1.Final"));
+        let before_kip_891 = serde_json::json!({
+            "name": "outbox",
+            "connector": {"state": "RUNNING", "worker_id": "w:8083"},
+            "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "w:8083"}]
+        });
+        assert_eq!(status_version(&before_kip_891), None);
+        let no_task = serde_json::json!({
+            "connector": {"state": "RUNNING", "worker_id": "w:8083", "version": "3.6.1.Final"},
+            "tasks": []
+        });
+        assert_eq!(status_version(&no_task).as_deref(), Some("3.6.1.Final"));
+    }
 
     #[test]
     fn urls_name_the_connector_s_resource_and_never_show_a_password() {
