@@ -315,6 +315,7 @@ codes! {
     MESSAGE_TOO_LARGE => Row, "the broker refused the record's size",
     INVALID_TOPIC => Row, "the broker refused the topic name",
     INVALID_RECORD => Row, "the broker refused the record",
+    INVALID_TIMESTAMP => Row, "the broker refused the record's timestamp: it lies outside the topic's `message.timestamp.before.max.ms` or `message.timestamp.after.max.ms` (a commit time older than the topic allows, or a contract's event timestamp column)",
     HEADERS_NOT_FLAT => Row, "application headers are not a JSON object of strings",
     RESERVED_HEADER_NAME => Row, "an application header uses the platform's names",
     ILLEGAL_TOPIC_NAME => Row, "`topic_prefix + destination` is not a legal Kafka topic",

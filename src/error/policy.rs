@@ -333,6 +333,7 @@ mod tests {
             ("MESSAGE_TOO_LARGE", RecordFailed, R, R),
             ("INVALID_TOPIC", RecordFailed, R, R),
             ("INVALID_RECORD", RecordFailed, R, R),
+            ("INVALID_TIMESTAMP", RecordFailed, R, R),
             ("HEADERS_NOT_FLAT", RecordFailed, R, R),
             ("RESERVED_HEADER_NAME", RecordFailed, R, R),
             ("ILLEGAL_TOPIC_NAME", RecordFailed, R, R),

@@ -12,6 +12,12 @@
 //! Sizes are uncompressed: a record is refused when its uncompressed batch
 //! is over the limit, even if compression would have brought it under
 //! (Kafka's Java producer checks its own request limit the same way).
+//!
+//! The same description gives the topic's time window
+//! (`message.timestamp.before.max.ms`, `.after.max.ms`): the broker refuses
+//! a whole batch for one record outside it, and under the gap-less
+//! guarantee librdkafka reports every record of it as refused, so the
+//! window tells the record at fault from the rest.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,6 +33,12 @@ use crate::router::Record;
 
 /// The topic configuration that bounds a record batch.
 pub const TOPIC_LIMIT: &str = "max.message.bytes";
+/// The topic configurations that bound a record's timestamp (Kafka 3.6+),
+/// the one they replaced, and whether the broker stamps records itself.
+const TIMESTAMP_BEFORE: &str = "message.timestamp.before.max.ms";
+const TIMESTAMP_AFTER: &str = "message.timestamp.after.max.ms";
+const TIMESTAMP_DIFFERENCE: &str = "message.timestamp.difference.max.ms";
+const TIMESTAMP_TYPE: &str = "message.timestamp.type";
 /// The producer setting that bounds the batches librdkafka builds.
 pub const BATCH_SIZE: &str = "batch.size";
 /// librdkafka's default `batch.size`.
@@ -108,12 +120,62 @@ impl Limit {
     }
 }
 
+/// What a topic's description says about the records it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Described {
+    /// The effective `max.message.bytes`.
+    pub max_message_bytes: usize,
+    pub window: TimeWindow,
+}
+
+/// How far a record's timestamp may lie before or after the broker's
+/// clock (`None`: no bound; a `LogAppendTime` topic has none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeWindow {
+    pub before_ms: Option<i64>,
+    pub after_ms: Option<i64>,
+}
+
+impl TimeWindow {
+    /// Whether a record stamped `timestamp_ms` is inside the window at
+    /// `now_ms`. Judged on the relay's clock: a record near a bound may be
+    /// judged inside and published again, which settles it as time passes.
+    pub fn takes(&self, timestamp_ms: i64, now_ms: i64) -> bool {
+        let after_start = self
+            .before_ms
+            .is_none_or(|b| timestamp_ms >= now_ms.saturating_sub(b));
+        let before_end = self
+            .after_ms
+            .is_none_or(|a| timestamp_ms <= now_ms.saturating_add(a));
+        after_start && before_end
+    }
+
+    /// The window a topic's configuration entries give.
+    fn of(entry: impl Fn(&str) -> Option<String>) -> TimeWindow {
+        if entry(TIMESTAMP_TYPE).as_deref() == Some("LogAppendTime") {
+            return TimeWindow::default();
+        }
+        let bound = |name: &str| {
+            entry(name)
+                .or_else(|| entry(TIMESTAMP_DIFFERENCE))
+                .and_then(|v| v.parse::<i64>().ok())
+                .filter(|&ms| ms < i64::MAX)
+        };
+        TimeWindow {
+            before_ms: bound(TIMESTAMP_BEFORE),
+            after_ms: bound(TIMESTAMP_AFTER),
+        }
+    }
+}
+
 /// The limits learned so far, shared by a relay's sessions: each session's
 /// producer is made with the `batch.size` they allow, and a topic whose
 /// limit is stale is described again by the next session that writes to it.
 #[derive(Debug, Default)]
 pub struct Limits {
     known: Mutex<HashMap<String, Limit>>,
+    /// Each described topic's time window.
+    windows: Mutex<HashMap<String, TimeWindow>>,
 }
 
 impl Limits {
@@ -123,6 +185,17 @@ impl Limits {
 
     pub fn learn(&self, topic: &str, limit: Limit) {
         self.lock().insert(topic.to_string(), limit);
+    }
+
+    pub fn learn_window(&self, topic: &str, window: TimeWindow) {
+        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        windows.insert(topic.to_string(), window);
+    }
+
+    /// `topic`'s time window, when it was described.
+    pub fn window(&self, topic: &str) -> Option<TimeWindow> {
+        let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        windows.get(topic).copied()
     }
 
     /// The broker refused a batch for `topic` that the relay built under
@@ -185,13 +258,14 @@ pub fn admin(cluster: &Cluster) -> Result<AdminClient<DefaultClientContext>, Err
         .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))
 }
 
-/// Asks the cluster for `topic`'s effective `max.message.bytes` (its own
-/// setting, or the broker's default it inherits). `TOPIC_LIMIT_UNKNOWN`
-/// when the principal may not describe the topic's configuration.
+/// Asks the cluster for `topic`'s effective `max.message.bytes` and time
+/// window (its own settings, or the broker's defaults it inherits).
+/// `TOPIC_LIMIT_UNKNOWN` when the principal may not describe the topic's
+/// configuration.
 pub async fn describe(
     admin: &AdminClient<DefaultClientContext>,
     topic: &str,
-) -> Result<usize, Error> {
+) -> Result<Described, Error> {
     let options = AdminOptions::new().request_timeout(Some(DESCRIBE_TIMEOUT));
     let results = admin
         .describe_configs(&[ResourceSpecifier::Topic(topic)], &options)
@@ -207,20 +281,22 @@ pub async fn describe(
             )
         })?
         .map_err(|code| refused(topic, code))?;
-    let value = resource
-        .get(TOPIC_LIMIT)
-        .and_then(|entry| entry.value.as_deref())
-        .ok_or_else(|| {
-            Error::new(
-                Code::KAFKA_PRODUCE_FAILED,
-                format!("describing topic {topic}: no {TOPIC_LIMIT} in the answer"),
-            )
-        })?;
-    value.parse().map_err(|_| {
+    let entry = |name: &str| resource.get(name).and_then(|e| e.value.clone());
+    let value = entry(TOPIC_LIMIT).ok_or_else(|| {
+        Error::new(
+            Code::KAFKA_PRODUCE_FAILED,
+            format!("describing topic {topic}: no {TOPIC_LIMIT} in the answer"),
+        )
+    })?;
+    let max_message_bytes = value.parse().map_err(|_| {
         Error::new(
             Code::KAFKA_PRODUCE_FAILED,
             format!("describing topic {topic}: {TOPIC_LIMIT} is {value:?}"),
         )
+    })?;
+    Ok(Described {
+        max_message_bytes,
+        window: TimeWindow::of(entry),
     })
 }
 
@@ -304,5 +380,42 @@ mod tests {
             Some(Limit::Inferred(1024)),
             "bounded below"
         );
+    }
+
+    #[test]
+    fn a_time_window_takes_what_lies_inside_its_bounds() {
+        let entries = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let hour = TimeWindow::of(entries(&[
+            ("message.timestamp.before.max.ms", "3600000"),
+            ("message.timestamp.after.max.ms", "9223372036854775807"),
+        ]));
+        assert_eq!(
+            hour,
+            TimeWindow {
+                before_ms: Some(3_600_000),
+                after_ms: None
+            }
+        );
+        let now = 1_800_000_000_000;
+        assert!(hour.takes(now - 3_600_000, now));
+        assert!(!hour.takes(now - 3_600_001, now));
+        assert!(hour.takes(now + 86_400_000, now));
+        // Kafka before 3.6: one setting for both sides.
+        let old = TimeWindow::of(entries(&[("message.timestamp.difference.max.ms", "1000")]));
+        assert!(!old.takes(now + 1001, now) && !old.takes(now - 1001, now));
+        assert!(old.takes(now + 1000, now) && old.takes(now - 1000, now));
+        // The broker's own time: any record goes.
+        let stamped = TimeWindow::of(entries(&[
+            ("message.timestamp.type", "LogAppendTime"),
+            ("message.timestamp.before.max.ms", "1"),
+        ]));
+        assert!(stamped.takes(0, now));
     }
 }

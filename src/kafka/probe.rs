@@ -212,8 +212,8 @@ async fn limit_findings(cluster: &settings::Cluster, topics: Vec<String>) -> Vec
     let mut unknown = Vec::new();
     for topic in &topics {
         match limits::describe(&admin, topic).await {
-            Ok(limit) if limits::batch_size_under(limit) < batch_size => {
-                below.push(format!("{topic} ({limit})"));
+            Ok(d) if limits::batch_size_under(d.max_message_bytes) < batch_size => {
+                below.push(format!("{topic} ({})", d.max_message_bytes));
             }
             Ok(_) => {}
             Err(e) => unknown.push(format!("{topic} ({})", e.detail())),

@@ -49,6 +49,8 @@ pub(crate) struct Ticket<T> {
     pub(crate) bytes: usize,
     /// The caller's index of the record's topic (for per-destination counts).
     pub(crate) destination: u32,
+    /// The record's timestamp as sent: a refused record's report has none.
+    pub(crate) timestamp_ms: Option<i64>,
     /// The record's span, when it is traced.
     pub(crate) trace: Option<crate::otel::Seed>,
 }
@@ -85,6 +87,9 @@ fn permanent(code: RDKafkaErrorCode) -> Option<Code> {
         InvalidTopic => Code::INVALID_TOPIC,
         UnknownTopicOrPartition | UnknownTopic | UnknownPartition => Code::TOPIC_UNKNOWN,
         InvalidRecord | InvalidMessage => Code::INVALID_RECORD,
+        // The record's time is outside the topic's
+        // `message.timestamp.before.max.ms` / `after.max.ms`.
+        InvalidTimestamp => Code::INVALID_TIMESTAMP,
         PolicyViolation => Code::POLICY_VIOLATION,
         _ => return None,
     })

@@ -18,7 +18,7 @@ use crate::contract::definition::Status;
 use crate::contract::options::InvalidOp;
 use crate::contract::outbox;
 use crate::error::{policy, Code, Error};
-use crate::kafka::limits::Limit;
+use crate::kafka::limits::{Described, Limit};
 use crate::kafka::publisher::Outcome;
 use crate::lsn::Lsn;
 use crate::metrics::names;
@@ -386,14 +386,15 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
     fn learn_limit(
         &mut self,
         topic: &str,
-        described: Option<Result<usize, Error>>,
+        described: Option<Result<Described, Error>>,
     ) -> Option<Limit> {
         let limits = &self.shared.limits;
         let limit = match (limits.get(topic), described) {
             (Some(known), _) => known,
-            (None, Some(Ok(bytes))) => {
-                limits.learn(topic, Limit::Described(bytes));
-                Limit::Described(bytes)
+            (None, Some(Ok(d))) => {
+                limits.learn(topic, Limit::Described(d.max_message_bytes));
+                limits.learn_window(topic, d.window);
+                Limit::Described(d.max_message_bytes)
             }
             (None, Some(Err(e))) => {
                 crate::log_error!(
@@ -449,6 +450,31 @@ impl<K: Sink, L: Ledger> Parts<'_, K, L> {
             "a batch for topic {topic} was refused as too large; its records fit on their own and are published again in smaller batches"
         )))
     }
+
+    /// A record the broker refused for its timestamp. Under the gap-less
+    /// guarantee every record of the refused batch is reported so: one
+    /// inside the topic's time window was refused for another's, and is
+    /// published again by the next session. Without the window (the
+    /// principal may not describe the topic) each is taken at its word.
+    pub(crate) fn out_of_time(&mut self, ticket: &Ticket, refusal: Error) -> Outcome {
+        let topic = self
+            .by_index
+            .get(ticket.destination as usize)
+            .map_or("", |d| d.name.as_str());
+        let window = self.shared.limits.window(topic);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        // No timestamp: librdkafka stamped it when it was sent.
+        match (window, ticket.timestamp_ms.unwrap_or(now_ms)) {
+            (Some(w), ts) if w.takes(ts, now_ms) => {
+                Outcome::Retry(refusal.recoded(Code::KAFKA_PRODUCE_FAILED).context(format!(
+                    "a record of topic {topic} inside its time window was refused with another of its batch; it is published again"
+                )))
+            }
+            _ => Outcome::Rejected(refusal),
+        }
+    }
 }
 
 /// How much a reason to end a session weighs against another.
@@ -485,7 +511,7 @@ const LOOKUPS_AT_ONCE: usize = 16;
 /// its `max.message.bytes` (`None`: already known).
 struct LookedUp {
     ready: Result<(), Error>,
-    limit: Option<Result<usize, Error>>,
+    limit: Option<Result<Described, Error>>,
 }
 
 async fn look_up<K: Sink>(

@@ -262,10 +262,14 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
         if let Outcome::Rejected(e) = &d.outcome {
             if e.code() == Code::MESSAGE_TOO_LARGE {
                 d.outcome = self.parts.too_large(&d.ticket, e.clone());
+            } else if e.code() == Code::INVALID_TIMESTAMP {
+                d.outcome = self.parts.out_of_time(&d.ticket, e.clone());
             }
         }
         if let Some(record) = d.returned.take() {
-            self.parts.keep_letter(&record);
+            if matches!(d.outcome, Outcome::Rejected(_)) {
+                self.parts.keep_letter(&record);
+            }
         }
         self.parts.account(&d);
         self.parts.trace_acknowledged(&d);
@@ -466,6 +470,7 @@ impl<'a, K: Sink, L: Ledger, S: Settlement> Session<'a, K, L, S> {
             message_id: record.message_id,
             bytes,
             destination,
+            timestamp_ms: record.timestamp_ms,
             trace,
         };
         loop {

@@ -45,9 +45,12 @@ pub(crate) trait Sink: Send + Sync {
     /// session produces anyway and the report says what is wrong).
     fn topic_ready(&self, topic: &str) -> impl Future<Output = Result<(), Error>> + Send;
 
-    /// `topic`'s effective `max.message.bytes`; `TOPIC_LIMIT_UNKNOWN`
-    /// when the principal may not describe it.
-    fn topic_limit(&self, topic: &str) -> impl Future<Output = Result<usize, Error>> + Send;
+    /// `topic`'s effective `max.message.bytes` and time window;
+    /// `TOPIC_LIMIT_UNKNOWN` when the principal may not describe it.
+    fn topic_limit(
+        &self,
+        topic: &str,
+    ) -> impl Future<Output = Result<limits::Described, Error>> + Send;
 
     /// The producer's `batch.size`: a record framed larger is always a
     /// batch of its own.
@@ -141,7 +144,7 @@ impl Sink for KafkaSink {
         self.publisher.topic_ready(topic, TOPIC_READY_WAIT).await
     }
 
-    async fn topic_limit(&self, topic: &str) -> Result<usize, Error> {
+    async fn topic_limit(&self, topic: &str) -> Result<limits::Described, Error> {
         limits::describe(&self.admin, topic).await
     }
 

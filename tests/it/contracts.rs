@@ -376,6 +376,121 @@ async fn an_oversized_row_waits_in_the_dead_letter_table_until_redrive_publishes
     crate::common::replication::drop_slot(&db.client, &slot).await;
 }
 
+/// A topic that takes records up to an hour old
+/// (`message.timestamp.before.max.ms`) refuses a row whose event
+/// timestamp column is older: that row alone lands in the dead-letter
+/// table with `INVALID_TIMESTAMP`; the rows of its batch (librdkafka
+/// reports them as refused for another record) are published.
+#[tokio::test]
+async fn a_record_older_than_its_topic_allows_is_dead_lettered_alone() {
+    use crate::common::kafka;
+    let services = require_services!();
+    let db = services.fresh_db("oldstamp").await;
+    db.client
+        .batch_execute(
+            "CREATE TABLE public.outboxevent (
+                 id uuid NOT NULL PRIMARY KEY,
+                 aggregatetype varchar(255) NOT NULL,
+                 aggregateid varchar(255) NOT NULL,
+                 type varchar(255) NOT NULL,
+                 payload jsonb,
+                 occurred timestamp(3) NOT NULL DEFAULT now());
+             CREATE PUBLICATION outbox_cdc_publication FOR TABLE public.outboxevent",
+        )
+        .await
+        .unwrap();
+    let p = common::unique_prefix("ts");
+    let slot = format!("{}_relay", db.name);
+    let base = common::relay::config(&services, &db.name, &p, &slot, "");
+    let config = with_outbox(
+        &base,
+        "oldstamp",
+        "contract = \"debezium\"\ntable = \"outboxevent\"",
+        "\"table.field.event.timestamp\" = \"occurred\"",
+    );
+    let out = Cli::new(&["migrate"]).config(&config).output();
+    assert!(out.status.success(), "{}", common::cli::text(&out));
+    let topic = format!("outbox.event.{p}Order");
+    kafka::create_topic_with(
+        &services.kafka_bootstrap,
+        &topic,
+        1,
+        &[("message.timestamp.before.max.ms", "3600000")],
+    )
+    .await;
+
+    let mut relay = common::relay::RelayProcess::spawn(&config);
+    crate::common::replication::wait_streaming(&db.client, &slot).await;
+    // One transaction: the three records share a batch.
+    db.client
+        .batch_execute(&format!(
+            "BEGIN;
+             INSERT INTO public.outboxevent VALUES
+               ('00000000-0000-4000-8000-000000000001', '{p}Order', 'o-1', 'T', '{{}}', now()),
+               ('00000000-0000-4000-8000-000000000002', '{p}Order', 'o-2', 'T', '{{}}', '2001-02-03 04:05:06'),
+               ('00000000-0000-4000-8000-000000000003', '{p}Order', 'o-3', 'T', '{{}}', now());
+             DELETE FROM public.outboxevent;
+             COMMIT;"
+        ))
+        .await
+        .unwrap();
+    let published = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        2,
+        Duration::from_secs(30),
+    );
+    let keys: Vec<&[u8]> = published.iter().filter_map(|c| c.key.as_deref()).collect();
+    let letters = async || {
+        db.client
+            .query(
+                "SELECT event_id, code, message FROM public.outbox_cdc_dead_letter",
+                &[],
+            )
+            .await
+            .unwrap()
+    };
+    let shown = |rows: &[tokio_postgres::Row]| {
+        rows.iter()
+            .map(|r| {
+                let column = |i| r.get::<_, String>(i);
+                format!("{} {} {}\n", column(0), column(1), column(2))
+            })
+            .collect::<String>()
+    };
+    assert_eq!(
+        keys,
+        [&b"\"o-1\""[..], b"\"o-3\""],
+        "{}\n{}",
+        shown(&letters().await),
+        relay.log_text()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while letters().await.is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let held = letters().await;
+    assert_eq!(held.len(), 1, "{}", relay.log_text());
+    assert_eq!(
+        held[0].get::<_, String>(0),
+        "00000000-0000-4000-8000-000000000002"
+    );
+    assert_eq!(held[0].get::<_, String>(1), "INVALID_TIMESTAMP");
+    relay.signal("TERM");
+    assert!(relay
+        .wait(Duration::from_secs(30))
+        .is_some_and(|s| s.success()));
+    // Nothing else was refused, and nothing published twice.
+    let all = kafka::consume(
+        &services.kafka_bootstrap,
+        &[&topic],
+        2,
+        Duration::from_secs(5),
+    );
+    assert_eq!(all.len(), 2);
+    crate::common::replication::drop_slot(&db.client, &slot).await;
+}
+
 /// The relay creates each topic it routes to as the connector's
 /// `topic.creation.*` says (`[kafka.topic_creation]`), before its first
 /// record: 3 partitions where the broker makes 1, a group's own count for

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::mpsc;
 
 use crate::error::{Code, Error};
+use crate::kafka::limits;
 use crate::kafka::publisher::{Outcome, SendError};
 use crate::lsn::Lsn;
 use crate::pipeline::sink::{Delivery, Sink, Ticket};
@@ -369,9 +370,12 @@ impl Sink for FakeSink {
         Ok(())
     }
 
-    async fn topic_limit(&self, topic: &str) -> Result<usize, Error> {
+    async fn topic_limit(&self, topic: &str) -> Result<limits::Described, Error> {
         match self.broker.state().describe {
-            Describe::Allowed => Ok(LIMIT),
+            Describe::Allowed => Ok(limits::Described {
+                max_message_bytes: LIMIT,
+                window: Default::default(),
+            }),
             Describe::Denied => Err(Error::new(
                 Code::TOPIC_LIMIT_UNKNOWN,
                 format!("describing topic {topic}: denied"),
