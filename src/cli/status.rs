@@ -27,12 +27,8 @@ pub(super) struct Args {
 pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let inactive: Duration = window::duration("inactive-after", &args.inactive_after)?;
     let cfg = config.load()?;
-    let report = super::runtime()?.block_on(status::status(
-        &cfg.postgres,
-        &cfg.outbox,
-        &super::env,
-        Thresholds { inactive },
-    ))?;
+    let report =
+        super::runtime()?.block_on(status::status(&cfg, &super::env, Thresholds { inactive }))?;
     let mut out = std::io::stdout().lock();
     let written = match args.format {
         Format::Json => serde_json::to_writer_pretty(&mut out, &report)
@@ -69,6 +65,18 @@ fn human(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         )?;
     } else {
         writeln!(out, "  slot {}: missing", s.name)?;
+    }
+    let p = &r.publishers;
+    writeln!(
+        out,
+        "  published by: {}",
+        p.declared.as_deref().unwrap_or("undeclared")
+    )?;
+    for copy in &p.copies {
+        writeln!(out, "  copy: slot {copy} (records nothing)")?;
+    }
+    for other in &p.others {
+        writeln!(out, "  also streamed by: {other}")?;
     }
     match &r.rows {
         Rows::Kept {

@@ -42,7 +42,7 @@ pub use outbox::OutboxConfig;
 pub use postgres::{
     Ports, PostgresConfig, SslMode, DEFAULT_PASSWORD_ENV, DEFAULT_WAL_RECEIVER_TIMEOUT_SECS,
 };
-pub use relay::{Delivery, DeliveryMode, RelayConfig, TransactionalConfig};
+pub use relay::{Delivery, DeliveryMode, RelayConfig, Role, TransactionalConfig};
 pub use secrets::{PropertyValue, SecretSource};
 
 use crate::error::{Code, Error};

@@ -74,6 +74,23 @@ pub struct RelayConfig {
     /// makes the relay not ready (`/readyz`): a cluster that cannot meet
     /// `min.insync.replicas` answers metadata requests but takes no write.
     pub kafka_stall_secs: u64,
+    /// The outbox's one relay, or a copy beside it that records nothing.
+    pub role: Role,
+}
+
+/// Which relay this is to its outbox: the declaration in the database
+/// names one relay per outbox; a copy is declared beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The outbox's relay: it claims an undeclared outbox, and is refused
+    /// on a slot the declaration does not name.
+    #[default]
+    Relay,
+    /// A copy on a slot of its own (a shadow run beside Debezium, a load
+    /// test): declared as such, never the outbox's relay, and it marks no
+    /// row (`mark_published = false`).
+    Copy,
 }
 
 /// What records do once the relay has read all the WAL there is.
@@ -105,6 +122,7 @@ impl Default for RelayConfig {
             slot_wal_margin_bytes: DEFAULT_SLOT_WAL_MARGIN_BYTES,
             when_caught_up: WhenCaughtUp::default(),
             kafka_stall_secs: DEFAULT_KAFKA_STALL_SECS,
+            role: Role::default(),
         }
     }
 }
@@ -251,6 +269,12 @@ impl RelayConfig {
                 return Err(invalid(key, "must be positive"));
             }
         }
+        if self.role == Role::Copy && self.mark_published {
+            return Err(invalid(
+                "relay.role",
+                "a copy records nothing: set relay.mark_published = false beside `role = \"copy\"`",
+            ));
+        }
         if self.max_in_flight_bytes < 1 << 20 {
             return Err(invalid(
                 "relay.max_in_flight_bytes",
@@ -302,6 +326,7 @@ pub(crate) const MEANINGS: &[(&str, &str)] = &[
     ("relay.kafka_stall_secs", "when Kafka acknowledges none of the records in flight for this long, `/readyz` answers 503 and says so (a cluster that cannot meet `min.insync.replicas` answers metadata requests but takes no write); librdkafka keeps retrying them until `message.timeout.ms`"),
     ("relay.slot_wal_margin_bytes", "the slot guard warns (`SLOT_WAL_AT_RISK`) and `check` warns when the slot's `safe_wal_size` is under this"),
     ("relay.when_caught_up", "`send` (the default): once the relay has read all the WAL there is, records go out at once, and `kafka.properties`' `linger.ms` batches a backlog only; `linger`: they wait out `linger.ms` too (fewer, larger produce requests on a busy stream, for that much latency); see [the benchmark](../benchmark.md)"),
+    ("relay.role", "`relay` (the default): the outbox's one relay, which claims an undeclared outbox at its first start and is refused (`OUTBOX_HELD_BY_ANOTHER_SLOT`) on a slot the outbox's declaration does not name; `copy`: a copy on a slot of its own that records nothing (needs `mark_published = false`), such as the shadow run beside Debezium that `audit --beside` compares: declared as a copy at start, never the outbox's relay, never counted by `SECOND_OUTBOX_READER`"),
     ("relay.transactional.id", "transactional: the producer's `transactional.id` and the group of its progress; one per relay (per outbox and slot), since a relay that starts with it fences the one before: set it when relays of two clusters with the same database and slot names share a Kafka cluster"),
     ("relay.transactional.max_records", "transactional group commit: a Kafka transaction closes at the first source transaction boundary past this many records,"),
     ("relay.transactional.max_bytes", "or this many record bytes,"),

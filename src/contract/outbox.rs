@@ -17,6 +17,9 @@ pub const DEFAULT_TABLE: &str = "messaging_outbox";
 pub mod objects {
     /// Declared relay mode per outbox table.
     pub const RELAY_MODE_TABLE: &str = "outbox_relay_mode";
+    /// The one relay of each outbox (its slot and database system) and
+    /// the copies declared beside it, for every contract.
+    pub const RELAY_DECLARATION_TABLE: &str = "outbox_cdc_relay";
     /// Rows written by Debezium's heartbeat query so its slot advances while
     /// the outbox is idle; in the publication, never in Debezium's include list.
     pub const HEARTBEAT_TABLE: &str = "outbox_cdc_heartbeat";

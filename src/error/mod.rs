@@ -217,6 +217,16 @@ codes! {
     // Relay exclusivity and cutover.
     DUPLICATE_OUTBOX_RELAY => Operator, "another relay publishes the outbox (polling, a live lease, no fence, Debezium active)",
     NO_OUTBOX_RELAY => Operator, "no relay mode is declared, or nothing publishes a CDC outbox (check)",
+    /// The declaration names another slot (or another database system):
+    /// one relay per outbox, whatever its contract.
+    OUTBOX_HELD_BY_ANOTHER_SLOT => Operator, "the outbox's relay declaration names another slot, or a slot of another database system, as its one relay: `run` is refused before it writes anything; the message names the holder and how `cutover` moves the outbox",
+    /// A slot streams the outbox beside its declared relay.
+    SECOND_OUTBOX_READER => Operator, "a slot other than the declared relay's and its declared copies streams a publication that includes the outbox, or decodes every table (`check`, `status`, the `outbox_cdc_other_readers` gauge and `OutboxCdcSecondReader`): a Debezium connector restarted after a takeover, a second deployment; two relays publish it",
+    /// A slot that may stream the outbox beside its relay: its command
+    /// is not visible to the role, or its plugin decodes every table.
+    OUTBOX_READER_UNCERTAIN => Operator, "a warning of `check`: another active slot of the database may stream the outbox (its plugin decodes every table, or the role may not read its replication command: grant `pg_read_all_stats`)",
+    /// The declaration's table is not there yet.
+    DECLARATION_MISSING => Operator, "the relay declaration table does not exist: `outbox-cdc migrate` makes it; the relay does not stream without it",
     LEASE_WAIT_TIMEOUT => Operator, "polling leases still live after the cutover's wait",
     CDC_RELAY_RUNNING => Operator, "`cutover --to polling` while the relay streams",
     SLOT_EXISTS_BEFORE_CUTOVER => Operator, "a slot no cutover created; drop it and cut over again",

@@ -67,6 +67,7 @@ pub struct Metrics {
     pub(crate) heartbeats_received: IntCounter,
     pub(crate) handover_backlog: IntGauge,
     pub(crate) rows_pending: IntGauge,
+    pub(crate) other_readers: IntGauge,
     pub(crate) journaled: IntCounter,
     /// Replayed rows found published after a restart, not sent again.
     pub(crate) left_out_as_published: IntCounter,
@@ -165,6 +166,7 @@ impl Metrics {
             heartbeats_received: int_counter(&HEARTBEATS_RECEIVED),
             handover_backlog: int_gauge(&HANDOVER_BACKLOG),
             rows_pending: int_gauge(&ROWS_PENDING),
+            other_readers: int_gauge(&OTHER_READERS),
             journaled: int_counter(&JOURNALED),
             left_out_as_published: int_counter(&LEFT_OUT_AS_PUBLISHED),
             marks_written: int_counter(&MARKS_WRITTEN),
@@ -239,6 +241,7 @@ impl Metrics {
             ),
             (&HANDOVER_BACKLOG, Box::new(m.handover_backlog.clone())),
             (&ROWS_PENDING, Box::new(m.rows_pending.clone())),
+            (&OTHER_READERS, Box::new(m.other_readers.clone())),
             (&JOURNALED, Box::new(m.journaled.clone())),
             (
                 &LEFT_OUT_AS_PUBLISHED,

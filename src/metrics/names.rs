@@ -230,6 +230,11 @@ pub const BUILD_INFO: Def = gauge(
     &[VERSION, COMMIT],
 );
 
+pub const OTHER_READERS: Def = gauge(
+    "outbox_cdc_other_readers",
+    "Active slots other than the outbox's declared relay and its declared copies whose publications include the outbox (a Debezium connector restarted after a takeover, a second deployment): two relays publish it. Read every relay.slot_check_interval_secs; slots the role cannot see into are not counted (`check` warns of them).",
+    &[],
+);
 /// Every metric, in exposition order.
 pub const ROWS_PENDING: Def = gauge(
     "outbox_cdc_rows_pending",
@@ -282,6 +287,7 @@ pub const ALL: &[Def] = &[
     READY,
     BUILD_INFO,
     ROWS_PENDING,
+    OTHER_READERS,
 ];
 
 /// Exported by the process collector rather than defined by the relay.

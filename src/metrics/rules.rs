@@ -92,6 +92,14 @@ fn alerts(o: &RuleOptions) -> Vec<Alert> {
             description: "The server removed WAL the slot needed. Nothing is lost from the outbox: run `outbox-cdc cutover --to cdc --recover`, then restart the relay.",
         },
         Alert {
+            name: "OutboxCdcSecondReader",
+            expr: format!("{} > 0", OTHER_READERS.name),
+            for_: "1m",
+            severity: "critical",
+            summary: "a second slot streams the outbox of outbox-cdc {{ $labels.instance }}".into(),
+            description: "An active slot other than the declared relay's and its declared copies streams a publication that includes the outbox: two relays publish it (a Debezium connector restarted after a takeover, a second deployment). `outbox-cdc check` names the slot, its process and its client.",
+        },
+        Alert {
             name: "OutboxCdcRowsFailed",
             expr: format!("sum by (instance, {CODE}) (increase({}[10m])) > 0", ROWS_FAILED.name),
             for_: "0m",

@@ -16,6 +16,7 @@ use crate::config::{Env, Objects, PostgresConfig};
 use crate::contract::outbox::{objects, RelayMode};
 use crate::error::{Code, Error};
 use crate::pg::control;
+use crate::pg::declaration::{self, Holder};
 use crate::pg::handover::{self, BacklogOrder, State};
 use crate::pg::journal::{Folded, Journal};
 use crate::pg::sqlstate::query_error;
@@ -146,12 +147,41 @@ pub(crate) async fn cutover(
             let already = declared.mode == Some(RelayMode::ChangeDataCapture)
                 && had_slot
                 && matches!(state, Some((State::Ready | State::Done, _)));
+            let holder = match opts.target {
+                Target::Debezium => Holder::Debezium,
+                _ => Holder::OutboxCdc,
+            };
+            let held = declaration::read(&client, &objs.outbox).await?.held;
             if already {
+                if !opts.dry_run && held.as_ref().is_none_or(|h| h.slot != objs.slot) {
+                    declaration::declare(&client, &objs.outbox, holder, &objs.slot, &opts.reason)
+                        .await?;
+                    say(
+                        out,
+                        format_args!("declared slot {} the outbox's one relay", objs.slot),
+                    )?;
+                }
                 say(
                     out,
                     "already cut over to CHANGE_DATA_CAPTURE; nothing to do",
                 )?;
                 return Ok(());
+            }
+            // Another relay's slot holds the outbox: it must stop first.
+            if let Some(h) = held.as_ref().filter(|h| h.slot != objs.slot) {
+                if control::slot_activity(&client, &h.slot)
+                    .await?
+                    .is_some_and(|a| a.active)
+                {
+                    return Err(Error::new(
+                        Code::CDC_RELAY_RUNNING,
+                        format!(
+                            "{} holds the outbox and is active: stop its relay before moving the outbox to slot {}",
+                            h.describe(),
+                            objs.slot
+                        ),
+                    ));
+                }
             }
             if postgres.failover_slot && opts.target == Target::Cdc {
                 checks::server(&client).await?.require_failover_slots()?;
@@ -243,6 +273,7 @@ async fn back_to_polling(
         ));
     }
     control::declare(client, &objs.outbox, RelayMode::Polling, &opts.reason).await?;
+    declaration::release(client, &objs.outbox).await?;
     if had_slot {
         slot_moves::drop(client, &objs.slot).await?;
     }
@@ -421,6 +452,12 @@ async fn hand_over(ctx: Ctx<'_>, out: &mut (dyn Write + Send)) -> Result<(), Err
         },
     )
     .await?;
+    // The slot that holds the outbox moves with the slot made for it.
+    let holder = match opts.target {
+        Target::Debezium => Holder::Debezium,
+        _ => Holder::OutboxCdc,
+    };
+    declaration::declare(client, &objs.outbox, holder, &objs.slot, &opts.reason).await?;
     let consistent = created.consistent_point;
     let snapshot = created.snapshot.ok_or_else(|| {
         Error::new(

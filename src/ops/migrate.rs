@@ -84,6 +84,13 @@ pub const MIGRATIONS: &[Migration] = &[
         template: include_str!("../../migrations/V008__dead_letter.sql"),
         earlier: &[],
     },
+    Migration {
+        version: 9,
+        name: "relay_declaration",
+        part: Part::Declaration,
+        template: include_str!("../../migrations/V009__relay_declaration.sql"),
+        earlier: &[],
+    },
 ];
 
 /// What a migration belongs to.
@@ -96,6 +103,8 @@ pub enum Part {
     Cdc,
     /// An outbox that keeps no status: its dead-letter table.
     DeadLetter,
+    /// Every outbox: the declaration of its one relay.
+    Declaration,
 }
 
 impl Part {
@@ -106,6 +115,7 @@ impl Part {
             (Part::Table, Status::Kept) => scope == Scope::All,
             (Part::Cdc, Status::Kept) => true,
             (Part::DeadLetter, Status::NotKept) => true,
+            (Part::Declaration, _) => true,
             _ => false,
         }
     }
@@ -140,6 +150,10 @@ fn placeholders(objs: &Objects) -> Vec<(&'static str, String)> {
             objects::HANDOVER_STATE_TABLE.to_string(),
         ),
         ("dead_letter_table", objects::DEAD_LETTER_TABLE.to_string()),
+        (
+            "relay_declaration_table",
+            objects::RELAY_DECLARATION_TABLE.to_string(),
+        ),
         ("reserved_header_names", reserved),
         (
             "reserved_header_prefix",

@@ -6,13 +6,14 @@
 
 use serde::Serialize;
 
-use crate::config::{Config, Env};
+use crate::config::{Config, Env, Objects};
 use crate::contract::definition::Status;
+use crate::contract::outbox::objects;
 use crate::error::{Code, Error};
 pub use crate::finding::{Finding, Level};
 use crate::kafka::probe;
 use crate::pg::checks::{self, Purpose};
-use crate::pg::{connect, failover, grants};
+use crate::pg::{connect, declaration, failover, grants};
 use crate::replication::{self, ConnectOptions};
 use crate::rules::{Rule, When};
 
@@ -172,6 +173,7 @@ async fn database(
             Purpose::Report,
         ));
         out.extend(grants::findings(c, &cfg.objects()).await?);
+        out.extend(one_relay(c, cfg, &cfg.objects(), None).await?);
         return Ok(Vec::new());
     }
     let objs = cfg.objects();
@@ -218,7 +220,47 @@ async fn database(
         &objs,
         Purpose::Report,
     ));
+    // Debezium's own slot is the relay mode's to judge.
+    out.extend(one_relay(c, cfg, &objs, Some(objs.debezium_slot.as_str())).await?);
     checks::pending_destinations(c, &objs).await
+}
+
+/// One relay per outbox: what the declaration names, and any other active
+/// slot that streams the outbox.
+async fn one_relay(
+    c: &tokio_postgres::Client,
+    cfg: &Config,
+    objs: &Objects,
+    also_known: Option<&str>,
+) -> Result<Vec<Finding>, Error> {
+    if !declaration::exists(c, &objs.outbox).await? {
+        return Ok(vec![Finding::error(
+            Rule::RelayDeclaration,
+            Code::DECLARATION_MISSING,
+            format!(
+                "{}.{} does not exist: `outbox-cdc migrate` makes it",
+                objs.outbox.schema,
+                objects::RELAY_DECLARATION_TABLE
+            ),
+        )]);
+    }
+    let declared = declaration::read(c, &objs.outbox).await?;
+    let system = declaration::system_identifier(c).await?;
+    let mut out = vec![checks::declaration_finding(
+        &declared,
+        objs,
+        &system,
+        cfg.relay.role,
+    )];
+    let readers = declaration::readers(c, &objs.outbox).await?;
+    out.extend(checks::readers_findings(
+        &readers,
+        &declared,
+        objs,
+        also_known,
+        cfg.relay.role,
+    ));
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -9,10 +9,13 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{Env, OutboxConfig, PostgresConfig};
+use tokio_postgres::Client;
+
+use crate::config::{Config, Env};
 use crate::contract::definition::Status as Kept;
 use crate::error::{Code, Error};
-use crate::pg::{checks, connect, control, dead_letter::DeadLetters, health};
+use crate::finding::Level;
+use crate::pg::{checks, connect, control, dead_letter::DeadLetters, declaration, health};
 
 /// The relay's slot as the server shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -66,10 +69,22 @@ pub struct Problem {
     pub message: String,
 }
 
+/// Who publishes the outbox, as declared, and who else streams it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Publishers {
+    /// The declared relay (`None`: undeclared, or no declaration table).
+    pub declared: Option<String>,
+    /// Slots declared as copies that record nothing.
+    pub copies: Vec<String>,
+    /// Other active slots that stream the outbox, or may.
+    pub others: Vec<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub table: String,
     pub slot: SlotStatus,
+    pub publishers: Publishers,
     pub rows: Rows,
     pub problems: Vec<Problem>,
 }
@@ -86,12 +101,8 @@ pub struct Thresholds {
     pub inactive: Duration,
 }
 
-pub async fn status(
-    postgres: &PostgresConfig,
-    outbox: &OutboxConfig,
-    env: &Env,
-    thresholds: Thresholds,
-) -> Result<Report, Error> {
+pub async fn status(cfg: &Config, env: &Env, thresholds: Thresholds) -> Result<Report, Error> {
+    let (postgres, outbox) = (&cfg.postgres, &cfg.outbox);
     let c = connect::connect(postgres, env).await?;
     let name = postgres.slot.clone();
     let slot = checks::slot(&c, &name).await?;
@@ -136,13 +147,62 @@ pub async fn status(
             }
         }
     };
-    let problems = judge(&slot, &rows, thresholds);
+    let (publishers, found) = publishers(&c, cfg).await?;
+    let mut problems = found;
+    problems.extend(judge(&slot, &rows, thresholds));
     Ok(Report {
         table: outbox.qualified_table(),
         slot,
+        publishers,
         rows,
         problems,
     })
+}
+
+/// The declaration and the other readers, with the problems `check` finds
+/// in them (the same rules, the same codes).
+async fn publishers(c: &Client, cfg: &Config) -> Result<(Publishers, Vec<Problem>), Error> {
+    let objs = cfg.objects();
+    if !declaration::exists(c, &objs.outbox).await? {
+        return Ok((Publishers::default(), Vec::new()));
+    }
+    let declared = declaration::read(c, &objs.outbox).await?;
+    let system = declaration::system_identifier(c).await?;
+    let readers = declaration::readers(c, &objs.outbox).await?;
+    // For the platform's table, Debezium's named slot is the relay mode's.
+    let also_known =
+        (cfg.outbox.contract()?.status == Kept::Kept).then_some(objs.debezium_slot.as_str());
+    let mut findings = vec![checks::declaration_finding(
+        &declared,
+        &objs,
+        &system,
+        cfg.relay.role,
+    )];
+    findings.extend(checks::readers_findings(
+        &readers,
+        &declared,
+        &objs,
+        also_known,
+        cfg.relay.role,
+    ));
+    let publishers = Publishers {
+        declared: declared.held.as_ref().map(|h| h.describe()),
+        copies: declared.copies.clone(),
+        others: checks::strangers(&readers, &declared, &objs, also_known)
+            .map(|r| r.describe())
+            .collect(),
+    };
+    let problems = findings
+        .into_iter()
+        .filter(|f| f.level == Level::Error)
+        .filter_map(|f| {
+            Some(Problem {
+                code: f.code?,
+                message: f.detail,
+            })
+        })
+        .collect();
+    Ok((publishers, problems))
 }
 
 fn by_code(v: Vec<(Option<String>, i64)>) -> Vec<ByCode> {

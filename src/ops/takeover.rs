@@ -28,6 +28,7 @@ use crate::error::{Code, Error};
 use crate::lsn::Lsn;
 use crate::pg::checks::{self, Slot};
 use crate::pg::connect;
+use crate::pg::declaration::{self, Holder};
 use crate::pg::slot_moves::{self, Window};
 
 /// Where Debezium keeps its offset.
@@ -145,12 +146,36 @@ pub(crate) async fn take_over(
     out: &mut (dyn Write + Send),
 ) -> Result<(), Error> {
     let objs = site.objects;
-    let (ours, theirs) = (&objs.slot, &objs.debezium_slot);
     let client = connect::connect(site.postgres, env).await?;
+    // An outbox another outbox-cdc slot holds moves from that slot, with
+    // its position; otherwise from Debezium's.
+    let held = declaration::read(&client, &objs.outbox).await?.held;
+    let from_relay = held
+        .filter(|h| h.holder == Holder::OutboxCdc && h.slot != objs.slot)
+        .map(|h| h.slot);
+    let (ours, theirs) = (
+        objs.slot.as_str(),
+        from_relay.as_deref().unwrap_or(objs.debezium_slot.as_str()),
+    );
+    let store = if from_relay.is_some() {
+        Store::Unknown
+    } else {
+        store
+    };
     let debezium = checks::slot(&client, theirs).await?;
     let relay = checks::slot(&client, ours).await?;
+    let declare = async || {
+        let reason = match &from_relay {
+            Some(from) => format!("cutover: taken over from the relay on slot {from}"),
+            None => "cutover: taken over from Debezium".to_string(),
+        };
+        declaration::declare(&client, &objs.outbox, Holder::OutboxCdc, ours, &reason).await
+    };
     let debezium = match (debezium, relay) {
         (None, Some(_)) => {
+            if run == Run::Apply {
+                declare().await?;
+            }
             return say(
                 out,
                 format_args!(
@@ -184,6 +209,15 @@ pub(crate) async fn take_over(
                 format!(
                     "Debezium's slot {theirs} decodes with {}; the relay takes a slot of pgoutput or decoderbufs over",
                     d.plugin.as_deref().unwrap_or("no plugin")
+                ),
+            ))
+        }
+        (Some(d), _) if d.active && from_relay.is_some() => {
+            return Err(Error::new(
+                Code::CDC_RELAY_RUNNING,
+                format!(
+                    "the relay on slot {theirs}, which holds the outbox, is active (process {}): stop it first",
+                    d.active_pid.unwrap_or_default()
                 ),
             ))
         }
@@ -258,6 +292,9 @@ pub(crate) async fn take_over(
     if let Plan::Skip { to, .. } = plan {
         slot_moves::advance(&client, ours, to).await?;
     }
+    // Declared before the source goes: a stop between the two leaves both
+    // slots, and running the takeover again declares the same.
+    declare().await?;
     slot_moves::drop(&client, theirs).await?;
     let at = checks::slot(&client, ours)
         .await?
@@ -334,6 +371,16 @@ pub(crate) async fn hand_back(
 ) -> Result<(), Error> {
     let objs = site.objects;
     let (ours, theirs) = (&objs.slot, &objs.debezium_slot);
+    let declare = async |client: &tokio_postgres::Client| {
+        declaration::declare(
+            client,
+            &objs.outbox,
+            Holder::Debezium,
+            theirs,
+            "cutover: handed back to Debezium",
+        )
+        .await
+    };
     if let Store::Unknown = store {
         return Err(Error::new(
             Code::ARGUMENT_INVALID,
@@ -346,21 +393,30 @@ pub(crate) async fn hand_back(
     let debezium = checks::slot(&client, theirs).await?;
     let relay = match (relay, &debezium) {
         (None, Some(_)) => {
+            if run == Run::Apply {
+                declare(&client).await?;
+            }
             return say(
                 out,
                 format_args!("already handed back: Debezium's slot {theirs} exists and the relay's slot {ours} does not"),
-            )
+            );
         }
         (None, None) => {
             return Err(Error::new(
                 Code::SLOT_MISSING,
-                format!("the relay's slot {ours} is not in database {}: there is no position to hand back", objs.dbname),
+                format!(
+                "the relay's slot {ours} is not in database {}: there is no position to hand back",
+                objs.dbname
+            ),
             ))
         }
         (Some(r), _) if r.active => {
             return Err(Error::new(
                 Code::CDC_RELAY_RUNNING,
-                format!("the relay's slot {ours} is active (process {}); stop `outbox-cdc run` first", r.active_pid.unwrap_or_default()),
+                format!(
+                    "the relay's slot {ours} is active (process {}); stop `outbox-cdc run` first",
+                    r.active_pid.unwrap_or_default()
+                ),
             ))
         }
         (Some(_), Some(d)) if d.active => return Err(connector_running(site, store, d)),
@@ -415,6 +471,7 @@ pub(crate) async fn hand_back(
         }
         (None, _) => String::new(),
     };
+    declare(&client).await?;
     slot_moves::drop(&client, ours).await?;
     say(
         out,

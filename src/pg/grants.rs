@@ -53,36 +53,62 @@ pub(crate) fn needs(objs: &Objects) -> Vec<Need> {
         table,
         why,
     };
+    let declaration = table(objects::RELAY_DECLARATION_TABLE);
+    let declared = [
+        need(
+            "SELECT",
+            declaration.clone(),
+            "reading which slot holds the outbox",
+        ),
+        need(
+            "INSERT",
+            declaration.clone(),
+            "claiming an undeclared outbox at the first start, declaring a copy",
+        ),
+        need(
+            "UPDATE",
+            declaration.clone(),
+            "`cutover` moving the outbox to another slot",
+        ),
+        need(
+            "DELETE",
+            declaration,
+            "`cutover` moving the outbox to another slot",
+        ),
+    ];
     if objs
         .outbox
         .contract()
         .is_ok_and(|c| c.status == Status::NotKept)
     {
         let letters = table(objects::DEAD_LETTER_TABLE);
-        return vec![
-            need(
-                "INSERT",
-                letters.clone(),
-                "writing a row it cannot publish to the dead-letter table",
-            ),
-            need(
-                "SELECT",
-                letters.clone(),
-                "`redrive` reading the dead letters",
-            ),
-            need(
-                "UPDATE",
-                letters.clone(),
-                "`redrive` recording a letter refused again",
-            ),
-            need(
-                "DELETE",
-                letters,
-                "`redrive` removing a letter Kafka confirmed",
-            ),
-        ];
+        return declared
+            .into_iter()
+            .chain([
+                need(
+                    "INSERT",
+                    letters.clone(),
+                    "writing a row it cannot publish to the dead-letter table",
+                ),
+                need(
+                    "SELECT",
+                    letters.clone(),
+                    "`redrive` reading the dead letters",
+                ),
+                need(
+                    "UPDATE",
+                    letters.clone(),
+                    "`redrive` recording a letter refused again",
+                ),
+                need(
+                    "DELETE",
+                    letters,
+                    "`redrive` removing a letter Kafka confirmed",
+                ),
+            ])
+            .collect();
     }
-    vec![
+    let mut needs = vec![
         need(
             "SELECT",
             objs.qualified_table(),
@@ -169,7 +195,9 @@ pub(crate) fn needs(objs: &Objects) -> Vec<Need> {
             table(objects::PURGE_LOG_TABLE),
             "`replay` reading what `purge` deleted",
         ),
-    ]
+    ];
+    needs.extend(declared);
+    needs
 }
 
 impl Need {

@@ -10,6 +10,7 @@ pub(crate) mod checks;
 pub mod connect;
 pub(crate) mod control;
 pub(crate) mod dead_letter;
+pub(crate) mod declaration;
 pub(crate) mod failover;
 pub(crate) mod grants;
 pub(crate) mod handover;

@@ -47,11 +47,26 @@ pub struct Publishing {
     pub(crate) marks: Marks,
 }
 
+/// Where a job reads what it publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The outbox's slot: the job is the outbox's one relay (or a declared
+    /// copy), so the declaration is judged and claimed.
+    Slot,
+    /// Rows or letters read by SQL, beside whatever relay holds the outbox.
+    Table,
+}
+
 /// A job of the relay's engine.
 pub trait Job: Send + Sync {
     /// The settings it publishes under, from the configuration as the user
     /// wrote it.
     fn publishing(&self, cfg: &Config, contract: &Contract) -> Publishing;
+
+    /// Where it reads: streaming reads the slot, the others the tables.
+    fn source(&self) -> Source {
+        Source::Table
+    }
 }
 
 /// An operator's refusal ends a one-off job's session at once: it has no
@@ -80,6 +95,10 @@ pub struct Streaming;
 impl Job for Streaming {
     fn publishing(&self, cfg: &Config, contract: &Contract) -> Publishing {
         streaming(cfg, contract)
+    }
+
+    fn source(&self) -> Source {
+        Source::Slot
     }
 }
 

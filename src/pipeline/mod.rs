@@ -49,10 +49,11 @@ pub use shared::Marks;
 pub use stats::RelayStats;
 pub use supervisor::{Attempt, Backoff, Supervisor};
 
-use crate::config::{Config, Delivery, Env, Objects, OutboxConfig, PostgresConfig, RelayConfig};
+use crate::config::{Config, Delivery, Env, Objects, PostgresConfig, RelayConfig, Role};
 use crate::contract::definition::{Contract, Status};
+use crate::contract::outbox::objects;
 use crate::error::{policy, Code, Error};
-use crate::finding;
+use crate::finding::{self, Finding};
 use crate::kafka::progress::Progress;
 use crate::kafka::topic_creation::TopicCreation;
 use crate::kafka::{limits, probe, settings};
@@ -62,10 +63,10 @@ use crate::pg::checks::{self, Purpose};
 use crate::pg::dead_letter::DeadLetters;
 use crate::pg::journal::PublishedAmong;
 use crate::pg::row_status::Marker;
-use crate::pg::{connect, grants};
+use crate::pg::{connect, declaration, grants};
 use crate::replication::{self, Feedback, SourceOptions, Stream};
 use crate::router::Plan;
-use crate::rules::When;
+use crate::rules::{Rule, When};
 use ledger::{PgJournal, PgLedger};
 use recorder::{Links, Recorder};
 use session::{Flow, Session};
@@ -140,7 +141,8 @@ impl<J: Job> Relay<J> {
         probe::reachable(&cluster).await?;
         let objects = cfg.objects();
         let sql = connect::connect(&cfg.postgres, &*env).await?;
-        start_rules(&sql, &cfg.outbox, &contract, &objects, stream).await?;
+        let claim = (job.source() == jobs::Source::Slot).then_some(cfg.relay.role);
+        start_rules(&sql, &contract, &objects, stream, claim).await?;
         let source = SourceOptions::new(&cfg.postgres, &cfg.outbox, &cfg.relay, &*env)?;
         replication::check_log_in(&source.connect).await?;
         let (mode, progress) = match cfg.relay.delivery() {
@@ -171,7 +173,7 @@ impl<J: Job> Relay<J> {
             &cfg.relay,
             cluster,
             env.clone(),
-            (contract.status == Status::Kept).then_some(&cfg.outbox),
+            &objects,
         ));
         Ok(Relay {
             job,
@@ -421,21 +423,23 @@ where
 /// needs them, then ownership and the hand-over. For a table that keeps no
 /// status: its dead-letter table's privileges and that it fits the
 /// contract (the platform's objects, modes, fence and hand-over, are not
-/// there to check).
+/// there to check). Then, for a job that streams the slot (`claim`), the
+/// declaration of the outbox's one relay.
 async fn start_rules(
     sql: &Client,
-    outbox: &OutboxConfig,
     contract: &Contract,
     objects: &Objects,
     stream: Purpose,
+    claim: Option<Role>,
 ) -> Result<(), Error> {
+    let outbox = &objects.outbox;
     match contract.status {
         Status::Kept => {
             finding::obey(When::Start, grants::findings(sql, objects).await?)?;
             let ownership = checks::ownership(sql, objects).await?;
             let mut findings = checks::ownership_findings(&ownership, objects, stream);
             findings.push(backlog::handover_finding(sql, objects).await?);
-            finding::obey(When::Start, findings)
+            finding::obey(When::Start, findings)?;
         }
         Status::NotKept => {
             finding::obey(When::Start, grants::findings(sql, objects).await?)?;
@@ -446,8 +450,61 @@ async fn start_rules(
                 &outbox.qualified_table(),
                 &columns,
             );
-            finding::obey(When::Start, fit)
+            finding::obey(When::Start, fit)?;
         }
+    }
+    match claim {
+        Some(role) => declared(sql, objects, role).await,
+        None => Ok(()),
+    }
+}
+
+/// One relay per outbox, whatever its contract: the declaration must name
+/// this relay's slot and database system, or nothing yet. Once every start
+/// rule passed, an undeclared outbox is claimed (of two relays claiming at
+/// once, one is refused) and a copy declares itself.
+async fn declared(sql: &Client, objects: &Objects, role: Role) -> Result<(), Error> {
+    let outbox = &objects.outbox;
+    if !declaration::exists(sql, outbox).await? {
+        return finding::obey(
+            When::Start,
+            vec![Finding::error(
+                Rule::RelayDeclaration,
+                Code::DECLARATION_MISSING,
+                format!(
+                    "{}.{} does not exist: `outbox-cdc migrate` makes it",
+                    outbox.schema,
+                    objects::RELAY_DECLARATION_TABLE
+                ),
+            )],
+        );
+    }
+    let system = declaration::system_identifier(sql).await?;
+    let found = declaration::read(sql, outbox).await?;
+    let judged = |d: &declaration::Declaration| {
+        finding::obey(
+            When::Start,
+            vec![checks::declaration_finding(d, objects, &system, role)],
+        )
+    };
+    judged(&found)?;
+    match (role, &found.held) {
+        (Role::Relay, None) => {
+            // Another slot streaming it now is a second reader from here on
+            // (`check`, the gauge): say so at once.
+            let readers = declaration::readers(sql, outbox).await?;
+            for f in checks::readers_findings(&readers, &found, objects, None, role) {
+                if f.code == Some(Code::SECOND_OUTBOX_READER) {
+                    tracing::warn!(code = %Code::SECOND_OUTBOX_READER, "{}", f.detail);
+                }
+            }
+            let after = declaration::claim(sql, outbox, &objects.slot, &system).await?;
+            judged(&after)?;
+            tracing::info!(slot = %objects.slot, table = %outbox.qualified_table(), "declared this relay the outbox's one relay (it was undeclared)");
+            Ok(())
+        }
+        (Role::Copy, _) => declaration::declare_copy(sql, outbox, &objects.slot, &system).await,
+        (Role::Relay, Some(_)) => Ok(()),
     }
 }
 

@@ -22,11 +22,12 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::config::{Env, OutboxConfig, PostgresConfig, RelayConfig};
+use crate::config::{Env, Objects, OutboxConfig, PostgresConfig, RelayConfig, Role};
+use crate::contract::definition::Status;
 use crate::error::{Code, Error};
 use crate::kafka::{probe, settings};
 use crate::metrics::{Metrics, SlotFigures};
-use crate::pg::{checks, connect, health};
+use crate::pg::{checks, connect, declaration, health};
 use crate::replication::HEARTBEAT_PREFIX;
 
 /// What the guard watches and how often, from `[postgres]`, `[kafka]` and
@@ -45,6 +46,14 @@ pub(super) struct Watch {
     /// The platform's table, whose rows not yet published are counted at
     /// each check (`None`: a table that keeps no status).
     counted: Option<OutboxConfig>,
+    /// The outbox and its slots, whose other readers are counted at each
+    /// check (`outbox_cdc_other_readers`).
+    objects: Objects,
+    /// A slot another rule judges (Debezium's, for the platform's table).
+    also_known: Option<String>,
+    /// A copy beside an undeclared outbox counts no other reader: what
+    /// streams it is the relay it runs beside.
+    role: Role,
 }
 
 impl Watch {
@@ -53,8 +62,14 @@ impl Watch {
         relay: &RelayConfig,
         cluster: settings::Cluster,
         env: Arc<Env>,
-        counted: Option<&OutboxConfig>,
+        objects: &Objects,
     ) -> Watch {
+        // The platform's table counts its rows not yet published.
+        let counted = objects
+            .outbox
+            .contract()
+            .is_ok_and(|c| c.status == Status::Kept)
+            .then_some(&objects.outbox);
         Watch {
             postgres: postgres.clone(),
             cluster,
@@ -63,7 +78,10 @@ impl Watch {
             heartbeat_every: Duration::from_secs(relay.heartbeat_interval_secs),
             margin: relay.slot_wal_margin_bytes,
             query_timeout: postgres.query_timeout(),
+            also_known: counted.map(|_| objects.debezium_slot.clone()),
             counted: counted.cloned(),
+            objects: objects.clone(),
+            role: relay.role,
         }
     }
 
@@ -127,6 +145,7 @@ async fn run(w: Watch, metrics: Arc<Metrics>, stop: CancellationToken) {
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let heartbeats = !w.heartbeat_every.is_zero();
     let mut at_risk_checks = 0u64;
+    let mut second_readers = 0u64;
     let mut count_from = Instant::now();
     loop {
         tokio::select! {
@@ -146,6 +165,21 @@ async fn run(w: Watch, metrics: Arc<Metrics>, stop: CancellationToken) {
                         metrics.slot_checks_failed.inc();
                         crate::log_error!(warn, e, "slot guard: cannot read the slot");
                     }
+                }
+                match other_readers(&w, &mut sql).await {
+                    Ok(strangers) => {
+                        metrics.other_readers.set(strangers.len() as i64);
+                        if !strangers.is_empty() && second_readers % REPEAT_WARNING_EVERY == 0 {
+                            tracing::error!(
+                                code = %Code::SECOND_OUTBOX_READER,
+                                table = %w.objects.qualified_table(),
+                                others = %strangers.join("; "),
+                                "another slot streams a publication that includes the outbox: two relays publish it (`outbox-cdc check` says more)"
+                            );
+                        }
+                        second_readers = if strangers.is_empty() { 0 } else { second_readers + 1 };
+                    }
+                    Err(e) => crate::log_error!(warn, e, "cannot read which slots stream the outbox"),
                 }
                 match &w.counted {
                     Some(outbox) if Instant::now() >= count_from => {
@@ -222,6 +256,33 @@ async fn pending(w: &Watch, outbox: &OutboxConfig, sql: &mut Option<Client>) -> 
         counting,
     )
     .await;
+    forget_if_gone(sql, result)
+}
+
+/// The slots that stream a publication including the outbox beside its
+/// declared relay and copies (those the role cannot see into are `check`'s
+/// warnings, not counted).
+async fn other_readers(w: &Watch, sql: &mut Option<Client>) -> Result<Vec<String>, Error> {
+    let c = w.client(sql).await?;
+    let outbox = &w.objects.outbox;
+    let reading = async {
+        if !declaration::exists(c, outbox).await? {
+            return Ok(Vec::new());
+        }
+        let declared = declaration::read(c, outbox).await?;
+        if declared.held.is_none() && w.role == Role::Copy {
+            return Ok(Vec::new());
+        }
+        let readers = declaration::readers(c, outbox).await?;
+        Ok(
+            checks::strangers(&readers, &declared, &w.objects, w.also_known.as_deref())
+                .filter(|r| matches!(r.reads, declaration::Reads::Publications(_)))
+                .map(|r| r.describe())
+                .collect(),
+        )
+    };
+    let result =
+        connect::answered(w.query_timeout, "reading who streams the outbox", reading).await;
     forget_if_gone(sql, result)
 }
 

@@ -23,7 +23,10 @@ use crate::pg::sqlstate::query_error;
 
 pub(crate) use super::catalog::table_columns;
 pub(crate) use contract::{contract_findings, streaming_finding};
-pub(crate) use ownership::{ownership, ownership_findings, pending_destinations};
+pub(crate) use ownership::{
+    declaration_finding, ownership, ownership_findings, pending_destinations, readers_findings,
+    strangers,
+};
 pub(crate) use publication::{publication, publication_finding};
 pub(crate) use schema::schema_findings;
 pub(crate) use server::{server, Server, BINARY_PGOUTPUT_VERSION_NUM};

@@ -5,11 +5,12 @@ use tokio_postgres::Client;
 
 use super::query;
 use super::Purpose;
-use crate::config::Objects;
+use crate::config::{Objects, Role};
 use crate::contract::outbox::{self, objects, RelayMode, Status};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 use crate::pg::control::{self, Declared, SlotActivity};
+use crate::pg::declaration::{Declaration, Holder, Reader, Reads};
 use crate::rules::Rule;
 
 /// Who publishes the outbox, as the database says.
@@ -137,4 +138,157 @@ pub(crate) async fn pending_destinations(c: &Client, objs: &Objects) -> Result<V
         .iter()
         .map(|r| r.get(0))
         .collect())
+}
+
+/// The outbox's declaration against this relay: its slot on this database
+/// system, or nothing yet (a relay claims it at its first start). A copy
+/// is never on the slot that holds the outbox.
+pub(crate) fn declaration_finding(
+    d: &Declaration,
+    objs: &Objects,
+    system: &str,
+    role: Role,
+) -> Finding {
+    let table = objs.qualified_table();
+    let ours = &objs.slot;
+    let rule = Rule::RelayDeclaration;
+    let held = match (&d.held, role) {
+        (None, Role::Relay) => {
+            return Finding::ok(
+                rule,
+                format!("{table} is not declared yet: the relay claims it for slot {ours} at its first start"),
+            )
+        }
+        (None, Role::Copy) => {
+            return Finding::ok(rule, format!("a copy on slot {ours}; {table} is not declared yet"))
+        }
+        (Some(h), Role::Copy) if h.slot != *ours => {
+            return Finding::ok(rule, format!("a copy on slot {ours}, beside {}", h.describe()))
+        }
+        (Some(h), Role::Copy) => {
+            return Finding::error(
+                rule,
+                Code::OUTBOX_HELD_BY_ANOTHER_SLOT,
+                format!(
+                    "{table} is held by {}: a copy streams from a slot of its own; set `postgres.slot` to another",
+                    h.describe()
+                ),
+            )
+        }
+        (Some(h), Role::Relay) => h,
+    };
+    if held.slot == *ours && held.holder == Holder::OutboxCdc && held.system == system {
+        return Finding::ok(rule, format!("{table} is held by {}", held.describe()));
+    }
+    let how = match held.holder {
+        _ if held.slot == *ours && held.system != system => format!(
+            "the declaration was made on database system {}, and this is system {system}: a restored copy of the \
+             database, whose outbox another server's relay holds. Run `outbox-cdc cutover --to cdc` here to declare this relay",
+            held.system
+        ),
+        Holder::Debezium => format!(
+            "Debezium publishes it. Stop the connector and run `outbox-cdc cutover --to cdc` to move the outbox to slot {ours}"
+        ),
+        Holder::OutboxCdc => format!(
+            "another outbox-cdc publishes it, and one relay publishes an outbox. To move it to slot {ours}, stop the relay \
+             on {slot} and run `outbox-cdc cutover --to cdc` with this configuration (it moves the declaration, and for a \
+             table that keeps no status the position of {slot}); to run beside it and record nothing, declare this one a \
+             copy (`relay.role = \"copy\"`, `relay.mark_published = false`) writing to topics of its own",
+            slot = held.slot
+        ),
+    };
+    Finding::error(
+        rule,
+        Code::OUTBOX_HELD_BY_ANOTHER_SLOT,
+        format!(
+            "{table} is held by {}, not by this relay's slot {ours}: {how}",
+            held.describe()
+        ),
+    )
+}
+
+/// Active slots that stream the outbox beside its declared relay and its
+/// copies (`also_known`: a slot another rule judges).
+pub(crate) fn readers_findings(
+    readers: &[Reader],
+    d: &Declaration,
+    objs: &Objects,
+    also_known: Option<&str>,
+    role: Role,
+) -> Vec<Finding> {
+    let table = objs.qualified_table();
+    if d.held.is_none() && role == Role::Copy {
+        // Undeclared: what streams it is the relay a copy runs beside.
+        let beside: Vec<String> = strangers(readers, d, objs, also_known)
+            .map(Reader::describe)
+            .collect();
+        return vec![Finding::ok(
+            Rule::OtherReaders,
+            format!(
+                "{table} is undeclared; this copy runs beside {}",
+                if beside.is_empty() {
+                    "no other active slot".to_string()
+                } else {
+                    beside.join(", ")
+                }
+            ),
+        )];
+    }
+    let holder = d.held.as_ref().map_or_else(
+        || format!("slot {} (undeclared)", objs.slot),
+        |h| h.describe(),
+    );
+    let out: Vec<Finding> = strangers(readers, d, objs, also_known)
+        .map(|r| match &r.reads {
+            Reads::Publications(names) => Finding::error(
+                Rule::OtherReaders,
+                Code::SECOND_OUTBOX_READER,
+                format!(
+                    "{} streams publication {}, which includes {table}, beside {holder}: two relays publish it. \
+                     Stop that client (a Debezium connector restarted after a takeover: delete it, then drop its slot), \
+                     or, for a copy that records nothing, declare it one (`relay.role = \"copy\"`)",
+                    r.describe(),
+                    names.join(", ")
+                ),
+            ),
+            Reads::Everything(plugin) => Finding::warn(
+                Rule::OtherReaders,
+                Code::OUTBOX_READER_UNCERTAIN,
+                format!(
+                    "{} decodes every table with {plugin}, beside {holder}: if its client publishes {table}, two relays do",
+                    r.describe()
+                ),
+            ),
+            Reads::Unknown => Finding::warn(
+                Rule::OtherReaders,
+                Code::OUTBOX_READER_UNCERTAIN,
+                format!(
+                    "{} streams with pgoutput, and this role may not see which publications (GRANT pg_read_all_stats TO {}): \
+                     if they include {table}, two relays publish it",
+                    r.describe(),
+                    objs.user
+                ),
+            ),
+        })
+        .collect();
+    if out.is_empty() {
+        return vec![Finding::ok(
+            Rule::OtherReaders,
+            format!("no other active slot streams {table}"),
+        )];
+    }
+    out
+}
+
+/// The readers that are neither the outbox's relay, nor this relay, nor a
+/// declared copy.
+pub(crate) fn strangers<'r>(
+    readers: &'r [Reader],
+    d: &'r Declaration,
+    objs: &'r Objects,
+    also_known: Option<&'r str>,
+) -> impl Iterator<Item = &'r Reader> {
+    readers.iter().filter(move |r| {
+        !d.knows(&r.slot) && r.slot != objs.slot && Some(r.slot.as_str()) != also_known
+    })
 }

@@ -44,7 +44,7 @@ async fn audit_beside_compares_a_relay_run_beside_debezium_record_by_record() {
     std::fs::write(
         &path,
         format!(
-            "{text}\n[outbox.router]\n\"route.topic.replacement\" = \"{SHADOW}outbox.event.${{routedByValue}}\"\n"
+            "{text}role = \"copy\"\nmark_published = false\n\n[outbox.router]\n\"route.topic.replacement\" = \"{SHADOW}outbox.event.${{routedByValue}}\"\n"
         ),
     )
     .unwrap();

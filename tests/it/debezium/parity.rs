@@ -159,7 +159,7 @@ async fn differential(label: &str, target: Target) {
             &tx_prefix,
             &tx_slot,
             &format!(
-                "pgoutput_binary = false\nmark_published = false\n{}",
+                "pgoutput_binary = false\nmark_published = false\nrole = \"copy\"\n{}",
                 crate::transactional::TRANSACTIONAL
             ),
         );

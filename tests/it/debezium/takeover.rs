@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use super::*;
 
+mod one_relay;
 mod positions;
 
 const WRITERS: usize = 2;
