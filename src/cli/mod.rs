@@ -11,6 +11,7 @@ mod check;
 mod config_cmd;
 mod connector_config;
 mod cutover;
+mod kafka_connect;
 mod migrate;
 mod purge;
 mod redrive;
@@ -172,7 +173,8 @@ fn env(name: &str) -> Option<String> {
 /// repeats broker outages; tokio-postgres logs the server's NOTICEs, such as
 /// `migrate`'s "does not exist, skipping", at info). `OUTBOX_CDC_LOG` asks
 /// for more, e.g. `info,tokio_postgres=info`.
-const DEFAULT_LOG: &str = "info,rdkafka=warn,tokio_postgres=warn";
+// rustls-platform-verifier logs the refusal the error then carries.
+const DEFAULT_LOG: &str = "info,rdkafka=warn,tokio_postgres=warn,rustls_platform_verifier=off";
 
 /// Parses the command line, runs the command, prints an error once.
 pub fn main() -> ExitCode {
