@@ -443,6 +443,8 @@ mod tests {
             let mut fenced = false;
             // Running text joined, since a code span may wrap.
             let mut prose = String::new();
+            // A fenced command continued with `\` on the next lines.
+            let mut continued = String::new();
             for line in text.lines() {
                 if line.trim_start().starts_with("```") {
                     fenced = !fenced;
@@ -450,8 +452,13 @@ mod tests {
                 }
                 if fenced {
                     let line = line.split(" #").next().unwrap_or(line).trim();
+                    if let Some(head) = line.strip_suffix('\\') {
+                        continued.push_str(head);
+                        continue;
+                    }
+                    let line = std::mem::take(&mut continued) + line;
                     if line.starts_with("outbox-cdc ") {
-                        commands.push((page.clone(), line.to_string()));
+                        commands.push((page.clone(), line));
                     }
                 } else {
                     prose.push_str(line.trim());
