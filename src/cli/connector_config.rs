@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::kafka_connect::ConnectArgs;
 use super::ConfigArg;
 use crate::error::{Code, Error};
 use crate::ops::connector_config::{self, Beside, Source, Target};
@@ -42,6 +43,12 @@ pub(super) struct Args {
     /// Write here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
+    // Last: its options have a heading of their own.
+    // Kafka Connect's REST API: the release the connector's tasks run
+    // (its status, Kafka 4.1+), else the worker's Debezium plugin's,
+    // decides, unless `--debezium-version` names one.
+    #[command(flatten)]
+    connect: ConnectArgs,
 }
 
 #[derive(clap::Subcommand)]
@@ -51,7 +58,7 @@ enum Action {
     #[command(
         after_help = "Examples:\n  outbox-cdc connector-config import connector.properties --bootstrap-servers kafka:9092 > outbox-cdc.toml\n  outbox-cdc connector-config import application.properties --out outbox-cdc.toml\n  outbox-cdc connector-config import kafkaconnector.yaml --bootstrap-servers kafka:9092"
     )]
-    Import(ImportArgs),
+    Import(Box<ImportArgs>),
 }
 
 /// The kind of deployment a file describes.
@@ -90,14 +97,15 @@ struct ImportArgs {
     /// several tables, a pattern or none.
     #[arg(long, value_name = "SCHEMA.TABLE")]
     table: Option<String>,
-    /// Kafka Connect's REST API (`http://connect:8083`): the release the
-    /// connector's tasks run (its status, Kafka 4.1+), else the worker's
-    /// Debezium plugin's, decides, unless `--debezium-version` names one.
-    #[arg(long, value_name = "URL")]
-    connect: Option<String>,
     /// Write here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
+    // Last: its options have a heading of their own.
+    // Kafka Connect's REST API: the release the connector's tasks run
+    // (its status, Kafka 4.1+), else the worker's Debezium plugin's,
+    // decides, unless `--debezium-version` names one.
+    #[command(flatten)]
+    connect: ConnectArgs,
 }
 
 fn import(args: ImportArgs) -> Result<(), Error> {
@@ -107,6 +115,7 @@ fn import(args: ImportArgs) -> Result<(), Error> {
         FromArg::DebeziumServer => Source::DebeziumServer,
         FromArg::Strimzi => Source::Strimzi,
     });
+    let endpoint = args.connect.endpoint(&super::env)?;
     let beside = Beside {
         source,
         bootstrap: args.bootstrap_servers.as_deref(),
@@ -114,7 +123,7 @@ fn import(args: ImportArgs) -> Result<(), Error> {
         worker_settings: &args.worker_settings,
         debezium_version: args.debezium_version.as_deref(),
         table: args.table.as_deref(),
-        connect: args.connect.as_deref(),
+        connect: endpoint.as_ref(),
     };
     let imported = connector_config::import(&args.file, &beside)?;
     let from = imported.from;
@@ -174,7 +183,7 @@ fn write(out: Option<PathBuf>, text: &str) -> Result<(), Error> {
 
 pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     if let Some(Action::Import(a)) = args.action {
-        return import(a);
+        return import(*a);
     }
     let cfg = config.load()?;
     let target = match (args.format, args.target) {

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::kafka_connect::ConnectArgs;
 use super::ConfigArg;
 use crate::config::Config;
 use crate::error::{Code, Error};
@@ -41,15 +42,16 @@ pub(super) struct Args {
     /// create a new one and hand over every row not yet PUBLISHED or FAILED.
     #[arg(long)]
     recover: bool,
-    /// For a table that keeps no status: a Kafka Connect worker's REST
-    /// address (`http://connect:8083`), where the connector's offset is
-    /// read (to skip what it published) and set (to hand back).
-    #[arg(long, value_name = "URL", conflicts_with = "offset_file")]
-    connect: Option<String>,
     /// For a table that keeps no status: Debezium Server's offsets file
     /// (`debezium.source.offset.storage.file.filename`).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "connect")]
     offset_file: Option<std::path::PathBuf>,
+    // Last: its options have a heading of their own.
+    // For a table that keeps no status: a Kafka Connect worker's REST
+    // API, where the connector's offset is read (to skip what it
+    // published) and set (to hand back).
+    #[command(flatten)]
+    connect: ConnectArgs,
 }
 
 pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
@@ -57,7 +59,7 @@ pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     if takeover::applies_to(&cfg.outbox)? {
         return by_position(&args, &cfg);
     }
-    if args.connect.is_some() || args.offset_file.is_some() {
+    if args.connect.connect.is_some() || args.offset_file.is_some() {
         return Err(Error::new(
             Code::ARGUMENT_INVALID,
             "--connect and --offset-file move a Debezium connector's position, for a table that keeps no status; \
@@ -92,8 +94,9 @@ fn by_position(args: &Args, cfg: &Config) -> Result<(), Error> {
     if args.recover {
         return refuse("--recover hands over rows by their status; a table that keeps no status has none (a lost slot's rows are gone from the table)");
     }
-    let store = match (&args.connect, &args.offset_file) {
-        (Some(url), _) => Store::Connect(url),
+    let endpoint = args.connect.endpoint(&super::env)?;
+    let store = match (&endpoint, &args.offset_file) {
+        (Some(endpoint), _) => Store::Connect(endpoint),
         (None, Some(path)) => Store::File(path),
         (None, None) => Store::Unknown,
     };

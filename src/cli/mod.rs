@@ -11,6 +11,7 @@ mod check;
 mod config_cmd;
 mod connector_config;
 mod cutover;
+mod kafka_connect;
 mod migrate;
 mod purge;
 mod redrive;
@@ -172,7 +173,8 @@ fn env(name: &str) -> Option<String> {
 /// repeats broker outages; tokio-postgres logs the server's NOTICEs, such as
 /// `migrate`'s "does not exist, skipping", at info). `OUTBOX_CDC_LOG` asks
 /// for more, e.g. `info,tokio_postgres=info`.
-const DEFAULT_LOG: &str = "info,rdkafka=warn,tokio_postgres=warn";
+// rustls-platform-verifier logs the refusal the error then carries.
+const DEFAULT_LOG: &str = "info,rdkafka=warn,tokio_postgres=warn,rustls_platform_verifier=off";
 
 /// Parses the command line, runs the command, prints an error once.
 pub fn main() -> ExitCode {
@@ -441,6 +443,8 @@ mod tests {
             let mut fenced = false;
             // Running text joined, since a code span may wrap.
             let mut prose = String::new();
+            // A fenced command continued with `\` on the next lines.
+            let mut continued = String::new();
             for line in text.lines() {
                 if line.trim_start().starts_with("```") {
                     fenced = !fenced;
@@ -448,8 +452,13 @@ mod tests {
                 }
                 if fenced {
                     let line = line.split(" #").next().unwrap_or(line).trim();
+                    if let Some(head) = line.strip_suffix('\\') {
+                        continued.push_str(head);
+                        continue;
+                    }
+                    let line = std::mem::take(&mut continued) + line;
                     if line.starts_with("outbox-cdc ") {
-                        commands.push((page.clone(), line.to_string()));
+                        commands.push((page.clone(), line));
                     }
                 } else {
                     prose.push_str(line.trim());

@@ -236,7 +236,9 @@ codes! {
     /// Debezium must be stopped before its position moves.
     CONNECTOR_NOT_STOPPED => Operator, "`cutover` on a table that keeps no status: the Debezium connector is not stopped (its slot is active, or Kafka Connect reports it other than STOPPED); the message says how to stop it",
     /// Kafka Connect's REST API refused or did not answer; its message is given.
-    CONNECT_REST_FAILED => Operator, "`cutover --connect`: Kafka Connect's REST API refused the request or did not answer; the status and Connect's own message are given",
+    CONNECT_REST_FAILED => Operator, "`--connect` (`cutover`, `connector-config import`): Kafka Connect's REST API refused the request or did not answer; the status and Connect's own message are given",
+    /// The TLS with Kafka Connect's REST listener failed; rustls's refusal is given.
+    CONNECT_TLS_FAILED => Operator, "`--connect https://...`: the TLS handshake with Kafka Connect's REST listener failed (the worker's certificate not trusted or not for its name, the client certificate refused or missing where the listener requires one), or `--connect-ca`, `--connect-cert` or `--connect-key` cannot be read; rustls's refusal and what to check are given",
     /// Debezium's stored position is not one the slot can resume from.
     OFFSET_INVALID => Operator, "`cutover` on a table that keeps no status: Debezium's stored offset has no LSN, or one the slot cannot resume from (the message gives both positions)",
     /// Debezium Server's offsets file could not be read or written.

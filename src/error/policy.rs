@@ -288,6 +288,7 @@ mod tests {
             ("TAKEOVER_SLOT_MISSING", Stop, end(Stop), end(Stop)),
             ("CONNECTOR_NOT_STOPPED", Stop, end(Stop), end(Stop)),
             ("CONNECT_REST_FAILED", Stop, end(Stop), end(Stop)),
+            ("CONNECT_TLS_FAILED", Stop, end(Stop), end(Stop)),
             ("OFFSET_INVALID", Stop, end(Stop), end(Stop)),
             ("OFFSET_FILE_INVALID", Stop, end(Stop), end(Stop)),
             ("HANDOVER_INCOMPLETE", Stop, end(Stop), end(Stop)),

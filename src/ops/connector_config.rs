@@ -10,6 +10,7 @@ use crate::contract::context::{self, DebeziumVersion};
 use crate::error::{Code, Error};
 
 pub(crate) use crate::connector::import::{Given, Source};
+pub(crate) use crate::connector::offsets::connect::Endpoint;
 pub(crate) use crate::connector::{Target, DEBEZIUM_VERSION};
 
 /// The configuration for one deployment.
@@ -37,14 +38,14 @@ pub(crate) struct Beside<'a> {
     /// `SCHEMA.TABLE`, when the connector's table list names no one table.
     pub(crate) table: Option<&'a str>,
     /// Kafka Connect's REST API, which says the Debezium release it runs.
-    pub(crate) connect: Option<&'a str>,
+    pub(crate) connect: Option<&'a Endpoint>,
 }
 
 /// The release of Debezium's PostgreSQL connector as Kafka Connect runs
 /// it: the named connector's, from its status (Kafka 4.1+), else the
 /// worker's plugin's.
-fn release_at(url: &str, connector: Option<&str>) -> Result<Option<Release>, Error> {
-    let connect = crate::connector::offsets::connect::Connect::new(url)?;
+fn release_at(endpoint: &Endpoint, connector: Option<&str>) -> Result<Option<Release>, Error> {
+    let connect = crate::connector::offsets::connect::Connect::new(endpoint)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -21,6 +21,7 @@ use std::path::Path;
 use super::cutover::say;
 use crate::config::{DebeziumConfig, Env, Objects, OutboxConfig, PostgresConfig};
 use crate::connector::offsets::connect::Connect;
+pub(crate) use crate::connector::offsets::connect::{Auth, ClientCert, Endpoint};
 use crate::connector::offsets::file::OffsetsFile;
 use crate::connector::offsets::{self, Offset};
 use crate::contract::definition::Status;
@@ -34,8 +35,9 @@ use crate::pg::slot_moves::{self, Window};
 /// Where Debezium keeps its offset.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Store<'a> {
-    /// Kafka Connect (or Strimzi's), by a worker's REST address.
-    Connect(&'a str),
+    /// Kafka Connect (or Strimzi's), by a worker's REST address, with its
+    /// TLS and credentials.
+    Connect(&'a Endpoint),
     /// Debezium Server's offsets file.
     File(&'a Path),
     /// Not given: a takeover can only bound what is sent again.
@@ -71,7 +73,7 @@ pub(crate) fn applies_to(outbox: &OutboxConfig) -> Result<bool, Error> {
 fn how_to_stop(site: Site<'_>, store: Store<'_>) -> String {
     let name = &site.debezium.connector_name;
     let connect = match store {
-        Store::Connect(url) => Connect::new(url).map_or_else(|_| "<connect>".into(), |c| c.shown()),
+        Store::Connect(endpoint) => endpoint.shown(),
         _ => "<connect>".into(),
     };
     format!(
@@ -110,8 +112,8 @@ async fn stored_offset(site: Site<'_>, store: Store<'_>) -> Result<Option<Offset
     let partition = offsets::partition(&site.debezium.topic_prefix);
     let raw = match store {
         Store::Unknown => return Ok(None),
-        Store::Connect(url) => {
-            let connect = Connect::new(url)?;
+        Store::Connect(endpoint) => {
+            let connect = Connect::new(endpoint)?;
             require_stopped(site, store, &connect).await?;
             connect
                 .offset(&site.debezium.connector_name, &partition)
@@ -423,8 +425,8 @@ pub(crate) async fn hand_back(
         (Some(r), _) => r,
     };
     let connect = match store {
-        Store::Connect(url) => {
-            let c = Connect::new(url)?;
+        Store::Connect(endpoint) => {
+            let c = Connect::new(endpoint)?;
             require_stopped(site, store, &c).await?;
             Some(c)
         }

@@ -182,6 +182,9 @@ impl Tracing {
         };
         let exporter = match cfg.protocol {
             OtlpProtocol::HttpProtobuf => {
+                // reqwest's rustls takes the process's provider (ring, as
+                // everywhere in the relay), even for an http:// endpoint.
+                let _ = rustls::crypto::ring::default_provider().install_default();
                 let endpoint = match cfg.endpoint.trim_end_matches('/') {
                     // A base URL, as OTEL_EXPORTER_OTLP_ENDPOINT takes it.
                     base if base.matches('/').count() <= 2 => format!("{base}/v1/traces"),

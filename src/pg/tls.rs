@@ -26,18 +26,19 @@ fn tls_error(what: impl std::fmt::Display) -> Error {
 
 /// rustls's refusal in `e`'s source chain, if rustls refused the peer (an
 /// `io::Error` hides its inner error from `source()`, so it is opened with
-/// `get_ref`).
+/// `get_ref`, and what it holds may be an `io::Error` again, as an HTTP
+/// client's connector gives it).
 pub(crate) fn refusal<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
     let mut next = Some(e);
     while let Some(err) = next {
         if let Some(r) = err.downcast_ref::<rustls::Error>() {
             return Some(r);
         }
-        if let Some(r) = err
+        let inner = err
             .downcast_ref::<std::io::Error>()
             .and_then(std::io::Error::get_ref)
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        if let Some(r) = inner.and_then(refusal) {
             return Some(r);
         }
         next = err.source();

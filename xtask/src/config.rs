@@ -114,6 +114,9 @@ pub struct Config {
     pub kafka_auto_create: String,
     pub cluster_port: u16,
     pub connect_port: u16,
+    /// Kafka Connect's HTTPS REST listener, which requires a client
+    /// certificate signed by the test CA.
+    pub connect_https_port: u16,
     pub toxiproxy_port: u16,
     pub debezium_server_http_port: u16,
     pub state: PathBuf,
@@ -164,6 +167,7 @@ impl Config {
                 state.join(format!("pg{pg_major}")),
             )
         };
+        let connect_port = vars.port("OUTBOX_TEST_CONNECT_PORT", 28083)?;
         Ok(Config {
             repo: repo.to_path_buf(),
             pg_major,
@@ -184,7 +188,11 @@ impl Config {
             kafka_secure_prefix: vars.or("OUTBOX_TEST_KAFKA_SECURE_PREFIX", "sec.").into(),
             kafka_auto_create: vars.or("OUTBOX_TEST_KAFKA_AUTO_CREATE", "true").into(),
             cluster_port: vars.port("OUTBOX_TEST_KAFKA_CLUSTER_PORT", 29300)?,
-            connect_port: vars.port("OUTBOX_TEST_CONNECT_PORT", 28083)?,
+            connect_port,
+            connect_https_port: vars.port(
+                "OUTBOX_TEST_CONNECT_HTTPS_PORT",
+                u32::from(connect_port) + 360,
+            )?,
             toxiproxy_port: vars.port("OUTBOX_TEST_TOXIPROXY_PORT", 28474)?,
             debezium_server_http_port: vars.port("OUTBOX_TEST_DEBEZIUM_SERVER_HTTP_PORT", 28084)?,
             jvm_cache: cache("OUTBOX_TEST_JVM_CACHE", "jvm"),
@@ -284,6 +292,18 @@ impl Config {
                 "OUTBOX_TEST_CONNECT_URL",
                 format!("http://127.0.0.1:{}", self.connect_port),
             ),
+            (
+                "OUTBOX_TEST_CONNECT_HTTPS_URL",
+                format!("https://localhost:{}", self.connect_https_port),
+            ),
+            (
+                "OUTBOX_TEST_CONNECT_CLIENT_CERT",
+                self.tls("client.crt").display().to_string(),
+            ),
+            (
+                "OUTBOX_TEST_CONNECT_CLIENT_KEY",
+                self.tls("client.key").display().to_string(),
+            ),
             ("OUTBOX_TEST_STATE_DIR", state.to_string()),
             (
                 "OUTBOX_TEST_SERVICES",
@@ -369,6 +389,7 @@ mod tests {
         assert_eq!(c.kafka_proxied_port, 29096);
         assert_eq!(c.kafka_proxy_port, 29097);
         assert_eq!(c.connect_port, 28083);
+        assert_eq!(c.connect_https_port, 28443);
         assert_eq!(c.toxiproxy_port, 28474);
         assert_eq!(c.pg_proxy_port, 26329);
         assert_eq!(c.pg15_port, 25329);
@@ -473,15 +494,23 @@ mod tests {
         ]);
         let text = c.env_text();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 26);
+        assert_eq!(lines.len(), 29);
         assert_eq!(lines[0], "export OUTBOX_TEST_PG_MAJOR=15");
         assert_eq!(lines[8], "export OUTBOX_TEST_PG_CA=/s/tls/ca.crt");
         assert_eq!(
-            lines[16],
+            lines[15..18],
+            [
+                "export OUTBOX_TEST_CONNECT_HTTPS_URL=https://localhost:28443",
+                "export OUTBOX_TEST_CONNECT_CLIENT_CERT=/s/tls/client.crt",
+                "export OUTBOX_TEST_CONNECT_CLIENT_KEY=/s/tls/client.key",
+            ]
+        );
+        assert_eq!(
+            lines[19],
             "export OUTBOX_TEST_SERVICES=/repo/scripts/services.sh"
         );
         assert_eq!(
-            lines[25],
+            lines[28],
             "export OUTBOX_TEST_KAFKA_CLUSTER_PROXIED_BOOTSTRAP=127.0.0.1:39313,127.0.0.1:39323,127.0.0.1:39333"
         );
         assert_eq!(

@@ -12,12 +12,17 @@ use crate::kafka::log4j2;
 use crate::process::{log, start_detached, tail, Pids};
 use crate::wait::{wait, Patience, Probe, WaitError};
 
-/// The worker's configuration; `exactly_once` is `CONNECT_EXACTLY_ONCE=1`:
+/// The worker's configuration: its REST API over HTTP and, for the
+/// takeover's TLS tests, over HTTPS with a client certificate required
+/// (the workers talk over HTTP); `exactly_once` is `CONNECT_EXACTLY_ONCE=1`:
 /// Kafka Connect's exactly-once source support (KIP-618), for the
 /// benchmark's Debezium exactly-once engine.
 pub fn worker_properties(cfg: &Config, exactly_once: Option<&str>) -> String {
-    let (k, c) = (cfg.kafka_port, cfg.connect_port);
+    let (k, c, h) = (cfg.kafka_port, cfg.connect_port, cfg.connect_https_port);
     let plugins = cfg.state.join("connect-plugins");
+    let tls = |f: &str| cfg.tls(f).display().to_string();
+    let (keystore, truststore) = (tls("connect-keystore.p12"), tls("connect-truststore.p12"));
+    let password = crate::tls::STORE_PASSWORD;
     let mut text = format!(
         "bootstrap.servers=127.0.0.1:{k}
 group.id=outbox-cdc-connect-{c}
@@ -32,8 +37,16 @@ status.storage.replication.factor=1
 offset.storage.partitions=1
 status.storage.partitions=1
 offset.flush.interval.ms=1000
-listeners=http://127.0.0.1:{c}
+listeners=http://127.0.0.1:{c},https://127.0.0.1:{h}
+rest.advertised.listener=http
 rest.advertised.host.name=127.0.0.1
+listeners.https.ssl.keystore.type=PKCS12
+listeners.https.ssl.keystore.location={keystore}
+listeners.https.ssl.keystore.password={password}
+listeners.https.ssl.truststore.type=PKCS12
+listeners.https.ssl.truststore.location={truststore}
+listeners.https.ssl.truststore.password={password}
+listeners.https.ssl.client.auth=required
 plugin.path={}
 config.providers=env,file
 config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider
@@ -70,6 +83,7 @@ pub fn start(cfg: &Config) -> Result<()> {
         ));
         return Ok(());
     }
+    crate::tls::make_connect_certificates(cfg)?;
     let plugins = cfg.state.join("connect-plugins");
     std::fs::create_dir_all(&plugins)?;
     let link = plugins.join("debezium-connector-postgres");
@@ -83,8 +97,8 @@ pub fn start(cfg: &Config) -> Result<()> {
     let log_conf = cfg.state.join("connect-log4j2.properties");
     std::fs::write(&log_conf, worker_log4j2(cfg))?;
     log(&format!(
-        "starting Kafka Connect on 127.0.0.1:{}",
-        cfg.connect_port
+        "starting Kafka Connect on 127.0.0.1:{} (HTTPS on {})",
+        cfg.connect_port, cfg.connect_https_port
     ));
     let log_file = cfg.state.join("connect.log");
     let out = cfg.state.join("connect.out");
@@ -159,7 +173,10 @@ mod tests {
         assert!(p.starts_with("bootstrap.servers=127.0.0.1:39092\n"), "{p}");
         assert!(p.contains("\ngroup.id=outbox-cdc-connect-38083\n"));
         assert!(p.contains("\noffset.storage.topic=__connect-offsets-38083\n"));
-        assert!(p.contains("\nlisteners=http://127.0.0.1:38083\n"));
+        assert!(p.contains("\nlisteners=http://127.0.0.1:38083,https://127.0.0.1:38443\n"));
+        assert!(p.contains("\nrest.advertised.listener=http\n"));
+        assert!(p.contains("\nlisteners.https.ssl.keystore.location=/s/tls/connect-keystore.p12\n"));
+        assert!(p.contains("\nlisteners.https.ssl.client.auth=required\n"));
         assert!(p.contains("\nplugin.path=/s/connect-plugins\n"));
         assert!(!p.contains("exactly.once"));
     }

@@ -12,11 +12,13 @@
 //!   contract, custom options) equals the relay's router;
 //! - [`takeover`]: the relay takes a live connector's stream over, on
 //!   Connect and on Server, and hands it back, under load;
-//! - [`beside`]: the relay beside Debezium, compared by `audit --beside`.
+//! - [`beside`]: the relay beside Debezium, compared by `audit --beside`;
+//! - [`rest_tls`]: Connect's REST API over HTTPS with a client certificate.
 
 mod beside;
 mod connect;
 mod parity;
+mod rest_tls;
 mod router;
 mod server;
 mod takeover;

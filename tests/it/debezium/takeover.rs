@@ -335,8 +335,28 @@ async fn takeover_and_hand_back(runtime: Runtime, relay_fate: Relay, plugin: Plu
     assert!(out.status.success(), "{}", common::cli::text(&out));
     let offsets_file = server_dir(&cfg).join("data/offsets.dat");
     let offsets_file = offsets_file.to_string_lossy().to_string();
+    // On Connect, the positions move over its HTTPS listener, which
+    // requires the client's certificate.
+    let var = |name: &str| std::env::var(name).unwrap();
+    let (https, ca) = (
+        var("OUTBOX_TEST_CONNECT_HTTPS_URL"),
+        var("OUTBOX_TEST_PG_CA"),
+    );
+    let (cert, key) = (
+        var("OUTBOX_TEST_CONNECT_CLIENT_CERT"),
+        var("OUTBOX_TEST_CONNECT_CLIENT_KEY"),
+    );
     let store: Vec<&str> = match runtime {
-        Runtime::Connect => vec!["--connect", &connect_url],
+        Runtime::Connect => vec![
+            "--connect",
+            &https,
+            "--connect-ca",
+            &ca,
+            "--connect-cert",
+            &cert,
+            "--connect-key",
+            &key,
+        ],
         Runtime::Server => vec!["--offset-file", &offsets_file],
     };
 
