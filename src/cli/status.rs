@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{window, ConfigArg};
 use crate::error::{Code, Error};
-use crate::ops::status::{self, Report, Rows, Thresholds};
+use crate::ops::status::{self, RelayView, Report, Rows, Thresholds};
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Format {
@@ -27,11 +27,16 @@ pub(super) struct Args {
 pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let inactive: Duration = window::duration("inactive-after", &args.inactive_after)?;
     let cfg = config.load()?;
+    let thresholds = Thresholds {
+        inactive,
+        held: Duration::from_secs(cfg.relay.kafka_stall_secs),
+    };
     let report = super::runtime()?.block_on(status::status(
         &cfg.postgres,
         &cfg.outbox,
+        cfg.http.as_ref(),
         &super::env,
-        Thresholds { inactive },
+        thresholds,
     ))?;
     let mut out = std::io::stdout().lock();
     let written = match args.format {
@@ -132,6 +137,28 @@ fn human(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
                 oldest_dead_letter_secs
                     .map_or(String::new(), |s| format!(", the oldest {s:.0} s old"))
             )?;
+        }
+    }
+    match &r.relay {
+        RelayView::NotServed => {}
+        RelayView::Unreachable { endpoint, error } => writeln!(
+            out,
+            "  the relay's endpoint {endpoint} did not answer ({error}): which partitions Kafka holds is unknown"
+        )?,
+        RelayView::Read { held, .. } if held.is_empty() => {
+            writeln!(out, "  held partitions: none")?
+        }
+        RelayView::Read { held, .. } => {
+            let named: Vec<String> = held
+                .iter()
+                .map(|h| {
+                    format!(
+                        "{} partition {} (leader broker {}) for {:.0} s",
+                        h.destination, h.partition, h.leader, h.secs
+                    )
+                })
+                .collect();
+            writeln!(out, "  held partitions: {}", named.join(", "))?
         }
     }
     match r.problems.is_empty() {
