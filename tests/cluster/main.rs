@@ -189,6 +189,14 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
     // A fault that holds one broker's partitions: the held partitions'
     // gauge and /readyz's body, looked at throughout.
     let looks = matches!(fault, Fault::Frozen | Fault::LinkCut).then(|| Looks::watch(http_port));
+    // `status` names them too, while the relay publishes the others.
+    let status = (looks.is_some() && mode == Mode::Idempotent).then(|| {
+        let (config, until) = (
+            config.clone(),
+            Instant::now() + fault.hold() + Duration::from_secs(5),
+        );
+        std::thread::spawn(move || held_in_status(&config, until))
+    });
     let injected = Instant::now();
     eprintln!("[cluster] {} ({})", fault.name(), mode.name());
     cluster.inject(fault, &proxies, &topic).await;
@@ -212,6 +220,19 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
     tokio::time::sleep(Duration::from_secs(2)).await;
     if let Some(looks) = looks {
         held_partitions_are_seen_and_cleared(fault, mode, &looks, (injected, healed)).await;
+    }
+    if let Some(status) = status {
+        let said = status.join().unwrap();
+        let at = said
+            .as_ref()
+            .map(|(at, _)| at.saturating_duration_since(injected));
+        eprintln!("[cluster] status said PARTITION_HELD after {at:?}");
+        assert!(
+            said.as_ref()
+                .is_some_and(|(_, out)| out.contains(&topic) && out.contains("\"leader\"")),
+            "{}: status never named a held partition during the fault: {said:?}",
+            fault.name()
+        );
     }
     let committed = load.stop().await;
 
@@ -393,6 +414,22 @@ async fn held_partitions_are_seen_and_cleared(
             );
         }
     }
+}
+
+/// `status --format json` every second until it reports `PARTITION_HELD`
+/// (when and what it said), or `until`.
+fn held_in_status(config: &std::path::Path, until: Instant) -> Option<(Instant, String)> {
+    while Instant::now() < until {
+        let out = common::cli::Cli::new(&["status", "--format", "json"])
+            .config(config)
+            .output();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains("PARTITION_HELD") {
+            return Some((Instant::now(), text));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    None
 }
 
 /// The relay one fault runs against.
