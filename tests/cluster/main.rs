@@ -344,8 +344,8 @@ async fn run(fault: Fault, mode: Mode) -> Figures {
     figures
 }
 
-/// The held partitions' gauge rises during the fault and is gone after
-/// the heal; in idempotent delivery `/readyz` stays 200 and says degraded
+/// The held partitions' gauge is gone after the heal; in idempotent
+/// delivery it rose during the fault, and `/readyz` stayed 200 and said degraded
 /// once a partition is held past `relay.kafka_stall_secs` (15 s), then no
 /// more.
 async fn held_partitions_are_seen_and_cleared(
@@ -390,17 +390,19 @@ async fn held_partitions_are_seen_and_cleared(
         over(0.0).map(|l| l.held.clone()).unwrap_or_default(),
     );
     assert!(
-        rose.is_some_and(|l| l.at <= healed),
-        "{}: no held partition was seen during the fault",
-        fault.name()
-    );
-    assert!(
         cleared.is_some(),
         "{}: held partitions still reported 60 s after the heal: {:?}",
         fault.name(),
         all.last()
     );
+    // Transactional delivery may wait in a transaction call at a cut-off
+    // coordinator instead, with no record held in a partition.
     if mode == Mode::Idempotent {
+        assert!(
+            rose.is_some_and(|l| l.at <= healed),
+            "{}: no held partition was seen during the fault",
+            fault.name()
+        );
         for l in all.iter().filter(|l| l.body.starts_with("ready, degraded")) {
             assert_eq!(l.status, Some(200), "{}", l.body);
             assert!(l.body.contains("leader broker"), "{}", l.body);
