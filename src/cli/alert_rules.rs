@@ -17,6 +17,9 @@ pub(super) struct Args {
     /// `OutboxCdcRestarting` fires past this many restarts in 15 minutes.
     #[arg(long, default_value_t = 3)]
     restarts: u64,
+    /// `OutboxCdcPartitionHeld` fires once a partition has acknowledged none of its records for this many seconds.
+    #[arg(long, default_value_t = rules::DEFAULT_HELD_SECS)]
+    held_secs: u64,
     /// Where docs/runbooks.md is served (each alert's runbook_url is this and its section).
     #[arg(long, default_value = rules::DEFAULT_RUNBOOK_BASE)]
     runbook_base: String,
@@ -27,6 +30,7 @@ pub(super) fn run(args: Args) -> Result<(), Error> {
         job: args.job,
         behind_secs: args.behind_secs,
         restarts: args.restarts,
+        held_secs: args.held_secs,
         runbook_base: args.runbook_base,
     });
     std::io::stdout()

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{window, ConfigArg};
 use crate::error::{Code, Error};
-use crate::ops::status::{self, Report, Rows, Thresholds};
+use crate::ops::status::{self, RelayView, Report, Rows, Thresholds};
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Format {
@@ -27,8 +27,11 @@ pub(super) struct Args {
 pub(super) fn run(args: Args, config: &ConfigArg) -> Result<(), Error> {
     let inactive: Duration = window::duration("inactive-after", &args.inactive_after)?;
     let cfg = config.load()?;
-    let report =
-        super::runtime()?.block_on(status::status(&cfg, &super::env, Thresholds { inactive }))?;
+    let thresholds = Thresholds {
+        inactive,
+        held: Duration::from_secs(cfg.relay.kafka_stall_secs),
+    };
+    let report = super::runtime()?.block_on(status::status(&cfg, &super::env, thresholds))?;
     let mut out = std::io::stdout().lock();
     let written = match args.format {
         Format::Json => serde_json::to_writer_pretty(&mut out, &report)
@@ -140,6 +143,28 @@ fn human(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
                 oldest_dead_letter_secs
                     .map_or(String::new(), |s| format!(", the oldest {s:.0} s old"))
             )?;
+        }
+    }
+    match &r.relay {
+        RelayView::NotServed => {}
+        RelayView::Unreachable { endpoint, error } => writeln!(
+            out,
+            "  the relay's endpoint {endpoint} did not answer ({error}): which partitions Kafka holds is unknown"
+        )?,
+        RelayView::Read { held, .. } if held.is_empty() => {
+            writeln!(out, "  held partitions: none")?
+        }
+        RelayView::Read { held, .. } => {
+            let named: Vec<String> = held
+                .iter()
+                .map(|h| {
+                    format!(
+                        "{} partition {} (leader broker {}) for {:.0} s",
+                        h.destination, h.partition, h.leader, h.secs
+                    )
+                })
+                .collect();
+            writeln!(out, "  held partitions: {}", named.join(", "))?
         }
     }
     match r.problems.is_empty() {

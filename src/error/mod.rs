@@ -199,6 +199,9 @@ codes! {
     /// than `--inactive-after` (PostgreSQL 17+ says how long; before, any
     /// inactive slot).
     SLOT_INACTIVE => Operator, "`status`: no relay streams the slot, for longer than `--inactive-after` where the server says how long (PostgreSQL 17+), else at all",
+    /// `status`: the relay's producer reports a partition that has
+    /// acknowledged none of its records for `relay.kafka_stall_secs`.
+    PARTITION_HELD => Operator, "`status`: the relay reports partitions whose records Kafka has not acknowledged for `relay.kafka_stall_secs` or more, each with its leader (read from the relay's `/metrics`): that broker is cut off from the relay, frozen or failing over; in idempotent delivery the relay publishes the other partitions and stays ready",
     /// `status`: rows FAILED, or dead-lettered for a table that keeps no status.
     ROWS_FAILED => Operator, "`status`: rows are `FAILED` (or in the dead-letter table, for a table that keeps no status), counted by code; `redrive` publishes them once the cause is fixed",
     SLOT_WRONG_PLUGIN => Operator, "the slot does not use pgoutput",

@@ -268,6 +268,7 @@ mod tests {
             ("PG_FEATURE_UNAVAILABLE", Stop, end(Stop), end(Stop)),
             ("FAILOVER_NOT_READY", Stop, end(Stop), end(Stop)),
             ("SLOT_INACTIVE", Stop, end(Stop), end(Stop)),
+            ("PARTITION_HELD", Stop, end(Stop), end(Stop)),
             ("ROWS_FAILED", Stop, end(Stop), end(Stop)),
             ("SLOT_WRONG_PLUGIN", Stop, end(Stop), end(Stop)),
             ("SLOT_WRONG_DATABASE", Stop, end(Stop), end(Stop)),

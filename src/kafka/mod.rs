@@ -1,9 +1,11 @@
 //! Kafka: the producer's settings, the publisher with its three-outcome
-//! classification, the start-up probe, the new-topic readiness wait, the
+//! classification, the start-up probe, the partitions Kafka holds (from librdkafka's
+//! statistics), the new-topic readiness wait, the
 //! topics a connector's `topic.creation.*` creates, and the `tail` consumer.
 
 pub(crate) mod access;
 pub mod enqueue;
+pub(crate) mod held;
 pub mod limits;
 pub mod placement;
 pub(crate) mod probe;

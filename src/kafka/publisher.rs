@@ -24,6 +24,7 @@ use rdkafka::ClientContext;
 use tokio::sync::mpsc;
 
 use super::enqueue::{Enqueuer, Outgoing};
+use super::held::Watcher;
 use super::send_now::{self, SendNow};
 use crate::error::{Cause, Code, Error};
 use crate::router::Record;
@@ -189,9 +190,18 @@ fn persist_status(result: &DeliveryResult<'_>) -> PersistStatus {
 /// bounds what is in flight, so the channel cannot grow past that.
 pub(crate) struct DeliveryContext<T> {
     reports: mpsc::UnboundedSender<Delivery<T>>,
+    /// Reads librdkafka's statistics for the held partitions, when asked.
+    held: Option<Watcher>,
 }
 
-impl<T: Send + Sync + 'static> ClientContext for DeliveryContext<T> {}
+impl<T: Send + Sync + 'static> ClientContext for DeliveryContext<T> {
+    /// Read for the held partitions only; never logged.
+    fn stats_raw(&self, statistics: &[u8]) {
+        if let Some(w) = &self.held {
+            w.statistics(statistics);
+        }
+    }
+}
 
 impl<T: Copy + Send + Sync + 'static> ProducerContext for DeliveryContext<T> {
     type DeliveryOpaque = Box<Ticket<T>>;
@@ -338,12 +348,15 @@ fn fenced_or(code: Code, during: &str, cause: &str) -> Error {
 }
 
 impl<T: Copy + Send + Sync + 'static> Publisher<T> {
+    /// A producer from `cc`; with `held`, its statistics go there (`cc`
+    /// sets their interval).
     pub(crate) fn new(
         cc: &ClientConfig,
+        held: Option<Watcher>,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Delivery<T>>), Error> {
         let (tx, rx) = mpsc::unbounded_channel();
         let producer: ThreadedProducer<DeliveryContext<T>> = cc
-            .create_with_context(DeliveryContext { reports: tx })
+            .create_with_context(DeliveryContext { reports: tx, held })
             .map_err(|e| Error::new(Code::KAFKA_CONFIG_INVALID, crate::error::chain(&e)))?;
         let producer = std::sync::Arc::new(producer);
         let window = send_now::linger(cc);

@@ -8,6 +8,7 @@
 //! scraped.
 
 pub mod dashboard;
+pub(crate) mod held;
 pub mod http;
 pub mod names;
 pub mod rules;
@@ -23,6 +24,7 @@ use prometheus::{
 };
 
 use crate::error::Code;
+pub(crate) use held::HeldPartition;
 use names::Def;
 
 /// The commit this binary was built from (`unknown` outside a git tree).
@@ -54,8 +56,9 @@ pub struct Metrics {
     pub(crate) commit_to_ack: Histogram,
     seconds_behind: Gauge,
     kafka_unacknowledged: Gauge,
-    /// Commit time (Unix µs) of the oldest transaction read and not yet
-    /// settled; 0 when none.
+    /// The partitions Kafka holds, as the producer last reported them.
+    held: held::Board,
+    /// Commit time (Unix µs) of the oldest transaction not settled; 0: none.
     oldest_unsettled_micros: AtomicI64,
     pub(crate) slot_confirmed_lag: IntGauge,
     pub(crate) slot_retained_wal: IntGauge,
@@ -156,6 +159,8 @@ impl Metrics {
             oldest_unsettled_micros: AtomicI64::new(0),
             kafka_unacknowledged: Gauge::with_opts(opts(&KAFKA_UNACKNOWLEDGED))
                 .unwrap_or_else(|e| unreachable_def(&KAFKA_UNACKNOWLEDGED, e)),
+            held: held::Board::new(&PARTITION_HELD)
+                .unwrap_or_else(|e| unreachable_def(&PARTITION_HELD, e)),
             slot_confirmed_lag: int_gauge(&SLOT_CONFIRMED_LAG),
             slot_retained_wal: int_gauge(&SLOT_RETAINED_WAL),
             slot_wal_status: gauge_vec(&SLOT_WAL_STATUS),
@@ -228,6 +233,7 @@ impl Metrics {
                 &KAFKA_UNACKNOWLEDGED,
                 Box::new(m.kafka_unacknowledged.clone()),
             ),
+            (&PARTITION_HELD, Box::new(m.held.gauge.clone())),
             (&SLOT_CONFIRMED_LAG, Box::new(m.slot_confirmed_lag.clone())),
             (&SLOT_RETAINED_WAL, Box::new(m.slot_retained_wal.clone())),
             (&SLOT_WAL_STATUS, Box::new(m.slot_wal_status.clone())),
@@ -280,6 +286,7 @@ impl Metrics {
         self.seconds_behind.set(behind);
         self.kafka_unacknowledged
             .set(self.unacknowledged_micros() as f64 / 1e6);
+        self.held.export(unix_micros());
         self.standby
             .set(self.health.standby.load(Ordering::Relaxed) as i64);
         self.ready.set(self.is_ready() as i64);
@@ -346,6 +353,17 @@ impl Metrics {
             .store(micros.unwrap_or(0).max(0), Ordering::Relaxed);
     }
 
+    /// The partitions Kafka holds, reported once a statistics interval.
+    pub(crate) fn set_held(&self, held: Vec<HeldPartition>) {
+        self.held.set(held);
+    }
+
+    /// The partitions held for `relay.kafka_stall_secs` or longer, in words.
+    fn held_past_stall(&self) -> Option<String> {
+        self.held
+            .describe(self.health.kafka_stall_micros, unix_micros())
+    }
+
     /// How long Kafka has acknowledged none of the records in flight (µs).
     fn unacknowledged_micros(&self) -> i64 {
         match self
@@ -399,6 +417,8 @@ impl Metrics {
     pub(crate) fn streaming_ended(&self) {
         self.health.streaming.store(false, Ordering::Relaxed);
         self.set_unacknowledged_since(None);
+        // The session's producer, whose partitions these were, is gone.
+        self.set_held(Vec::new());
     }
 
     pub(crate) fn set_role(&self, role: Role) {
@@ -448,13 +468,23 @@ impl Metrics {
         }
         let streaming = h.streaming.load(Ordering::Relaxed);
         let kafka = h.kafka_reachable.load(Ordering::Relaxed);
+        let held = self.held_past_stall();
         match (streaming, kafka) {
             (true, true) if self.kafka_stalled() => format!(
-                "not ready: streaming from the slot, but Kafka has acknowledged none of the {} records in flight for {:.0} s (relay.kafka_stall_secs); librdkafka retries them until message.timeout.ms",
+                "not ready: streaming from the slot, but Kafka has acknowledged none of the {} records in flight for {:.0} s (relay.kafka_stall_secs); librdkafka retries them until message.timeout.ms{}",
                 self.in_flight_messages.get(),
-                self.unacknowledged_micros() as f64 / 1e6
+                self.unacknowledged_micros() as f64 / 1e6,
+                held.map_or(String::new(), |h| format!("; {h}"))
             ),
-            (true, true) => "ready: streaming from the slot, Kafka reachable".into(),
+            // Idempotent delivery publishes the other partitions: ready,
+            // and says which ones wait (transactional delivery is not
+            // ready by then: a held partition holds its commit).
+            (true, true) => match held {
+                Some(h) => format!(
+                    "ready, degraded: streaming from the slot, Kafka reachable, but {h}; Kafka acknowledged none of their records for relay.kafka_stall_secs or longer, and the relay publishes the other partitions"
+                ),
+                None => "ready: streaming from the slot, Kafka reachable".into(),
+            },
             (true, false) => {
                 "not ready: streaming from the slot, but Kafka is not reachable".into()
             }
@@ -512,6 +542,12 @@ mod tests {
         // A labelled family shows once it has a child.
         m.kafka_transaction(names::COMMITTED);
         m.spans(names::DROPPED, 2);
+        m.set_held(vec![HeldPartition {
+            destination: "outbox.orders".into(),
+            partition: 1,
+            leader: 2,
+            since_micros: 1,
+        }]);
         m.commit_to_ack.observe(0.012);
         m.set_slot(Some(&SlotFigures {
             active: true,
@@ -576,6 +612,54 @@ mod tests {
         )));
         assert!(!m.is_ready());
         assert!(m.readiness().contains("Kafka"), "{}", m.readiness());
+    }
+
+    #[test]
+    fn a_partition_held_past_the_stall_time_leaves_the_relay_ready_but_degraded() {
+        let m = Metrics::new(config().relay.metric_limits());
+        m.set_kafka(&Ok(()));
+        m.streaming_began();
+        let held = |secs: i64| {
+            vec![HeldPartition {
+                destination: "outbox.orders".into(),
+                partition: 3,
+                leader: 2,
+                since_micros: unix_micros() - secs * 1_000_000,
+            }]
+        };
+        let series = |m: &Metrics| -> Option<f64> {
+            m.render().lines().find_map(|l| {
+                let rest = l.strip_prefix("outbox_cdc_partition_unacknowledged_seconds{")?;
+                assert!(
+                    rest.contains("partition=\"3\"") && rest.contains("leader=\"2\""),
+                    "{l}"
+                );
+                rest.split_whitespace().last()?.parse().ok()
+            })
+        };
+        // Under relay.kafka_stall_secs (15 s): in the gauge, not the body.
+        m.set_held(held(10));
+        assert!((10.0..60.0).contains(&series(&m).unwrap()));
+        assert_eq!(
+            m.readiness(),
+            "ready: streaming from the slot, Kafka reachable"
+        );
+        m.set_held(held(20));
+        assert!(m.is_ready());
+        let body = m.readiness();
+        assert!(body.starts_with("ready, degraded: "), "{body}");
+        assert!(
+            body.contains("1 partition held: outbox.orders partition 3 (leader broker 2) for 20 s"),
+            "{body}"
+        );
+        // The session's end takes its producer's partitions with it.
+        m.streaming_ended();
+        m.streaming_began();
+        assert_eq!(series(&m), None);
+        assert_eq!(
+            m.readiness(),
+            "ready: streaming from the slot, Kafka reachable"
+        );
     }
 
     #[test]

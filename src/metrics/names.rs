@@ -72,6 +72,8 @@ pub const REASON: &str = "reason";
 pub const STATUS: &str = "status";
 pub const VERSION: &str = "version";
 pub const COMMIT: &str = "commit";
+pub const PARTITION: &str = "partition";
+pub const LEADER: &str = "leader";
 
 pub const RECORDS_PUBLISHED: Def = counter(
     "outbox_cdc_records_published_total",
@@ -138,6 +140,11 @@ pub const KAFKA_UNACKNOWLEDGED: Def = gauge(
     "outbox_cdc_kafka_unacknowledged_seconds",
     "How long Kafka has acknowledged none of the records in flight; 0 while it acknowledges or nothing is in flight. Past relay.kafka_stall_secs the relay is not ready.",
     &[],
+);
+pub const PARTITION_HELD: Def = gauge(
+    "outbox_cdc_partition_unacknowledged_seconds",
+    "Age of the oldest record a partition holds that Kafka has not acknowledged, to within librdkafka's statistics.interval.ms (1 s unless set), by destination topic, partition and leader broker id; present only while the partition has acknowledged none of its records for a whole interval (held), gone once it acknowledges or drains.",
+    &[DESTINATION, PARTITION, LEADER],
 );
 pub const SLOT_CONFIRMED_LAG: Def = gauge(
     "outbox_cdc_slot_confirmed_flush_lag_bytes",
@@ -268,6 +275,7 @@ pub const ALL: &[Def] = &[
     COMMIT_TO_ACK,
     SECONDS_BEHIND_SOURCE,
     KAFKA_UNACKNOWLEDGED,
+    PARTITION_HELD,
     SLOT_CONFIRMED_LAG,
     SLOT_RETAINED_WAL,
     SLOT_WAL_STATUS,

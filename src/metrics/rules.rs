@@ -14,6 +14,9 @@ pub struct RuleOptions {
     pub behind_secs: u64,
     /// `OutboxCdcRestarting` fires past this many restarts in 15 minutes.
     pub restarts: u64,
+    /// `OutboxCdcPartitionHeld` fires once a partition has acknowledged
+    /// none of its records for this many seconds.
+    pub held_secs: u64,
     /// Where `docs/runbooks.md` is served; each alert's `runbook_url` is
     /// this and the alert's section.
     pub runbook_base: String,
@@ -22,12 +25,19 @@ pub struct RuleOptions {
 /// `runbook_base` by default: the page in the repository and the package.
 pub const DEFAULT_RUNBOOK_BASE: &str = "docs/runbooks.md";
 
+/// `held_secs` by default: `relay.kafka_stall_secs`'s default, past which
+/// `/readyz` says degraded. A leader that fails over moves within Kafka's
+/// `broker.session.timeout.ms` (9 s) and librdkafka's retry; a partition
+/// held past this waits on a broker that is not coming back by itself.
+pub const DEFAULT_HELD_SECS: u64 = 15;
+
 impl Default for RuleOptions {
     fn default() -> Self {
         RuleOptions {
             job: "outbox-cdc".into(),
             behind_secs: 60,
             restarts: 3,
+            held_secs: DEFAULT_HELD_SECS,
             runbook_base: DEFAULT_RUNBOOK_BASE.into(),
         }
     }
@@ -71,6 +81,20 @@ fn alerts(o: &RuleOptions) -> Vec<Alert> {
                 o.behind_secs
             ),
             description: "The oldest source commit not yet acknowledged by Kafka is older than the threshold: Kafka is slow or refusing, or the relay cannot keep up.",
+        },
+        Alert {
+            name: "OutboxCdcPartitionHeld",
+            expr: format!(
+                "max by (instance, {DESTINATION}, {PARTITION}, {LEADER}) ({}) > {}",
+                PARTITION_HELD.name, o.held_secs
+            ),
+            for_: "0m",
+            severity: "warning",
+            summary: format!(
+                "outbox-cdc {{{{ $labels.instance }}}}: partition {{{{ $labels.partition }}}} of {{{{ $labels.destination }}}} (leader broker {{{{ $labels.leader }}}}) has acknowledged nothing for more than {}s",
+                o.held_secs
+            ),
+            description: "Kafka holds this partition's records: its leader is cut off from the relay, frozen or failing over. In idempotent delivery the relay publishes the other partitions and stays ready (/readyz says degraded); these records wait, and past message.timeout.ms the session restarts and publishes them again.",
         },
         Alert {
             name: "OutboxCdcSlotWalAtRisk",

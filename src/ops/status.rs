@@ -1,9 +1,11 @@
 //! `outbox-cdc status`: one screen for someone on the database host, read
-//! from PostgreSQL alone with the relay's own role: the slot, who is
-//! declared to publish, what waits and what failed, and when each
-//! destination last had a row published. Unhealthy is a code: the slot
-//! missing, lost, or inactive past a threshold, or rows FAILED (or
-//! dead-lettered, for a table that keeps no status).
+//! from PostgreSQL with the relay's own role: the slot, who is declared to
+//! publish, what waits and what failed, and when each destination last had
+//! a row published. Unhealthy is a code: the slot missing, lost, or
+//! inactive past a threshold, or rows FAILED (or dead-lettered, for a table
+//! that keeps no status). One thing only the relay knows: which partitions
+//! Kafka holds (its producer's view of each leader), read from its own
+//! `/metrics` when `[http] listen` is set.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use serde::Serialize;
 
 use tokio_postgres::Client;
 
-use crate::config::{Config, Env};
+use crate::config::{Config, Env, HttpConfig};
 use crate::contract::definition::Status as Kept;
 use crate::error::{Code, Error};
 use crate::finding::Level;
@@ -86,7 +88,129 @@ pub struct Report {
     pub slot: SlotStatus,
     pub publishers: Publishers,
     pub rows: Rows,
+    pub relay: RelayView,
     pub problems: Vec<Problem>,
+}
+
+/// A partition the relay's producer reports held: it has acknowledged none
+/// of its records for `secs`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeldPartition {
+    pub destination: String,
+    pub partition: i32,
+    /// The leader's broker id as the relay's producer knows it (-1: none).
+    pub leader: i32,
+    pub secs: f64,
+}
+
+/// What the relay's own endpoint says of the partitions Kafka holds.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RelayView {
+    /// No `[http] listen`: not asked.
+    NotServed,
+    /// Not answering (the relay runs elsewhere, or is down).
+    Unreachable { endpoint: String, error: String },
+    Read {
+        endpoint: String,
+        held: Vec<HeldPartition>,
+    },
+}
+
+/// How long `status` waits for the relay's endpoint.
+const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Asks the relay's `/metrics` for its held partitions. A listener on
+/// every address is asked on the loopback one.
+pub async fn relay_view(http: Option<&HttpConfig>) -> RelayView {
+    let Some(http) = http else {
+        return RelayView::NotServed;
+    };
+    let mut addr: std::net::SocketAddr = match http.listen.parse() {
+        Ok(a) => a,
+        Err(e) => {
+            return RelayView::Unreachable {
+                endpoint: http.listen.clone(),
+                error: e.to_string(),
+            }
+        }
+    };
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let endpoint = format!("http://{addr}/metrics");
+    let text = async {
+        // reqwest's rustls takes the process's provider (ring), even for
+        // an http:// address.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .timeout(ENDPOINT_TIMEOUT)
+            .build()?;
+        client
+            .get(&endpoint)
+            .send()
+            .await?
+            .error_for_status()?
+            .text()
+            .await
+    };
+    match text.await {
+        Ok(text) => RelayView::Read {
+            held: held_in(&text),
+            endpoint,
+        },
+        Err(e) => RelayView::Unreachable {
+            error: crate::error::chain(&e),
+            endpoint,
+        },
+    }
+}
+
+/// The held partitions' series in a Prometheus exposition.
+pub fn held_in(exposition: &str) -> Vec<HeldPartition> {
+    use crate::metrics::names;
+    let prefix = format!("{}{{", names::PARTITION_HELD.name);
+    exposition
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (labels, value) = rest.rsplit_once("} ")?;
+            let label = |name: &str| label_value(labels, name);
+            Some(HeldPartition {
+                destination: label(names::DESTINATION)?,
+                partition: label(names::PARTITION)?.parse().ok()?,
+                leader: label(names::LEADER)?.parse().ok()?,
+                secs: value.trim().parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// One label's value in a series' `name="value",...` list, unescaped.
+fn label_value(labels: &str, name: &str) -> Option<String> {
+    let mut rest = labels;
+    loop {
+        let (key, after) = rest.split_once("=\"")?;
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (i, '"') => break i,
+                (_, '\\') => match chars.next()?.1 {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                (_, c) => value.push(c),
+            }
+        };
+        if key.trim_start_matches(',') == name {
+            return Some(value);
+        }
+        rest = &after[end + 1..];
+    }
 }
 
 fn code_name<S: serde::Serializer>(code: &Code, s: S) -> Result<S::Ok, S::Error> {
@@ -99,6 +223,9 @@ pub struct Thresholds {
     /// A slot inactive longer than this is unhealthy (where the server
     /// says for how long; before PostgreSQL 17 an inactive slot is).
     pub inactive: Duration,
+    /// A partition held this long is unhealthy (`relay.kafka_stall_secs`,
+    /// past which `/readyz` says degraded).
+    pub held: Duration,
 }
 
 pub async fn status(cfg: &Config, env: &Env, thresholds: Thresholds) -> Result<Report, Error> {
@@ -148,13 +275,16 @@ pub async fn status(cfg: &Config, env: &Env, thresholds: Thresholds) -> Result<R
         }
     };
     let (publishers, found) = publishers(&c, cfg).await?;
+    let relay = relay_view(cfg.http.as_ref()).await;
     let mut problems = found;
     problems.extend(judge(&slot, &rows, thresholds));
+    problems.extend(judge_held(&relay, thresholds));
     Ok(Report {
         table: outbox.qualified_table(),
         slot,
         publishers,
         rows,
+        relay,
         problems,
     })
 }
@@ -265,6 +395,33 @@ pub fn judge(slot: &SlotStatus, rows: &Rows, thresholds: Thresholds) -> Vec<Prob
     out
 }
 
+/// A partition held past the threshold, after the slot's and the rows'
+/// problems: the relay goes on with the others (idempotent delivery).
+pub fn judge_held(relay: &RelayView, thresholds: Thresholds) -> Option<Problem> {
+    let RelayView::Read { held, .. } = relay else {
+        return None;
+    };
+    let over: Vec<String> = held
+        .iter()
+        .filter(|h| h.secs >= thresholds.held.as_secs_f64())
+        .map(|h| {
+            format!(
+                "{} partition {} (leader broker {}) for {:.0} s",
+                h.destination, h.partition, h.leader, h.secs
+            )
+        })
+        .collect();
+    (!over.is_empty()).then(|| Problem {
+        code: Code::PARTITION_HELD,
+        message: format!(
+            "Kafka has acknowledged nothing of {} partition(s) for {} s or more: {}; their leader is cut off from the relay, frozen or failing over (the relay publishes the other partitions)",
+            over.len(),
+            thresholds.held.as_secs(),
+            over.join(", ")
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,6 +454,7 @@ mod tests {
     fn codes(slot: &SlotStatus, rows: &Rows, inactive: u64) -> Vec<&'static str> {
         let t = Thresholds {
             inactive: Duration::from_secs(inactive),
+            held: Duration::from_secs(15),
         };
         judge(slot, rows, t)
             .iter()
@@ -352,6 +510,7 @@ mod tests {
             &letters,
             Thresholds {
                 inactive: Duration::from_secs(60),
+                held: Duration::from_secs(15),
             },
         );
         assert_eq!(p[0].code, Code::ROWS_FAILED);
@@ -365,5 +524,49 @@ mod tests {
             "{}",
             p[0].message
         );
+    }
+
+    #[test]
+    fn the_relays_held_partitions_are_read_from_its_metrics_and_past_the_bound_a_problem() {
+        let exposition = "# HELP outbox_cdc_partition_unacknowledged_seconds x\n\
+# TYPE outbox_cdc_partition_unacknowledged_seconds gauge\n\
+outbox_cdc_partition_unacknowledged_seconds{destination=\"outbox.orders\",leader=\"2\",partition=\"3\"} 21.5\n\
+outbox_cdc_partition_unacknowledged_seconds{destination=\"outbox.a\\\"b\",leader=\"-1\",partition=\"0\"} 4\n\
+outbox_cdc_kafka_unacknowledged_seconds 0\n";
+        let held = held_in(exposition);
+        assert_eq!(
+            held,
+            [
+                HeldPartition {
+                    destination: "outbox.orders".into(),
+                    partition: 3,
+                    leader: 2,
+                    secs: 21.5
+                },
+                HeldPartition {
+                    destination: "outbox.a\"b".into(),
+                    partition: 0,
+                    leader: -1,
+                    secs: 4.0
+                },
+            ]
+        );
+        let t = Thresholds {
+            inactive: Duration::from_secs(60),
+            held: Duration::from_secs(15),
+        };
+        let relay = RelayView::Read {
+            endpoint: "http://127.0.0.1:9187/metrics".into(),
+            held,
+        };
+        let p = judge_held(&relay, t).unwrap();
+        assert_eq!(p.code, Code::PARTITION_HELD);
+        assert!(
+            p.message
+                .contains("1 partition(s) for 15 s or more: outbox.orders partition 3 (leader broker 2) for 22 s"),
+            "{}",
+            p.message
+        );
+        assert!(judge_held(&RelayView::NotServed, t).is_none());
     }
 }

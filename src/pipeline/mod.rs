@@ -54,11 +54,12 @@ use crate::contract::definition::{Contract, Status};
 use crate::contract::outbox::objects;
 use crate::error::{policy, Code, Error};
 use crate::finding::{self, Finding};
+use crate::kafka::held::{Held, Report};
 use crate::kafka::progress::Progress;
 use crate::kafka::topic_creation::TopicCreation;
 use crate::kafka::{limits, probe, settings};
 use crate::lsn::Lsn;
-use crate::metrics::Metrics;
+use crate::metrics::{HeldPartition, Metrics};
 use crate::pg::checks::{self, Purpose};
 use crate::pg::dead_letter::DeadLetters;
 use crate::pg::journal::PublishedAmong;
@@ -220,8 +221,27 @@ impl<J: Job> Relay<J> {
                 progress: self.progress.clone(),
                 admin: self.admin.clone(),
                 creation: self.creation.clone(),
+                held: Some(self.held_report()),
             },
         )
+    }
+
+    /// Where the producer reports the partitions Kafka holds: the gauge
+    /// and `/readyz`'s body.
+    fn held_report(&self) -> Report {
+        let metrics = self.shared.metrics.clone();
+        Arc::new(move |held: Vec<Held>| {
+            metrics.set_held(
+                held.into_iter()
+                    .map(|h| HeldPartition {
+                        destination: h.topic,
+                        partition: h.partition,
+                        leader: h.leader,
+                        since_micros: h.since_micros,
+                    })
+                    .collect(),
+            );
+        })
     }
 
     fn ledger<'s>(&'s self, sql: &'s Client) -> PgLedger<'s> {

@@ -12,10 +12,10 @@ use tokio::sync::mpsc;
 
 use super::watermark::TxSeq;
 use crate::error::Error;
-use crate::kafka::limits;
 use crate::kafka::progress::Progress;
 use crate::kafka::publisher::{Publisher, SendError};
 use crate::kafka::topic_creation::{self, TopicCreation};
+use crate::kafka::{held, limits};
 use crate::lsn::Lsn;
 use crate::router::Record;
 
@@ -105,6 +105,8 @@ pub(crate) struct SinkParts {
     /// The connector's `topic.creation.*`: a topic is created before its
     /// first record, as Kafka Connect creates it.
     pub(crate) creation: Option<Arc<TopicCreation>>,
+    /// Where the partitions Kafka holds are reported (the metrics).
+    pub(crate) held: Option<held::Report>,
 }
 
 impl KafkaSink {
@@ -116,7 +118,16 @@ impl KafkaSink {
     ) -> Result<KafkaSink, Error> {
         let mut producer = producer.clone();
         producer.set(limits::BATCH_SIZE, batch_size.to_string());
-        let (publisher, reports) = Publisher::new(&producer)?;
+        let watcher = parts.held.map(|report| {
+            if producer.get(held::STATISTICS_INTERVAL).is_none() {
+                producer.set(
+                    held::STATISTICS_INTERVAL,
+                    held::DEFAULT_STATISTICS_INTERVAL_MS,
+                );
+            }
+            held::Watcher::new(report)
+        });
+        let (publisher, reports) = Publisher::new(&producer, watcher)?;
         Ok(KafkaSink {
             publisher,
             reports,

@@ -483,3 +483,93 @@ pub fn ready(port: u16) -> bool {
     let _ = s.read_to_string(&mut text);
     text.split_whitespace().nth(1) == Some("200")
 }
+
+/// One look at a relay's endpoint: its held partitions (the series of
+/// `outbox_cdc_partition_unacknowledged_seconds`, labels and value) and
+/// what `/readyz` answered.
+#[derive(Debug, Clone)]
+pub struct Look {
+    pub at: Instant,
+    pub held: Vec<(String, f64)>,
+    pub status: Option<u16>,
+    pub body: String,
+}
+
+impl Look {
+    /// The oldest held partition's age, 0 when none is held.
+    pub fn oldest(&self) -> f64 {
+        self.held.iter().map(|(_, v)| *v).fold(0.0, f64::max)
+    }
+}
+
+/// `/metrics` and `/readyz` looked at every 500 ms on their own thread.
+pub struct Looks {
+    looks: Arc<Mutex<Vec<Look>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Looks {
+    pub fn watch(port: u16) -> Looks {
+        let looks = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (looks, stop) = (looks.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let held = get(port, "/metrics")
+                        .map(|(_, text)| {
+                            text.lines()
+                                .filter_map(|l| {
+                                    let rest = l.strip_prefix(
+                                        "outbox_cdc_partition_unacknowledged_seconds{",
+                                    )?;
+                                    let (labels, value) = rest.rsplit_once("} ")?;
+                                    Some((labels.to_string(), value.trim().parse().ok()?))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let (status, body) = get(port, "/readyz").unzip();
+                    looks.lock().unwrap().push(Look {
+                        at: Instant::now(),
+                        held,
+                        status,
+                        body: body.unwrap_or_default(),
+                    });
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            })
+        };
+        Looks {
+            looks,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn all(&self) -> Vec<Look> {
+        self.looks.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Looks {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A plain HTTP/1.0 GET on the loopback: (status, body).
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
