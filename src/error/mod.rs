@@ -153,7 +153,7 @@ codes! {
     /// The table lacks a column the contract names.
     CONTRACT_COLUMN_MISSING => Operator, "the outbox table lacks a column the contract names (the column and what it is for are named)",
     /// The contract cannot stream in this delivery mode.
-    CONTRACT_NOT_STREAMED => Operator, "the relay does not stream this contract in this delivery mode yet: a table that keeps no status streams with `relay.delivery = \"idempotent\"` only",
+    CONTRACT_NOT_STREAMED => Operator, "the relay does not stream this contract in this delivery mode: every built-in contract streams in both",
     /// The contract's `table.op.invalid.behavior` is `fatal` and an UPDATE
     /// of the outbox came: the relay stops before the slot passes it.
     OUTBOX_UPDATE_REFUSED => Operator, "an UPDATE of an outbox whose contract says `table.op.invalid.behavior = \"fatal\"`: the relay stops before it, as Debezium's task fails; set `warn` or `error` to drop it and go on",

@@ -43,7 +43,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 #[tokio::test]
-async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_does_not_stream() {
+async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_a_table_not_migrated() {
     let services = require_services!();
     let db = services.fresh_db("contracts").await;
     db.client.batch_execute(&documented()).await.unwrap();
@@ -94,7 +94,7 @@ async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_doe
     let out = Cli::new(&["check"]).config(&transactional).output();
     let stdout = text(&out.stdout);
     assert!(
-        stdout.contains("CONTRACT_NOT_STREAMED: a relay streams the debezium contract with `relay.delivery = \"idempotent\"` only so far"),
+        stdout.contains("a relay streams the debezium contract: rows routed as the Outbox Event Router routes them, each source transaction and the position it reaches committed in one Kafka transaction"),
         "{stdout}"
     );
 
@@ -147,11 +147,12 @@ async fn check_says_which_contract_fits_the_table_and_a_relay_refuses_one_it_doe
         );
     }
 
-    // `run` refuses before it streams anything: no slot is made.
+    // `run` refuses a table whose objects are not made yet before it
+    // streams anything: no slot is made.
     let out = Cli::new(&["run"]).config(&transactional).output();
     let stderr = text(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("CONTRACT_NOT_STREAMED"), "{stderr}");
+    assert!(stderr.contains("DEAD_LETTER_MISSING"), "{stderr}");
     let slots: i64 = db
         .client
         .query_one(

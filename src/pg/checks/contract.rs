@@ -58,9 +58,10 @@ fn fit(contract: &Contract, columns: &[TableColumn]) -> Result<(), Vec<Misfit>> 
 }
 
 /// Whether a relay streams the contract in the delivery mode: the
-/// messaging contract in both, a table that keeps no status with
-/// idempotent delivery. A warning for `check` (which judges the table all
-/// the same), an error for a relay about to stream.
+/// messaging contract and a table that keeps no status, in both (for the
+/// latter, transactional delivery's progress in Kafka is its only
+/// bookkeeping). A warning for `check` (which judges the table all the
+/// same), an error for a relay about to stream.
 pub(crate) fn streaming_finding(configured: &Contract, purpose: Purpose, mode: Mode) -> Finding {
     let name = configured.name.as_str();
     match (configured.name, configured.status, mode) {
@@ -71,6 +72,12 @@ pub(crate) fn streaming_finding(configured: &Contract, purpose: Purpose, mode: M
             return Finding::ok(
                 Rule::Contract,
                 format!("a relay streams the {name} contract: rows routed as the Outbox Event Router routes them, progress the slot's position alone, a row it cannot publish in the dead-letter table"),
+            )
+        }
+        (_, Status::NotKept, Mode::Transactional) => {
+            return Finding::ok(
+                Rule::Contract,
+                format!("a relay streams the {name} contract: rows routed as the Outbox Event Router routes them, each source transaction and the position it reaches committed in one Kafka transaction, a row it cannot publish in the dead-letter table"),
             )
         }
         _ => {}
@@ -242,9 +249,15 @@ mod tests {
         let debezium = Contract::debezium(&Default::default(), Converters::json()).unwrap();
         let stream = Purpose::Stream { create_slot: false };
         let transactional = Mode::Transactional;
+        // Only a contract that keeps status other than the messaging one
+        // is not streamed (none is built in).
+        let kept = Contract {
+            status: Status::Kept,
+            ..debezium.clone()
+        };
         let (report, start) = (
-            streaming_finding(&debezium, Purpose::Report, transactional),
-            streaming_finding(&debezium, stream, transactional),
+            streaming_finding(&kept, Purpose::Report, transactional),
+            streaming_finding(&kept, stream, transactional),
         );
         assert_eq!(
             (report.level, report.code),
@@ -254,10 +267,9 @@ mod tests {
             (start.level, start.code),
             (Level::Error, Some(Code::CONTRACT_NOT_STREAMED))
         );
-        assert_eq!(
-            streaming_finding(&debezium, stream, Mode::Idempotent).level,
-            Level::Ok
-        );
+        for mode in Mode::ALL {
+            assert_eq!(streaming_finding(&debezium, stream, mode).level, Level::Ok);
+        }
         for mode in Mode::ALL {
             assert_eq!(
                 streaming_finding(&Contract::messaging("o."), stream, mode).level,

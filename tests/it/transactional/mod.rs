@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use common::kafka::{self, Consumed, READ_COMMITTED, READ_UNCOMMITTED};
 use common::relay::{self as relay, RelayProcess};
+
+mod not_kept;
 use common::replication as rep;
 use outbox_cdc::lsn::Lsn;
 
