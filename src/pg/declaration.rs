@@ -129,13 +129,13 @@ pub(crate) async fn read(client: &Client, outbox: &OutboxConfig) -> Result<Decla
     let mut declaration = Declaration::default();
     for r in rows {
         let slot: String = r.get(0);
-        let holder = match r.get::<_, &str>(1) {
-            "OUTBOX_CDC" => Holder::OutboxCdc,
-            "DEBEZIUM" => Holder::Debezium,
-            _ => {
-                declaration.copies.push(slot);
-                continue;
-            }
+        let role: &str = r.get(1);
+        let Some(holder) = [Holder::OutboxCdc, Holder::Debezium]
+            .into_iter()
+            .find(|h| h.as_str() == role)
+        else {
+            declaration.copies.push(slot);
+            continue;
         };
         declaration.held = Some(Held {
             holder,

@@ -292,3 +292,130 @@ pub(crate) fn strangers<'r>(
         !d.knows(&r.slot) && r.slot != objs.slot && Some(r.slot.as_str()) != also_known
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::Level;
+    use crate::pg::declaration::Held;
+
+    fn objects() -> Objects {
+        let text = "[postgres]\ndbname = \"app\"\nuser = \"relay\"\nslot = \"mine\"\n\n[outbox]\n\n[kafka]\nbootstrap_servers = \"k:9092\"\n";
+        crate::config::Config::parse(text, std::path::Path::new("t.toml"), &|_| None)
+            .unwrap()
+            .objects()
+    }
+
+    fn held(holder: Holder, slot: &str, system: &str) -> Declaration {
+        Declaration {
+            held: Some(Held {
+                holder,
+                slot: slot.into(),
+                system: system.into(),
+                changed_by: "ops".into(),
+                changed_at: "2026-12-07 10:00:00+00".into(),
+                reason: Some("cutover".into()),
+            }),
+            copies: vec!["shadow".into()],
+        }
+    }
+
+    fn judged(d: &Declaration, role: Role) -> (Level, Option<Code>, String) {
+        let f = declaration_finding(d, &objects(), "7", role);
+        (f.level, f.code, f.detail)
+    }
+
+    #[test]
+    fn the_declaration_admits_its_own_slot_on_its_own_system_and_refuses_the_others() {
+        let refused = Some(Code::OUTBOX_HELD_BY_ANOTHER_SLOT);
+        assert_eq!(judged(&Declaration::default(), Role::Relay).0, Level::Ok);
+        assert_eq!(
+            judged(&held(Holder::OutboxCdc, "mine", "7"), Role::Relay).0,
+            Level::Ok
+        );
+        let (_, code, why) = judged(&held(Holder::OutboxCdc, "other", "7"), Role::Relay);
+        assert_eq!(code, refused);
+        assert!(why.contains("held by slot other (outbox-cdc, declared by ops at 2026-12-07 10:00:00+00: cutover)"), "{why}");
+        assert!(
+            why.contains("`outbox-cdc cutover --to cdc`") && why.contains("relay.role = \"copy\""),
+            "{why}"
+        );
+        let (_, code, why) = judged(&held(Holder::Debezium, "dbz", "7"), Role::Relay);
+        assert_eq!(code, refused);
+        assert!(why.contains("Debezium publishes it"), "{why}");
+        // A restored copy of the database: the same slot name, another system.
+        let (_, code, why) = judged(&held(Holder::OutboxCdc, "mine", "9"), Role::Relay);
+        assert_eq!(code, refused);
+        assert!(why.contains("system 9, and this is system 7"), "{why}");
+        // A copy runs beside the holder, never on its slot.
+        assert_eq!(
+            judged(&held(Holder::OutboxCdc, "other", "7"), Role::Copy).0,
+            Level::Ok
+        );
+        assert_eq!(
+            judged(&held(Holder::OutboxCdc, "mine", "7"), Role::Copy).1,
+            refused
+        );
+        assert_eq!(judged(&Declaration::default(), Role::Copy).0, Level::Ok);
+    }
+
+    fn reader(slot: &str, reads: Reads) -> Reader {
+        Reader {
+            slot: slot.into(),
+            pid: Some(42),
+            user: Some("debezium".into()),
+            address: Some("10.0.0.9/32".into()),
+            reads,
+        }
+    }
+
+    #[test]
+    fn a_slot_beside_the_relay_and_its_copies_is_a_second_reader() {
+        let d = held(Holder::OutboxCdc, "mine", "7");
+        let readers = [
+            reader("mine", Reads::Publications(vec!["p".into()])),
+            reader("shadow", Reads::Publications(vec!["p".into()])),
+            reader("dbz", Reads::Publications(vec!["p".into()])),
+            reader("wal2json", Reads::Everything("wal2json".into())),
+            reader("hidden", Reads::Unknown),
+        ];
+        let found: Vec<(Level, Option<Code>)> =
+            readers_findings(&readers, &d, &objects(), None, Role::Relay)
+                .iter()
+                .map(|f| (f.level, f.code))
+                .collect();
+        assert_eq!(
+            found,
+            [
+                (Level::Error, Some(Code::SECOND_OUTBOX_READER)),
+                (Level::Warn, Some(Code::OUTBOX_READER_UNCERTAIN)),
+                (Level::Warn, Some(Code::OUTBOX_READER_UNCERTAIN)),
+            ]
+        );
+        let first = &readers_findings(&readers, &d, &objects(), None, Role::Relay)[0];
+        assert!(
+            first.detail.contains(
+                "slot dbz (pid 42, user debezium, from 10.0.0.9/32) streams publication p"
+            ),
+            "{}",
+            first.detail
+        );
+        // A slot another rule judges, and a copy beside an undeclared outbox.
+        let only_dbz = [reader("dbz", Reads::Publications(vec!["p".into()]))];
+        assert_eq!(
+            readers_findings(&only_dbz, &d, &objects(), Some("dbz"), Role::Relay)[0].level,
+            Level::Ok
+        );
+        assert_eq!(
+            readers_findings(
+                &only_dbz,
+                &Declaration::default(),
+                &objects(),
+                None,
+                Role::Copy
+            )[0]
+            .level,
+            Level::Ok
+        );
+    }
+}
