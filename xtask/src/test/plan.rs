@@ -216,21 +216,7 @@ pub fn plan(majors: &[u8]) -> Vec<Action> {
         Run(Job::Proxies),
         Spawn(Job::Network),
     ];
-    // The cluster's faults mostly wait out faults they hold: they start as
-    // soon as the network faults (the other user of Toxiproxy, which resets
-    // every proxy) are done, beside the rest of the matrix.
-    let cluster = |p: &mut Vec<Action>| {
-        p.push(Join(Job::Network));
-        p.push(h("the Kafka cluster's faults, each in both delivery modes (tests/cluster), beside the rest of the matrix and the restarts"));
-        p.push(Run(Job::StartCluster));
-        p.push(Spawn(Job::Cluster));
-    };
-    let mut cluster_started = false;
     for pair in pairs(majors) {
-        if !cluster_started && p.iter().any(|a| matches!(a, Join(Job::Major(_)))) {
-            cluster(&mut p);
-            cluster_started = true;
-        }
         let names: Vec<String> = pair.iter().map(u8::to_string).collect();
         p.push(Header(format!(
             "PostgreSQL {}: the core of the suite, side by side",
@@ -248,9 +234,10 @@ pub fn plan(majors: &[u8]) -> Vec<Action> {
     // The restarts (on the newest major) restart Kafka: everything beside
     // them must be done, but the cluster's faults, which touch only the
     // cluster and its own proxies.
-    if !cluster_started {
-        cluster(&mut p);
-    }
+    p.push(Join(Job::Network));
+    p.push(h("the Kafka cluster's faults, each in both delivery modes (tests/cluster), beside the restarts"));
+    p.push(Run(Job::StartCluster));
+    p.push(Spawn(Job::Cluster));
     if majors.contains(&NEWEST) {
         p.push(Header(format!(
             "PostgreSQL {NEWEST}: the restarts of PostgreSQL and Kafka"
