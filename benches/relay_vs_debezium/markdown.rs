@@ -163,9 +163,19 @@ fn services_and_settings(md: &mut String, report: &Json) {
         .iter()
         .map(|(k, v)| format!("`{k}={v}`"))
         .collect();
+    // Runs before `--contract` wrote the platform's table.
+    let marks = match s["contract"].as_str() {
+        Some("debezium") => {
+            let _ = writeln!(md, "- Table: Debezium's documented `public.outboxevent` (`[outbox] contract = \"debezium\"`), \
+                each source transaction's rows inserted and deleted in it, so the table keeps no status; Debezium runs the \
+                configuration `connector-config` generates for it (pgoutput, the Outbox Event Router with its defaults).");
+            "no status to mark"
+        }
+        _ => "PUBLISHED marks on",
+    };
     let _ = writeln!(
         md,
-        "- outbox-cdc: defaults ({}, idempotent, `acks=all`), PUBLISHED marks on.\n",
+        "- outbox-cdc: defaults ({}, idempotent, `acks=all`), {marks}.\n",
         defaults.join(", ")
     );
 }
