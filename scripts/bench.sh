@@ -6,6 +6,7 @@
 #   scripts/bench.sh [--rows N] [--payload BYTES] [--tx-sizes 1,100]
 #                    [--rates MSG_PER_S,...] [--seconds S] [--partitions N]
 #                    [--repeat N] [--out DIR] [--traceparent sampled|none]
+#                    [--contract messaging|debezium]
 #                    [--only baselines,backlog,steady,instructions,bigtx,profile,curves,replication]
 #
 # Defaults: 200 000 rows of about 500 bytes, transactions of 1 and of 100
@@ -30,6 +31,12 @@
 # tracing costs at its default sampling is measured on rows without one, e.g.
 #   scripts/bench.sh --only backlog,instructions --traceparent none \
 #     --engines outbox-cdc,outbox-cdc-otel,outbox-cdc-otel-default --out /tmp/otel
+# --contract debezium runs the backlogs and steady streams on Debezium's
+# documented outbox table (public.outboxevent, each transaction deleting the
+# rows it inserts: a table that keeps no status), e.g.
+#   scripts/bench.sh --contract debezium --only backlog \
+#     --engines outbox-cdc,outbox-cdc-transactional,debezium,debezium-exactly-once \
+#     --rows 100000 --repeat 3 --out docs/delivery-modes/no-status
 # Settings other than the defaults are recorded in the results.
 # Services this script started are stopped at the end; the Kafka Connect
 # worker is started and stopped by the bench itself.

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::engine::Engine;
+use crate::rows::{Contract, RowTrace};
 use anyhow::{anyhow, bail, Result};
 
 #[derive(Debug, Clone)]
@@ -38,19 +39,11 @@ pub(crate) struct Args {
     pub(crate) profile_tx: i64,
     /// What the rows' `traceparent` column holds.
     pub(crate) row_trace: RowTrace,
+    /// The outbox table and contract the scenarios write to and the
+    /// engines read (`--contract debezium`: Debezium's documented table,
+    /// which keeps no status; backlogs and steady streams only).
+    pub(crate) contract: Contract,
 }
-
-/// The rows' `traceparent`: a sampled W3C context (the default, as a
-/// traced writer leaves it), or none, so that `[otel]`'s `sample_ratio`
-/// decides (`--traceparent none`, to measure tracing at its default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RowTrace {
-    Sampled,
-    Absent,
-}
-
-/// Set once from the command line; read where rows are written.
-pub(crate) static ROW_TRACE: std::sync::OnceLock<RowTrace> = std::sync::OnceLock::new();
 
 impl Args {
     /// These arguments with the sizes a results file's `settings` record,
@@ -115,6 +108,7 @@ impl Args {
             profile_rows: 1_000_000,
             profile_tx: 100,
             row_trace: RowTrace::Sampled,
+            contract: Contract::Messaging,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -153,6 +147,7 @@ impl Args {
                         other => bail!("--traceparent is sampled or none, not {other}"),
                     }
                 }
+                "--contract" => a.contract = Contract::parse(&value()?)?,
                 "--only" => a.only = value()?.split(',').map(str::to_string).collect(),
                 "--engines" => {
                     a.engines = value()?
@@ -188,6 +183,29 @@ impl Args {
         {
             bail!("rows >= 2, payload >= 0, rates > 0, seconds > 0 and at least one tx size");
         }
+        a.check_contract()?;
         Ok(a)
+    }
+
+    /// What runs on a table that keeps no status: the backlogs and steady
+    /// streams of the engines that do not mark rows.
+    fn check_contract(&self) -> Result<()> {
+        if self.contract == Contract::Messaging {
+            return Ok(());
+        }
+        if let Some(group) = self
+            .only
+            .iter()
+            .find(|g| !["backlog", "steady"].contains(&g.as_str()))
+        {
+            bail!(
+                "--contract {} runs backlog and steady only, not {group}: pass --only",
+                self.contract.name()
+            );
+        }
+        if self.engines.contains(&Engine::RelayUnmarked) {
+            bail!("a table that keeps no status has no PUBLISHED marks to turn off: outbox-cdc-unmarked");
+        }
+        Ok(())
     }
 }

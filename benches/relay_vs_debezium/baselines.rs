@@ -104,7 +104,7 @@ pub(crate) async fn slot_read(
         slot::create(&mut conn, &records_slot, NO_SNAPSHOT).await?;
     }
     conn.close().await;
-    write_backlog(&b.client, a.rows, a.payload, per_tx).await?;
+    write_backlog(&b, a.rows, a.payload, per_tx).await?;
 
     let free = timed_read(&b.client, &source, a.rows, None).await?;
     let pace = free["throughput_msg_s"].as_f64().unwrap_or(0.0) * READ_PACE;

@@ -146,7 +146,7 @@ pub(crate) async fn long_backlog(s: &Services, a: &Args) -> Result<Json> {
     let engine = Engine::Relay;
     eprintln!("[bench] curve: a backlog of {rows} rows in transactions of 100");
     let b = prepare(s, a, "bench_relay_long", engine).await?;
-    let write_s = crate::engines::write_backlog(&b.client, rows, a.payload, 100).await?;
+    let write_s = crate::engines::write_backlog(&b, rows, a.payload, 100).await?;
     eprintln!("[bench]   written in {write_s:.0} s");
     let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
     let slot = b.config.postgres.slot.clone();

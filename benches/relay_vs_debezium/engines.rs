@@ -21,6 +21,7 @@ use outbox_cdc::kafka::settings;
 use crate::args::Args;
 use crate::cpu::{usage, Usage};
 use crate::engine::Engine;
+use crate::rows::{Contract, Outbox};
 use crate::services::Services;
 use crate::*;
 
@@ -34,6 +35,8 @@ pub(crate) struct Bench {
     pub(crate) config_path: PathBuf,
     pub(crate) config: Config,
     pub(crate) client: Client,
+    /// Where the scenario's rows go.
+    pub(crate) outbox: Outbox,
 }
 
 pub(crate) async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) -> Result<Bench> {
@@ -57,13 +60,17 @@ pub(crate) async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) 
     admin
         .batch_execute(&format!("CREATE DATABASE {name}"))
         .await?;
+    let client = s.connect(name).await?;
+    if let Some(sql) = a.contract.setup_sql() {
+        client.batch_execute(sql).await?;
+    }
     // Unique per run: Kafka Connect keeps a connector's offsets by name.
     let run = format!(
         "{name}_{}",
         SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs()
     );
     let prefix = format!("{run}.");
-    let topic = format!("{prefix}{DESTINATION}");
+    let outbox = a.contract.outbox(&prefix);
     let relay_settings = format!(
         "{}\n{}",
         std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
@@ -92,6 +99,11 @@ pub(crate) async fn prepare(s: &Services, a: &Args, name: &str, engine: Engine) 
         Some(&format!("{name}_relay")),
         &prefix,
         &s.kafka,
+    );
+    let head = head.replacen(
+        "[outbox]\n",
+        &format!("[outbox]\n{}", a.contract.outbox_settings()),
+        1,
     );
     let text = format!(
         r#"{head}
@@ -128,36 +140,68 @@ topic_prefix = "{run}"
     let config = Config::parse(&text, &config_path, &env).map_err(|e| anyhow!("{e}"))?;
     // A build's migrations are part of it: the baseline migrates with its own.
     relay_command(&engine.relay_bin(), &config_path, &["migrate"])?;
-    // The documented deployment: cutover declares the relay and creates its
-    // slot before any row is written.
-    let target = match engine {
-        Engine::Relay
-        | Engine::RelayUnmarked
-        | Engine::RelayFixedLinger
-        | Engine::RelayLinger0
-        | Engine::RelayBaseline
-        | Engine::RelayMetrics
-        | Engine::RelayOtel
-        | Engine::RelayOtelDefault
-        | Engine::RelayTransactional => "cdc",
-        Engine::Debezium | Engine::DebeziumExactlyOnce => "debezium",
-    };
-    relay_command(
-        &engine.relay_bin(),
-        &config_path,
-        &["cutover", "--to", target],
-    )?;
-    let topics = topics(&prefix, a.destinations);
+    start_point(a.contract, engine, &config_path, &config, &client).await?;
+    let topics = outbox_topics(&config, &outbox, a.destinations)?;
     create_topics(&s.kafka, &topics, a.partitions, s.replication).await?;
-    let client = s.connect(name).await?;
     Ok(Bench {
         db: name.to_string(),
-        topic,
+        topic: topics[0].clone(),
         topics,
         config_path,
         config,
         client,
+        outbox,
     })
+}
+
+/// Where the engine starts reading, made before any row is written.
+async fn start_point(
+    contract: Contract,
+    engine: Engine,
+    config_path: &Path,
+    config: &Config,
+    client: &Client,
+) -> Result<()> {
+    let debezium = matches!(engine, Engine::Debezium | Engine::DebeziumExactlyOnce);
+    match contract {
+        // The documented deployment: cutover declares the relay and
+        // creates its slot.
+        Contract::Messaging => relay_command(
+            &engine.relay_bin(),
+            config_path,
+            &["cutover", "--to", if debezium { "debezium" } else { "cdc" }],
+        ),
+        // A table that keeps no status has nothing to hand over: the
+        // engine's slot is where it starts.
+        Contract::Debezium => {
+            let slot = match debezium {
+                true => &config.debezium.slot,
+                false => &config.postgres.slot,
+            };
+            client
+                .execute(
+                    "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+                    &[slot],
+                )
+                .await?;
+            Ok(())
+        }
+    }
+}
+
+/// The topics of the rows spread over `destinations`, as the contract's
+/// router names them.
+fn outbox_topics(config: &Config, outbox: &Outbox, destinations: i64) -> Result<Vec<String>> {
+    let rule = config
+        .outbox
+        .contract()
+        .and_then(|c| c.router.topic_rule())
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(outbox
+        .routes(destinations)
+        .iter()
+        .map(|r| rule.topic(r))
+        .collect())
 }
 
 /// Sends SIGTERM to `pid` and waits until `child` (the same process, or
@@ -292,64 +336,6 @@ pub(crate) async fn create_topics(
     })
     .await?;
     served
-}
-
-/// The rows every scenario writes: one destination, 1 000 routing keys,
-/// the payload padded to the requested size.
-pub(crate) const INSERT_COLUMNS: &str =
-    "message_id, destination, message_type, message_version, content_type, payload, \
-     partition_key, tenant, traceparent, correlation_id";
-
-pub(crate) fn insert_values(g: &str, tag: &str, payload: i32) -> String {
-    insert_values_to(g, tag, payload, 1)
-}
-
-/// The rows spread over `destinations` destinations.
-pub(crate) fn insert_values_to(g: &str, tag: &str, payload: i32, destinations: i64) -> String {
-    let destination = destination_sql(g, destinations);
-    let traceparent = match crate::args::ROW_TRACE.get() {
-        Some(crate::args::RowTrace::Absent) => "NULL".to_string(),
-        _ => format!("'{TRACEPARENT}'"),
-    };
-    format!(
-        "md5('{tag}' || {g})::uuid, {destination}, 'OrderPlaced', 1, 'application/json', \
-         convert_to('{{\"n\":' || {g} || ',\"pad\":\"' || repeat('x', greatest({payload} - 20, 0)) || '\"}}', 'UTF8'), \
-         'customer-' || ({g} % 1000), 'acme', {traceparent}, 'corr-' || {g}"
-    )
-}
-
-pub(crate) async fn write_backlog(c: &Client, rows: i64, payload: i32, per_tx: i64) -> Result<f64> {
-    write_spread_backlog(c, rows, payload, per_tx, 1).await
-}
-
-/// A backlog whose rows are spread over `destinations` destinations.
-pub(crate) async fn write_spread_backlog(
-    c: &Client,
-    rows: i64,
-    payload: i32,
-    per_tx: i64,
-    destinations: i64,
-) -> Result<f64> {
-    let t = Instant::now();
-    let values = insert_values_to("g", "b", payload, destinations);
-    c.batch_execute(&format!(
-        "DO $$
-         DECLARE i bigint := 0;
-         BEGIN
-           WHILE i < {rows} LOOP
-             INSERT INTO messaging_outbox ({INSERT_COLUMNS})
-             SELECT {values} FROM generate_series(i + 1, least(i + {per_tx}, {rows})) g;
-             COMMIT;
-             i := i + {per_tx};
-           END LOOP;
-         END $$;"
-    ))
-    .await?;
-    let written = t.elapsed().as_secs_f64();
-    // The backlog's dirty pages are written now, not by a checkpoint that
-    // lands inside one drain and not another.
-    c.batch_execute("CHECKPOINT").await?;
-    Ok(written)
 }
 
 /// A relay under measurement.
@@ -582,20 +568,40 @@ pub(crate) fn debezium_tuning() -> Vec<(String, String)> {
     out
 }
 
-/// The destination of row `g` when rows are spread over `n`.
-pub(crate) fn destination_sql(g: &str, n: i64) -> String {
-    match n {
-        1 => format!("'{DESTINATION}'"),
-        n => format!("'{DESTINATION}-' || ({g} % {n})"),
-    }
+/// A backlog of `rows` in transactions of `per_tx`: how long writing it
+/// took.
+pub(crate) async fn write_backlog(b: &Bench, rows: i64, payload: i32, per_tx: i64) -> Result<f64> {
+    write_spread_backlog(b, rows, payload, per_tx, 1).await
 }
 
-/// The topics of `prefix` for `n` destinations.
-pub(crate) fn topics(prefix: &str, n: i64) -> Vec<String> {
-    match n {
-        1 => vec![format!("{prefix}{DESTINATION}")],
-        n => (0..n)
-            .map(|i| format!("{prefix}{DESTINATION}-{i}"))
-            .collect(),
-    }
+/// A backlog of `rows` in transactions of `per_tx`, spread over
+/// `destinations` destinations: how long writing it took.
+pub(crate) async fn write_spread_backlog(
+    b: &Bench,
+    rows: i64,
+    payload: i32,
+    per_tx: i64,
+    destinations: i64,
+) -> Result<f64> {
+    let t = Instant::now();
+    let from = format!("generate_series(i + 1, least(i + {per_tx}, {rows})) g");
+    let write = b.outbox.write(&from, "b", payload, destinations);
+    b.client
+        .batch_execute(&format!(
+            "DO $$
+         DECLARE i bigint := 0;
+         BEGIN
+           WHILE i < {rows} LOOP
+             {write};
+             COMMIT;
+             i := i + {per_tx};
+           END LOOP;
+         END $$;"
+        ))
+        .await?;
+    let written = t.elapsed().as_secs_f64();
+    // The backlog's dirty pages are written now, not by a checkpoint that
+    // lands inside one drain and not another.
+    b.client.batch_execute("CHECKPOINT").await?;
+    Ok(written)
 }

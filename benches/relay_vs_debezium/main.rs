@@ -21,6 +21,7 @@ mod numbers;
 mod profile;
 mod replication;
 mod report;
+mod rows;
 mod runs;
 mod scenarios;
 mod services;
@@ -100,7 +101,7 @@ async fn main() -> Result<()> {
 
 async fn bench() -> Result<()> {
     let a = Args::parse()?;
-    let _ = args::ROW_TRACE.set(a.row_trace);
+    let _ = rows::ROW_TRACE.set(a.row_trace);
     if std::env::args().any(|x| x == "--render-only") {
         // Rewrites the table from the results file, measuring nothing.
         let text = std::fs::read_to_string(a.out.join("benchmark.json"))?;
@@ -291,7 +292,8 @@ async fn bench() -> Result<()> {
             "relay_settings": std::env::var("BENCH_RELAY_SETTINGS").unwrap_or_default(),
             "relay_kafka_properties": std::env::var("BENCH_KAFKA_PROPERTIES").unwrap_or_default(),
             "baseline_relay_settings": std::env::var("BENCH_BASELINE_SETTINGS").unwrap_or_default(),
-            "row_traceparent": match a.row_trace { args::RowTrace::Sampled => "sampled", args::RowTrace::Absent => "none" },
+            "row_traceparent": match a.row_trace { rows::RowTrace::Sampled => "sampled", rows::RowTrace::Absent => "none" },
+            "contract": a.contract.name(),
         },
         "results": results,
         "ratios": ratios(&a, &results),

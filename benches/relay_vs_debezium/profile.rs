@@ -39,7 +39,7 @@ pub(crate) async fn profile(s: &Services, a: &Args) -> Result<Json> {
         "[bench] outbox-cdc under perf record: backlog of {rows} rows in transactions of {per_tx}"
     );
     let b = prepare(s, a, "bench_relay_profile", engine).await?;
-    write_backlog(&b.client, rows, a.payload, per_tx).await?;
+    write_backlog(&b, rows, a.payload, per_tx).await?;
     let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
     let data = b.config_path.with_extension("perf.data");
     let log = File::create(b.config_path.with_extension("log"))?;

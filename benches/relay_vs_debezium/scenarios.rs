@@ -16,8 +16,8 @@ use crate::cpu::{
 };
 use crate::engine::Engine;
 use crate::engines::{
-    drop_bench, insert_values, prepare, start_collector, terminate, write_backlog,
-    write_spread_backlog, Bench, Running, Scraper, INSERT_COLUMNS,
+    drop_bench, prepare, start_collector, terminate, write_backlog, write_spread_backlog, Bench,
+    Running, Scraper,
 };
 use crate::numbers::{now_ms, round};
 use crate::services::Services;
@@ -30,7 +30,7 @@ pub(crate) async fn backlog_once(
 ) -> Result<Json> {
     let name = format!("bench_{}_tx{per_tx}", engine.db_tag());
     let b = prepare(s, a, &name, engine).await?;
-    let load_s = write_spread_backlog(&b.client, a.rows, a.payload, per_tx, a.destinations).await?;
+    let load_s = write_spread_backlog(&b, a.rows, a.payload, per_tx, a.destinations).await?;
     let collector = Collector::start_topics(&s.kafka, &b.topics, a.partitions, engine)?;
     let started = now_ms();
     let trace = CpuTrace::start();
@@ -134,7 +134,7 @@ pub(crate) async fn instructions_of(s: &Services, a: &Args, engine: Engine) -> R
         );
         let name = format!("bench_{}_instr_{n}", engine.db_tag());
         let b = prepare(s, a, &name, engine).await?;
-        write_backlog(&b.client, n, a.payload, 100).await?;
+        write_backlog(&b, n, a.payload, 100).await?;
         let collector = Collector::start(&s.kafka, &b.topic, a.partitions, engine)?;
         let otel = match engine {
             Engine::RelayOtel | Engine::RelayOtelDefault => Some(start_collector(&b)?),
@@ -229,10 +229,10 @@ pub(crate) async fn warm_up(
 ) -> Result<()> {
     let Rows { n: rows, payload } = rows;
     b.client
-        .batch_execute(&format!(
-            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) SELECT {} FROM generate_series(1, {rows}) g",
-            insert_values("g", "w", payload)
-        ))
+        .batch_execute(
+            &b.outbox
+                .write(&format!("generate_series(1, {rows}) g"), "w", payload, 1),
+        )
         .await?;
     wait_until_seen(collector, rows as usize, run, s, Duration::from_secs(300)).await
 }
@@ -266,10 +266,11 @@ pub(crate) async fn one_big_transaction(s: &Services, a: &Args, engine: Engine) 
     let rss_idle = usage(run.pid())?.peak_rss_mib;
     let t = Instant::now();
     b.client
-        .batch_execute(&format!(
-            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) SELECT {} FROM generate_series(1, {}) g",
-            insert_values("g", "big", a.big_payload),
-            a.big_rows
+        .batch_execute(&b.outbox.write(
+            &format!("generate_series(1, {}) g", a.big_rows),
+            "big",
+            a.big_payload,
+            1,
         ))
         .await?;
     let committed_ms = now_ms();

@@ -12,7 +12,7 @@ use crate::args::Args;
 use crate::collect::{wait_until_seen, Collector};
 use crate::cpu::{machine_cpu, machine_fields, machine_shares, processes, usage};
 use crate::engine::Engine;
-use crate::engines::{drop_bench, insert_values, prepare, Running, INSERT_COLUMNS};
+use crate::engines::{drop_bench, prepare, Bench, Running};
 use crate::numbers::{now_ms, round};
 use crate::scenarios::{warm_up, Rows};
 use crate::services::Services;
@@ -68,7 +68,7 @@ pub(crate) async fn steady_once(s: &Services, a: &Args, engine: Engine, rate: u3
         seconds: a.seconds,
         payload: a.payload,
     };
-    let (commits, clients) = generate(s, &b.db, load).await?;
+    let (commits, clients) = generate(s, &b, load).await?;
     let cpu1 = machine_cpu();
     let shares = machine_shares(
         &procs0,
@@ -148,7 +148,7 @@ pub(crate) struct Load {
 
 pub(crate) async fn generate(
     s: &Services,
-    db: &str,
+    b: &Bench,
     load: Load,
 ) -> Result<(Vec<(String, f64)>, Vec<Client>)> {
     let Load {
@@ -161,12 +161,13 @@ pub(crate) async fn generate(
     let period = Duration::from_secs_f64(f64::from(writers) / f64::from(rate));
     let mut tasks = Vec::new();
     for w in 0..writers {
-        let client = s.connect(db).await?;
-        let sql = format!(
-            "INSERT INTO messaging_outbox ({INSERT_COLUMNS}) VALUES ({}) RETURNING message_id::text",
-            insert_values("$1::bigint", "s", payload)
-        );
-        let stmt = client.prepare(&sql).await?;
+        let mut client = s.connect(&b.db).await?;
+        let one = b.outbox.write_one("s", payload);
+        let insert = client.prepare(&one.insert).await?;
+        let delete = match &one.delete {
+            Some(sql) => Some(client.prepare(sql).await?),
+            None => None,
+        };
         tasks.push(tokio::spawn(async move {
             let mut out = Vec::new();
             let mut tick = tokio::time::interval(period);
@@ -174,7 +175,18 @@ pub(crate) async fn generate(
             let mut g = i64::from(w) + 1;
             while g <= total {
                 tick.tick().await;
-                let row = client.query_one(&stmt, &[&g]).await?;
+                let row = match &delete {
+                    None => client.query_one(&insert, &[&g]).await?,
+                    // A table that keeps no status: the row is deleted in
+                    // the transaction that inserts it.
+                    Some(delete) => {
+                        let tx = client.transaction().await?;
+                        let row = tx.query_one(&insert, &[&g]).await?;
+                        tx.execute(delete, &[&g]).await?;
+                        tx.commit().await?;
+                        row
+                    }
+                };
                 out.push((row.get::<_, String>(0), now_ms()));
                 g += i64::from(writers);
             }
