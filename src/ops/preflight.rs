@@ -8,12 +8,11 @@ use serde::Serialize;
 
 use crate::config::{Config, Env, Objects};
 use crate::contract::definition::Status;
-use crate::contract::outbox::objects;
 use crate::error::{Code, Error};
 pub use crate::finding::{Finding, Level};
 use crate::kafka::probe;
 use crate::pg::checks::{self, Purpose};
-use crate::pg::{connect, declaration, failover, grants};
+use crate::pg::{connect, failover, grants};
 use crate::replication::{self, ConnectOptions};
 use crate::rules::{Rule, When};
 
@@ -233,34 +232,13 @@ async fn one_relay(
     objs: &Objects,
     also_known: Option<&str>,
 ) -> Result<Vec<Finding>, Error> {
-    if !declaration::exists(c, &objs.outbox).await? {
-        return Ok(vec![Finding::error(
-            Rule::RelayDeclaration,
-            Code::DECLARATION_MISSING,
-            format!(
-                "{}.{} does not exist: `outbox-cdc migrate` makes it",
-                objs.outbox.schema,
-                objects::RELAY_DECLARATION_TABLE
-            ),
-        )]);
+    match checks::one_relay(c, objs, cfg.relay.role, also_known).await {
+        Ok(judged) => Ok(judged.findings),
+        Err(e) if e.code() == Code::DECLARATION_MISSING => {
+            Ok(vec![Finding::failed(Rule::RelayDeclaration, &e)])
+        }
+        Err(e) => Err(e),
     }
-    let declared = declaration::read(c, &objs.outbox).await?;
-    let system = declaration::system_identifier(c).await?;
-    let mut out = vec![checks::declaration_finding(
-        &declared,
-        objs,
-        &system,
-        cfg.relay.role,
-    )];
-    let readers = declaration::readers(c, &objs.outbox).await?;
-    out.extend(checks::readers_findings(
-        &readers,
-        &declared,
-        objs,
-        also_known,
-        cfg.relay.role,
-    ));
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use crate::config::{Config, Env, HttpConfig};
 use crate::contract::definition::Status as Kept;
 use crate::error::{Code, Error};
 use crate::finding::Level;
-use crate::pg::{checks, connect, control, dead_letter::DeadLetters, declaration, health};
+use crate::pg::{checks, connect, control, dead_letter::DeadLetters, health};
 
 /// The relay's slot as the server shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -293,28 +293,19 @@ pub async fn status(cfg: &Config, env: &Env, thresholds: Thresholds) -> Result<R
 /// in them (the same rules, the same codes).
 async fn publishers(c: &Client, cfg: &Config) -> Result<(Publishers, Vec<Problem>), Error> {
     let objs = cfg.objects();
-    if !declaration::exists(c, &objs.outbox).await? {
-        return Ok((Publishers::default(), Vec::new()));
-    }
-    let declared = declaration::read(c, &objs.outbox).await?;
-    let system = declaration::system_identifier(c).await?;
-    let readers = declaration::readers(c, &objs.outbox).await?;
     // For the platform's table, Debezium's named slot is the relay mode's.
     let also_known =
         (cfg.outbox.contract()?.status == Kept::Kept).then_some(objs.debezium_slot.as_str());
-    let mut findings = vec![checks::declaration_finding(
-        &declared,
-        &objs,
-        &system,
-        cfg.relay.role,
-    )];
-    findings.extend(checks::readers_findings(
-        &readers,
-        &declared,
-        &objs,
-        also_known,
-        cfg.relay.role,
-    ));
+    let checks::OneRelay {
+        declared,
+        readers,
+        findings,
+    } = match checks::one_relay(c, &objs, cfg.relay.role, also_known).await {
+        Err(e) if e.code() == Code::DECLARATION_MISSING => {
+            return Ok((Publishers::default(), Vec::new()))
+        }
+        judged => judged?,
+    };
     let publishers = Publishers {
         declared: declared.held.as_ref().map(|h| h.describe()),
         copies: declared.copies.clone(),

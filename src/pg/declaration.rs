@@ -92,16 +92,8 @@ fn table(outbox: &OutboxConfig) -> String {
     format!("{}.{}", outbox.schema, objects::RELAY_DECLARATION_TABLE)
 }
 
-/// Whether `migrate` made the declaration's table.
-pub(crate) async fn exists(client: &Client, outbox: &OutboxConfig) -> Result<bool, Error> {
-    Ok(client
-        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table(outbox)])
-        .await
-        .map_err(query("looking for the relay declaration table"))?
-        .get(0))
-}
-
-/// The outbox's declaration.
+/// The outbox's declaration; `DECLARATION_MISSING` before `migrate` made
+/// its table.
 pub(crate) async fn read(client: &Client, outbox: &OutboxConfig) -> Result<Declaration, Error> {
     let rows = client
         .query(

@@ -51,9 +51,8 @@ pub use supervisor::{Attempt, Backoff, Supervisor};
 
 use crate::config::{Config, Delivery, Env, Objects, PostgresConfig, RelayConfig, Role};
 use crate::contract::definition::{Contract, Status};
-use crate::contract::outbox::objects;
 use crate::error::{policy, Code, Error};
-use crate::finding::{self, Finding};
+use crate::finding;
 use crate::kafka::held::{Held, Report};
 use crate::kafka::progress::Progress;
 use crate::kafka::topic_creation::TopicCreation;
@@ -67,7 +66,7 @@ use crate::pg::row_status::Marker;
 use crate::pg::{connect, declaration, grants};
 use crate::replication::{self, Feedback, SourceOptions, Stream};
 use crate::router::Plan;
-use crate::rules::{Rule, When};
+use crate::rules::When;
 use ledger::{PgJournal, PgLedger};
 use recorder::{Links, Recorder};
 use session::{Flow, Session};
@@ -485,20 +484,6 @@ async fn start_rules(
 /// once, one is refused) and a copy declares itself.
 async fn declared(sql: &Client, objects: &Objects, role: Role) -> Result<(), Error> {
     let outbox = &objects.outbox;
-    if !declaration::exists(sql, outbox).await? {
-        return finding::obey(
-            When::Start,
-            vec![Finding::error(
-                Rule::RelayDeclaration,
-                Code::DECLARATION_MISSING,
-                format!(
-                    "{}.{} does not exist: `outbox-cdc migrate` makes it",
-                    outbox.schema,
-                    objects::RELAY_DECLARATION_TABLE
-                ),
-            )],
-        );
-    }
     let system = declaration::system_identifier(sql).await?;
     let found = declaration::read(sql, outbox).await?;
     let judged = |d: &declaration::Declaration| {

@@ -266,10 +266,10 @@ async fn other_readers(w: &Watch, sql: &mut Option<Client>) -> Result<Vec<String
     let c = w.client(sql).await?;
     let outbox = &w.objects.outbox;
     let reading = async {
-        if !declaration::exists(c, outbox).await? {
-            return Ok(Vec::new());
-        }
-        let declared = declaration::read(c, outbox).await?;
+        let declared = match declaration::read(c, outbox).await {
+            Err(e) if e.code() == Code::DECLARATION_MISSING => return Ok(Vec::new()),
+            read => read?,
+        };
         if declared.held.is_none() && w.role == Role::Copy {
             return Ok(Vec::new());
         }

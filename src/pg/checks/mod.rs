@@ -24,8 +24,8 @@ use crate::pg::sqlstate::query_error;
 pub(crate) use super::catalog::table_columns;
 pub(crate) use contract::{contract_findings, streaming_finding};
 pub(crate) use ownership::{
-    declaration_finding, ownership, ownership_findings, pending_destinations, readers_findings,
-    strangers,
+    declaration_finding, one_relay, ownership, ownership_findings, pending_destinations,
+    readers_findings, strangers, OneRelay,
 };
 pub(crate) use publication::{publication, publication_finding};
 pub(crate) use schema::schema_findings;

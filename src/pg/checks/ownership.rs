@@ -10,7 +10,7 @@ use crate::contract::outbox::{self, objects, RelayMode, Status};
 use crate::error::{Code, Error};
 use crate::finding::Finding;
 use crate::pg::control::{self, Declared, SlotActivity};
-use crate::pg::declaration::{Declaration, Holder, Reader, Reads};
+use crate::pg::declaration::{self, Declaration, Holder, Reader, Reads};
 use crate::rules::Rule;
 
 /// Who publishes the outbox, as the database says.
@@ -138,6 +138,37 @@ pub(crate) async fn pending_destinations(c: &Client, objs: &Objects) -> Result<V
         .iter()
         .map(|r| r.get(0))
         .collect())
+}
+
+/// One relay per outbox as `check` and `status` judge it: the facts read
+/// and the findings of both rules.
+pub(crate) struct OneRelay {
+    pub(crate) declared: Declaration,
+    pub(crate) readers: Vec<Reader>,
+    pub(crate) findings: Vec<Finding>,
+}
+
+/// Reads the declaration, the system and the active slots, and judges them
+/// (`also_known`: a slot another rule judges). `DECLARATION_MISSING` before
+/// `migrate` made the table.
+pub(crate) async fn one_relay(
+    c: &Client,
+    objs: &Objects,
+    role: Role,
+    also_known: Option<&str>,
+) -> Result<OneRelay, Error> {
+    let declared = declaration::read(c, &objs.outbox).await?;
+    let system = declaration::system_identifier(c).await?;
+    let readers = declaration::readers(c, &objs.outbox).await?;
+    let mut findings = vec![declaration_finding(&declared, objs, &system, role)];
+    findings.extend(readers_findings(
+        &readers, &declared, objs, also_known, role,
+    ));
+    Ok(OneRelay {
+        declared,
+        readers,
+        findings,
+    })
 }
 
 /// The outbox's declaration against this relay: its slot on this database
